@@ -1,0 +1,196 @@
+"""Data sets for examples, tests and benchmarks.
+
+``load_german()`` reads the UCI Statlog German credit data bundled with cfopt. The
+other loaders read the CARLA-processed recourse benchmarks (public repository
+carla-recourse/cf-data, MIT licence) from the *data home*: ``$CFOPT_DATA_HOME`` if
+set, else a per-user cache folder. A missing file is downloaded from its public
+source and checked against its SHA-256; without a network the loader raises
+:class:`~cfopt.DataNotFoundError` saying where to put the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import urllib.request
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from .errors import DataNotFoundError
+
+_CARLA = "https://raw.githubusercontent.com/carla-recourse/cf-data/master/"
+
+#: relative path in the data home -> (public URL, SHA-256)
+REMOTE_FILES: dict[str, tuple[str, str]] = {
+    "carla/adult.csv": (_CARLA + "adult.csv",
+                        "e98ef37848b34919802d9e110718dd02ccbc8ec0369677f92bb1fd40b71eccdc"),
+    "carla/adult_train.csv": (_CARLA + "adult_train.csv",
+                              "949236c2502a3daa4b660ba35093ee133e1d152f865a5323768b0b7a50a8e292"),
+    "carla/adult_test.csv": (_CARLA + "adult_test.csv",
+                             "5fa0554e72173473f4f826ed28daec5f2ce76c3af7a9f1cb6fe3a806f87b6b6b"),
+    "carla/compas.csv": (_CARLA + "compas.csv",
+                         "e99430e4bdeebc858ba22726be3c3924c8435e6c890e2ae7f52d0411a3cc0516"),
+    "carla/compas_train.csv": (_CARLA + "compas_train.csv",
+                               "d9cab073348a902bc09e4e0792f2b73aab1c6e419db1da655bbad978f33b80cf"),
+    "carla/compas_test.csv": (_CARLA + "compas_test.csv",
+                              "6849f34e0edad380bfa3b62c5a947bd0a9122cc639496e3048f04c6c674127eb"),
+    "carla/heloc.csv": (_CARLA + "heloc.csv",
+                        "6a668dddbd2b59aed119c0169c562d54ad6a462580ca783628e88cbc59315d41"),
+    "carla/heloc_train.csv": (_CARLA + "heloc_train.csv",
+                              "92187da9daab7d1b074192d45d29fd3c1aca1f3cac8f37800780310ea7cf2b36"),
+    "carla/heloc_test.csv": (_CARLA + "heloc_test.csv",
+                             "56a00b4f7b96bf1020a8d05d3b61ea3a4bc6fe637376c0b929dceb3f319a0e58"),
+    "carla/give_me_some_credit_test.csv": (
+        _CARLA + "give_me_some_credit_test.csv",
+        "3654b651e0bc5ce46c7ef3f807974a6e91c6669c8f5f0b5348556179d1f6df5e"),
+}
+
+Split = Literal["all", "train", "test"]
+
+
+@dataclass
+class Dataset:
+    """A labelled data set: raw features ``X``, labels ``y`` (1 = favourable)."""
+
+    name: str
+    X: pd.DataFrame
+    y: pd.Series
+    source: str
+    license: str
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        return pd.concat([self.X, self.y], axis=1)
+
+    def __repr__(self) -> str:
+        return f"Dataset({self.name!r}, {self.X.shape[0]} rows x {self.X.shape[1]} features)"
+
+
+def data_home() -> Path:
+    """``$CFOPT_DATA_HOME``, else the user cache folder (e.g. ``~/.cache/cfopt``)."""
+    env = os.environ.get("CFOPT_DATA_HOME")
+    if env:
+        return Path(env).expanduser()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+        return base / "cfopt" / "Cache"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "cfopt"
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cfopt"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fetch(relpath: str, *, download: bool = True, timeout: float = 60.0) -> Path:
+    """Path of a data file in the data home, downloading it (checksum-verified) if
+    missing."""
+    if relpath not in REMOTE_FILES:
+        raise ValueError(f"unknown data file {relpath!r}; known: {sorted(REMOTE_FILES)}")
+    path = data_home() / relpath
+    if path.exists():
+        return path
+    url, sha = REMOTE_FILES[relpath]
+    where = (f"place the file at {path} or set CFOPT_DATA_HOME to a folder holding "
+             f"{relpath}")
+    if not download:
+        raise DataNotFoundError(f"{relpath} is not in the data home ({data_home()}); {where}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with urllib.request.urlopen(url, timeout=timeout) as response, \
+                tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
+            shutil.copyfileobj(response, tmp)
+    except OSError as exc:
+        raise DataNotFoundError(f"{relpath} is not in the data home ({data_home()}) and could "
+                                f"not be downloaded from {url}: {exc}; {where}") from exc
+    got = _sha256(Path(tmp.name))
+    if got != sha:
+        os.unlink(tmp.name)
+        raise DataNotFoundError(f"download of {url} has SHA-256 {got}, expected {sha}; the "
+                                f"source changed or the transfer failed; {where}")
+    os.replace(tmp.name, path)
+    return path
+
+
+def _split_file(name: str, split: Split) -> str:
+    if split not in ("all", "train", "test"):
+        raise ValueError(f"split must be 'all', 'train' or 'test', got {split!r}")
+    return f"carla/{name}.csv" if split == "all" else f"carla/{name}_{split}.csv"
+
+
+def _carla(name: str, file: str, label: str, *, download: bool) -> Dataset:
+    frame = pd.read_csv(fetch(file, download=download))
+    if label not in frame.columns:
+        raise DataNotFoundError(f"{file} has no label column {label!r}; is it the CARLA file?")
+    y = frame.pop(label).astype(int)
+    return Dataset(name, frame, y, source=f"CARLA cf-data ({REMOTE_FILES[file][0]})",
+                   license="MIT (CARLA cf-data); underlying data under its original terms")
+
+
+def load_adult(split: Split = "all", *, download: bool = True) -> Dataset:
+    """CARLA's Adult income (48,832 rows; label ``income``, 1 = >50K)."""
+    return _carla("adult", _split_file("adult", split), "income", download=download)
+
+
+def load_compas(split: Split = "all", *, download: bool = True) -> Dataset:
+    """CARLA's COMPAS (6,172 rows; label ``score``, 1 = not high risk)."""
+    return _carla("compas", _split_file("compas", split), "score", download=download)
+
+
+def load_heloc(split: Split = "all", *, download: bool = True) -> Dataset:
+    """CARLA's HELOC (9,871 rows; label ``RiskPerformance``, 1 = good)."""
+    return _carla("heloc", _split_file("heloc", split), "RiskPerformance", download=download)
+
+
+def load_gmc(*, download: bool = True) -> Dataset:
+    """CARLA's Give Me Some Credit test split (28,882 rows; label ``SeriousDlqin2yrs``,
+    1 = no serious delinquency). Only this split is published; split it yourself."""
+    return _carla("give_me_some_credit", "carla/give_me_some_credit_test.csv",
+                  "SeriousDlqin2yrs", download=download)
+
+
+GERMAN_COLUMNS = [
+    "status", "duration", "credit_history", "purpose", "credit_amount", "savings",
+    "present_employment", "installment_rate", "status_sex", "other_debtors",
+    "residence_since", "property", "age", "installment_plans", "housing",
+    "existing_credits", "job", "people_liable", "telephone", "foreign_worker",
+]
+
+
+def load_german() -> Dataset:
+    """UCI Statlog German credit (1,000 applicants, 20 attributes), bundled.
+
+    Coded attributes are replaced by their descriptions (``telephone`` and
+    ``foreign_worker`` become booleans); ``y`` is 1 for good credit risk, 0 for bad.
+    """
+    folder = resources.files("cfopt") / "data"
+    with (folder / "german_values_maps.json").open(encoding="utf-8") as fh:
+        maps: dict[str, dict[str, Any]] = json.load(fh)
+    with (folder / "german.data").open(encoding="utf-8") as fh:
+        frame = pd.read_csv(fh, sep=" ", header=None, names=GERMAN_COLUMNS + ["credit"])
+    for column, mapping in maps.items():
+        if column in GERMAN_COLUMNS:
+            labels = {k: v.strip() if isinstance(v, str) else v for k, v in mapping.items()}
+            frame[column] = frame[column].map(labels)
+            if frame[column].isna().any():
+                raise DataNotFoundError(f"german.data has codes in {column!r} missing from "
+                                        f"german_values_maps.json")
+            if all(isinstance(v, bool) for v in labels.values()):
+                frame[column] = frame[column].astype(bool)
+    y = (frame.pop("credit") == 1).astype(int).rename("good_credit")
+    return Dataset("german", frame, y,
+                   source="UCI Statlog (German Credit Data), DOI 10.24432/C5NC77",
+                   license="CC BY 4.0")

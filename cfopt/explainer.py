@@ -1,0 +1,197 @@
+"""The high-level API: ``Explainer(model, space).explain(x)``.
+
+An :class:`Explainer` builds the counterfactual MILP once for its (model, feature
+space, options) and answers each query by changing mutable parameters (the factual,
+the target) and re-solving, with a persistent solver where one exists. Every
+returned counterfactual is decoded to raw units and re-checked with the real model;
+if the check fails for numerical reasons the query is re-solved with a 10x larger
+validity margin (at most ``verify_retries`` times), else it is reported as
+``VERIFICATION_FAILED`` without a point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import pandas as pd
+import pyomo.environ as pyo
+
+from .diagnosis import diagnose
+from .errors import InfeasibleError
+from .features import FeatureSpace, as_frame
+from .problem import CounterfactualModel
+from .results import Counterfactual
+from .solvers import SolveOutcome, SolverBackend, SolverSettings, make_solver
+from .status import Status
+
+_QUERY_OPTIONS = ("time_limit", "mip_gap", "max_changes")
+
+
+class Explainer:
+    """Counterfactual explanations of one learned model over one feature space.
+
+    Args:
+        model: the fitted model (torch ``nn.Sequential``, ONNX file or ModelProto,
+            sklearn ``MLPClassifier`` or linear classifier); it must consume
+            ``space.transform(X)``.
+        space: the :class:`~cfopt.FeatureSpace`.
+        solver: ``"highs"`` (default), ``"gurobi"``, ``"cbc"``, any Pyomo solver name,
+            or a :class:`~cfopt.solvers.SolverBackend`.
+        objective, weights, max_changes, margin, bound_tightening: see
+            :class:`~cfopt.CounterfactualModel`.
+        time_limit: seconds per solve (``None``: no limit); on expiry the incumbent is
+            returned with status ``FEASIBLE`` (not proven optimal).
+        mip_gap: relative gap at which the solver stops (reported as optimal).
+        threads: solver threads per query (default 1: no oversubscription when
+            queries run in parallel processes).
+        seed: solver random seed (determinism).
+        solver_options: raw solver options passed through by name.
+        verify_retries: re-solves with a 10x margin when verification fails.
+        verbose: print solver logs.
+
+    Attributes:
+        milp: the :class:`~cfopt.CounterfactualModel` (a Pyomo ``ConcreteModel``);
+            constraints added to it apply to every later query.
+    """
+
+    def __init__(self, model: Any, space: FeatureSpace, *, solver: str | SolverBackend = "highs",
+                 objective: str | Mapping[str, float] = "l1",
+                 weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
+                 margin: float = 1e-3, bound_tightening: str | None = "lp",
+                 time_limit: float | None = None, mip_gap: float = 1e-4,
+                 threads: int | None = 1, seed: int | None = 0,
+                 solver_options: Mapping[str, Any] | None = None, verify_retries: int = 3,
+                 verbose: bool = False) -> None:
+        self.settings = SolverSettings(time_limit=time_limit, mip_gap=mip_gap, threads=threads,
+                                       seed=seed, options=dict(solver_options or {}),
+                                       verbose=verbose)
+        if isinstance(verify_retries, bool) or not isinstance(verify_retries, int) or \
+                verify_retries < 0:
+            raise ValueError(f"verify_retries must be a non-negative integer, "
+                             f"got {verify_retries!r}")
+        self.verify_retries = verify_retries
+        self.backend = make_solver(solver)
+        self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
+                                        max_changes=max_changes, margin=margin,
+                                        bound_tightening=bound_tightening)
+        self.margin = margin
+        self._build_pending = True
+
+    @property
+    def space(self) -> FeatureSpace:
+        return self.milp.space
+
+    def explain(self, x: pd.DataFrame | pd.Series | Mapping, target: Any = None,
+                **options: Any) -> Counterfactual:
+        """The closest counterfactual of one raw row ``x``.
+
+        Args:
+            x: one row (DataFrame, Series or dict) in raw units with category labels.
+            target: a class label, a list of labels, or ``None`` (any other class).
+            **options: ``time_limit``, ``mip_gap`` (this query only), ``max_changes``
+                (if the explainer was built with a cap).
+
+        Raises:
+            ValueError: bad input (columns, NaN, categories, bounds, target).
+            InfeasibleError: no counterfactual exists; the message names the
+                conflicting constraint groups.
+        """
+        unknown = sorted(set(options) - set(_QUERY_OPTIONS))
+        if unknown:
+            raise TypeError(f"unknown option(s) {unknown} for explain(); accepted: "
+                            f"{list(_QUERY_OPTIONS)}")
+        t0 = time.perf_counter()
+        settings = dataclasses.replace(
+            self.settings, **{k: v for k, v in options.items() if k in ("time_limit", "mip_gap")})
+        m = self.milp
+        factual = m.set_factual(x)
+        target_labels = m.set_target(target)
+        if "max_changes" in options or hasattr(m, "max_changes"):
+            m.set_max_changes(options.get("max_changes", m._default_max_changes))
+        build_time = time.perf_counter() - t0
+        if self._build_pending:
+            build_time += m.build_time
+            self._build_pending = False
+
+        outcomes: list[SolveOutcome] = []
+        row = None
+        verified = False
+        predicted = None
+        problems: list[str] = []
+        try:
+            for _ in range(self.verify_retries + 1):
+                outcome = self.backend.solve(m, settings)
+                outcomes.append(outcome)
+                if not outcome.status.has_solution:
+                    break
+                row = m.decode()
+                predicted = m.predict(row)[0]
+                problems = m.violations(row)
+                verified = predicted in target_labels and not problems
+                if verified:
+                    break
+                m.margin = pyo.value(m.margin) * 10
+            margin_used = pyo.value(m.margin)
+        finally:
+            m.margin = self.margin
+        last = outcomes[-1]
+        status = last.status
+        message = ""
+        if status is Status.INFEASIBLE:
+            diagnosis = diagnose(m, self.backend, settings)
+            raise InfeasibleError(diagnosis.message(target_labels), groups=diagnosis.groups,
+                                  details=diagnosis.members)
+        if status.has_solution and not verified:
+            status = Status.VERIFICATION_FAILED
+            message = (f"the solver's point is classified as {predicted!r} by the real model "
+                       f"(target {list(target_labels)}) or breaks {problems} even with margin "
+                       f"{margin_used:g}; no counterfactual returned")
+            row = None
+        elif status is Status.FEASIBLE:
+            message = "time limit reached: best incumbent returned, optimality not proven"
+        elif status is Status.NO_SOLUTION:
+            message = "time limit reached before any counterfactual was found"
+        elif status is Status.ERROR:
+            message = f"solver terminated with {last.termination}"
+        solver_times = [o.solver_time for o in outcomes if o.solver_time is not None]
+        return Counterfactual(
+            factual=factual, counterfactual=row if verified else None, target=target_labels,
+            factual_class=m.factual_class, predicted_class=predicted if verified else None,
+            status=status, verified=verified,
+            objective=last.objective if verified else None,
+            bound=last.bound, distances=m.distances(row) if verified else {},
+            build_time=build_time, solve_time=sum(o.wall_time for o in outcomes),
+            solver_time=sum(solver_times) if solver_times else None,
+            total_time=time.perf_counter() - t0, solver=self.backend.name,
+            margin=margin_used, attempts=len(outcomes), message=message)
+
+    def explain_many(self, X: pd.DataFrame, target: Any = None, *,
+                     errors: Literal["raise", "record"] = "raise",
+                     **options: Any) -> list[Counterfactual]:
+        """Explain every row of ``X`` with the same model (built once).
+
+        ``errors="record"`` turns an infeasible query into a result with status
+        ``INFEASIBLE`` and the diagnosis as its message, instead of raising.
+        """
+        if errors not in ("raise", "record"):
+            raise ValueError(f"errors must be 'raise' or 'record', got {errors!r}")
+        frame = as_frame(X)
+        self.space.validate(frame)
+        results = []
+        for i in range(len(frame)):
+            row = frame.iloc[[i]]
+            try:
+                results.append(self.explain(row, target, **options))
+            except InfeasibleError as exc:
+                if errors == "raise":
+                    raise
+                results.append(Counterfactual(
+                    factual=self.space.validate(row).reset_index(drop=True),
+                    counterfactual=None, target=self.milp.target,
+                    factual_class=self.milp.factual_class, predicted_class=None,
+                    status=Status.INFEASIBLE, verified=False, objective=None, bound=None,
+                    solver=self.backend.name, margin=self.margin, message=str(exc)))
+        return results

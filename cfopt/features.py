@@ -1,0 +1,603 @@
+"""The declared feature space: raw features, their kinds, bounds, actionability, and the
+exact linear map from raw values to the learned model's input vector.
+
+A :class:`FeatureSpace` is inferred from a pandas DataFrame and then edited per feature.
+It is the single place that knows how a raw row (original column names, category
+labels, raw units) becomes the model input vector, so every counterfactual is reported
+in raw units with category labels:
+
+* a numeric feature (continuous, integer, binary, ordinal) has a *code* ``v`` (its value;
+  for an ordinal or a labelled binary the position of its label) and one model input
+  ``(v - shift) / scale`` (min-max, standard or no scaling);
+* a categorical feature with levels ``l_1..l_m`` has one binary model input per level
+  (one-hot) with ``sum_k onehot_k = 1`` (CE-OCL eq. 4); changing its level counts as one
+  change.
+
+The learned model is assumed to consume ``space.transform(X)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+Direction = Literal["any", "increase", "decrease"]
+Scaling = Literal["minmax", "standard", "none"]
+
+_DIRECTIONS = ("any", "increase", "decrease")
+_SCALINGS = ("minmax", "standard", "none")
+
+
+class Kind(str, Enum):
+    """Kind of a raw feature."""
+
+    CONTINUOUS = "continuous"
+    INTEGER = "integer"
+    BINARY = "binary"
+    CATEGORICAL = "categorical"
+    ORDINAL = "ordinal"
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the matching Python scalar (for JSON and clean reprs)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One raw feature.
+
+    Attributes:
+        name: column name in the raw data.
+        kind: see :class:`Kind`.
+        lower, upper: bounds of the feature's code (raw value for numeric kinds; level
+            position for ordinals; 0/1 for binaries). ``None`` for categoricals.
+        categories: level labels: the one-hot levels of a categorical, the ordered levels
+            of an ordinal, or the two labels (for code 0 and 1) of a labelled binary.
+        immutable: the counterfactual must keep the factual value.
+        direction: ``"increase"`` / ``"decrease"``: the feature may only move that way.
+        shift, scale: model input = (code - shift) / scale (numeric kinds only).
+        spread: range of the feature in the data (default L1 weight is 1 / spread).
+        mad: median absolute deviation in the data (for MAD-weighted L1).
+    """
+
+    name: str
+    kind: Kind
+    lower: float | None = None
+    upper: float | None = None
+    categories: tuple = ()
+    immutable: bool = False
+    direction: Direction = "any"
+    shift: float = 0.0
+    scale: float = 1.0
+    spread: float | None = None
+    mad: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", Kind(self.kind))
+        object.__setattr__(self, "categories", tuple(_plain(c) for c in self.categories))
+        name, kind = self.name, self.kind
+        if self.direction not in _DIRECTIONS:
+            raise ValueError(f"feature {name!r}: direction must be one of {_DIRECTIONS}, "
+                             f"got {self.direction!r}")
+        if len(set(self.categories)) != len(self.categories):
+            raise ValueError(f"feature {name!r}: duplicate categories {self.categories}")
+        if kind is Kind.CATEGORICAL:
+            if not self.categories:
+                raise ValueError(f"categorical feature {name!r} needs its categories")
+            if self.direction != "any":
+                raise ValueError(f"categorical feature {name!r} has no order, so it cannot "
+                                 f"be {self.direction}-only; declare it ordinal instead")
+            if self.lower is not None or self.upper is not None:
+                raise ValueError(f"categorical feature {name!r} has no numeric bounds")
+            return
+        if kind is Kind.ORDINAL and len(self.categories) < 2:
+            raise ValueError(f"ordinal feature {name!r} needs at least two ordered levels")
+        if kind is Kind.BINARY and self.categories and len(self.categories) != 2:
+            raise ValueError(f"binary feature {name!r}: give exactly two labels "
+                             f"(for 0 and 1), got {self.categories}")
+        if kind in (Kind.CONTINUOUS, Kind.INTEGER) and self.categories:
+            raise ValueError(f"{kind.value} feature {name!r} takes no categories")
+        lower, upper = self.lower, self.upper
+        if kind is Kind.BINARY:
+            lower = 0.0 if lower is None else lower
+            upper = 1.0 if upper is None else upper
+        elif kind is Kind.ORDINAL:
+            lower = 0.0 if lower is None else lower
+            upper = float(len(self.categories) - 1) if upper is None else upper
+        if lower is None or upper is None:
+            raise ValueError(f"feature {name!r} needs finite lower and upper bounds "
+                             f"(big-M formulations are built from them)")
+        lower, upper = float(lower), float(upper)
+        if not (math.isfinite(lower) and math.isfinite(upper)):
+            raise ValueError(f"feature {name!r}: bounds must be finite, got [{lower}, {upper}]")
+        if lower > upper:
+            raise ValueError(f"feature {name!r}: lower bound {lower} is above upper bound {upper}")
+        if kind in (Kind.INTEGER, Kind.BINARY, Kind.ORDINAL):
+            if lower != math.floor(lower) or upper != math.floor(upper):
+                raise ValueError(f"{kind.value} feature {name!r}: bounds must be integers, "
+                                 f"got [{lower}, {upper}]")
+        if kind is Kind.BINARY and (lower < 0 or upper > 1):
+            raise ValueError(f"binary feature {name!r}: bounds must lie in [0, 1]")
+        if kind is Kind.ORDINAL and (lower < 0 or upper > len(self.categories) - 1):
+            raise ValueError(f"ordinal feature {name!r}: bounds are level positions in "
+                             f"[0, {len(self.categories) - 1}]")
+        if not (math.isfinite(self.scale) and self.scale > 0):
+            raise ValueError(f"feature {name!r}: scale must be positive and finite, "
+                             f"got {self.scale}")
+        if not math.isfinite(self.shift):
+            raise ValueError(f"feature {name!r}: shift must be finite, got {self.shift}")
+        object.__setattr__(self, "lower", lower)
+        object.__setattr__(self, "upper", upper)
+
+    # ----------------------------------------------------------------- encoding
+    @property
+    def is_onehot(self) -> bool:
+        """True for a categorical feature (one binary model input per level)."""
+        return self.kind is Kind.CATEGORICAL
+
+    @property
+    def is_integral(self) -> bool:
+        """True when the feature's code takes integer values only."""
+        return self.kind in (Kind.INTEGER, Kind.BINARY, Kind.ORDINAL)
+
+    @property
+    def labelled(self) -> bool:
+        """True when codes map to labels (ordinal, labelled binary, categorical)."""
+        return bool(self.categories)
+
+    @property
+    def input_names(self) -> list[str]:
+        """Names of the model inputs this feature produces."""
+        if self.is_onehot:
+            return [f"{self.name}={c}" for c in self.categories]
+        return [self.name]
+
+    def to_code(self, value: Any) -> float:
+        """Numeric code of a raw value (label position for ordinals / labelled binaries)."""
+        if self.is_onehot:
+            raise TypeError(f"categorical feature {self.name!r} has no numeric code")
+        if self.labelled:
+            try:
+                return float(self.categories.index(_plain(value)))
+            except ValueError:
+                raise ValueError(f"column {self.name!r}: unseen category {value!r}; known "
+                                 f"categories: {list(self.categories)}") from None
+        return float(value)
+
+    def from_code(self, code: float) -> Any:
+        """Raw value of a code (inverse of :meth:`to_code`)."""
+        if self.labelled:
+            return self.categories[int(round(code))]
+        if self.is_integral:
+            return int(round(code))
+        return float(code)
+
+    @property
+    def weight_spread(self) -> float:
+        """Range used for default L1 weights: the data range, else the bounds' width."""
+        if self.is_onehot:
+            return 1.0
+        spread = self.spread if self.spread is not None else self.upper - self.lower
+        return spread if spread > 0 else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["kind"] = self.kind.value
+        d["categories"] = list(self.categories)
+        return d
+
+
+_EDITABLE = ("lower", "upper", "immutable", "direction", "shift", "scale", "kind",
+             "spread", "mad")
+
+
+class FeatureSpace:
+    """An ordered set of :class:`Feature` and the exact raw-to-model-input map.
+
+    Build one with :meth:`from_frame` and edit it with :meth:`set`,
+    :meth:`immutable`, :meth:`increase_only`, :meth:`decrease_only`; train the model on
+    :meth:`transform` of the training frame.
+    """
+
+    def __init__(self, features: Iterable[Feature]) -> None:
+        self._features: dict[str, Feature] = {}
+        for f in features:
+            if not isinstance(f, Feature):
+                raise TypeError(f"FeatureSpace takes Feature objects, got {type(f).__name__}")
+            if f.name in self._features:
+                raise ValueError(f"duplicate feature name {f.name!r}")
+            self._features[f.name] = f
+        if not self._features:
+            raise ValueError("a FeatureSpace needs at least one feature")
+
+    # ------------------------------------------------------------- inference
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, *, scaling: Scaling = "minmax",
+                   kinds: Mapping[str, Kind | str] | None = None,
+                   categories: Mapping[str, Iterable] | None = None) -> FeatureSpace:
+        """Infer a feature space from a DataFrame of raw training rows.
+
+        Kinds are inferred per column (override with ``kinds``): bool or numeric with
+        values in {0, 1} → binary; numeric with integral values → integer; other
+        numeric → continuous; ordered pandas Categorical → ordinal; strings or unordered
+        Categorical with two labels → labelled binary, with more → categorical. Bounds
+        are the data's min and max; ``scaling`` sets shift and scale of numeric inputs
+        (min-max: min and range; standard: mean and population std; none: 0 and 1).
+        ``categories`` fixes the level order of categorical / ordinal columns.
+        """
+        if not isinstance(frame, pd.DataFrame):
+            raise TypeError(f"from_frame takes a pandas DataFrame, got {type(frame).__name__}")
+        if scaling not in _SCALINGS:
+            raise ValueError(f"scaling must be one of {_SCALINGS}, got {scaling!r}")
+        if frame.empty:
+            raise ValueError("cannot infer a feature space from an empty DataFrame")
+        kinds = dict(kinds or {})
+        categories = {k: tuple(v) for k, v in (categories or {}).items()}
+        for key in list(kinds) + list(categories):
+            if key not in frame.columns:
+                raise ValueError(f"unknown column {key!r}; columns are {list(frame.columns)}")
+        features = []
+        for name in frame.columns:
+            if not isinstance(name, str):
+                raise ValueError(f"column names must be strings, got {name!r}")
+            col = frame[name]
+            if col.isna().any():
+                raise ValueError(f"column {name!r}: NaN in row {col.index[col.isna()][0]!r}")
+            kind = Kind(kinds[name]) if name in kinds else _infer_kind(col)
+            features.append(_infer_feature(name, col, kind, categories.get(name), scaling))
+        return cls(features)
+
+    # ------------------------------------------------------------------ access
+    @property
+    def names(self) -> list[str]:
+        return list(self._features)
+
+    @property
+    def features(self) -> list[Feature]:
+        return list(self._features.values())
+
+    def __getitem__(self, name: str) -> Feature:
+        try:
+            return self._features[name]
+        except KeyError:
+            raise KeyError(f"unknown feature {name!r}; features are {self.names}") from None
+
+    def __iter__(self) -> Iterator[Feature]:
+        return iter(self._features.values())
+
+    def __len__(self) -> int:
+        return len(self._features)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._features
+
+    def __repr__(self) -> str:
+        return f"FeatureSpace({len(self)} features, {self.n_inputs} model inputs)"
+
+    def summary(self) -> pd.DataFrame:
+        """One row per feature: kind, bounds, actionability, scaling."""
+        rows = []
+        for f in self:
+            rows.append({"feature": f.name, "kind": f.kind.value, "lower": f.lower,
+                         "upper": f.upper, "categories": list(f.categories) or None,
+                         "immutable": f.immutable, "direction": f.direction,
+                         "shift": f.shift, "scale": f.scale})
+        return pd.DataFrame(rows).set_index("feature")
+
+    # ----------------------------------------------------------------- editing
+    def set(self, name: str, **changes: Any) -> FeatureSpace:
+        """Edit one feature (bounds, immutable, direction, scaling, integer/continuous).
+
+        Bounds of an ordinal may be given as labels. Returns ``self`` for chaining.
+        """
+        feature = self[name]
+        unknown = sorted(set(changes) - set(_EDITABLE))
+        if unknown:
+            raise TypeError(f"unknown feature attribute(s) {unknown} for {name!r}; "
+                            f"editable: {list(_EDITABLE)}")
+        if "kind" in changes:
+            new_kind = Kind(changes["kind"])
+            allowed = {Kind.CONTINUOUS, Kind.INTEGER}
+            if not (feature.kind in allowed and new_kind in allowed):
+                raise ValueError(f"feature {name!r}: only continuous <-> integer kind changes "
+                                 f"keep the encoding; rebuild the space to change "
+                                 f"{feature.kind.value} to {new_kind.value}")
+        if feature.kind is Kind.ORDINAL:
+            for key in ("lower", "upper"):
+                if key in changes and not isinstance(changes[key], (int, float)):
+                    changes[key] = feature.to_code(changes[key])
+        self._features[name] = dataclasses.replace(feature, **changes)
+        return self
+
+    def immutable(self, *names: str) -> FeatureSpace:
+        """Declare features immutable. Returns ``self``."""
+        for n in names:
+            self.set(n, immutable=True)
+        return self
+
+    def increase_only(self, *names: str) -> FeatureSpace:
+        """Declare features that may only increase. Returns ``self``."""
+        for n in names:
+            self.set(n, direction="increase")
+        return self
+
+    def decrease_only(self, *names: str) -> FeatureSpace:
+        """Declare features that may only decrease. Returns ``self``."""
+        for n in names:
+            self.set(n, direction="decrease")
+        return self
+
+    # ------------------------------------------------------------- model inputs
+    @property
+    def input_names(self) -> list[str]:
+        """Names of the model's input columns, in order."""
+        return [c for f in self for c in f.input_names]
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.input_names)
+
+    def input_slices(self) -> dict[str, slice]:
+        """Position of each feature's model inputs in the input vector."""
+        out, start = {}, 0
+        for f in self:
+            width = len(f.input_names)
+            out[f.name] = slice(start, start + width)
+            start += width
+        return out
+
+    def input_bounds(self) -> list[tuple[float, float]]:
+        """Bounds of each model input implied by the feature bounds."""
+        bounds: list[tuple[float, float]] = []
+        for f in self:
+            if f.is_onehot:
+                bounds.extend((0.0, 1.0) for _ in f.categories)
+            else:
+                bounds.append(((f.lower - f.shift) / f.scale, (f.upper - f.shift) / f.scale))
+        return bounds
+
+    def transform(self, X: pd.DataFrame | pd.Series | Mapping, *,
+                  check_bounds: bool = True) -> np.ndarray:
+        """Model input matrix (n, n_inputs), float64, of validated raw rows."""
+        frame = self.validate(X, check_bounds=check_bounds)
+        out = np.zeros((len(frame), self.n_inputs))
+        for f, sl in zip(self, self.input_slices().values()):
+            col = frame[f.name]
+            if f.is_onehot:
+                for k, level in enumerate(f.categories):
+                    out[:, sl.start + k] = (col == level).to_numpy(dtype=float)
+            else:
+                codes = self._codes(f, col)
+                out[:, sl.start] = (codes - f.shift) / f.scale
+        return out
+
+    def inverse_transform(self, Z: np.ndarray) -> pd.DataFrame:
+        """Raw rows of model input vectors (integral codes rounded, one-hot by argmax)."""
+        Z = np.atleast_2d(np.asarray(Z, dtype=float))
+        if Z.shape[1] != self.n_inputs:
+            raise ValueError(f"expected {self.n_inputs} model inputs, got {Z.shape[1]}")
+        data = {}
+        for f, sl in zip(self, self.input_slices().values()):
+            if f.is_onehot:
+                data[f.name] = [f.categories[k] for k in Z[:, sl].argmax(axis=1)]
+            else:
+                data[f.name] = [f.from_code(v * f.scale + f.shift) for v in Z[:, sl.start]]
+        return pd.DataFrame(data, columns=self.names)
+
+    @staticmethod
+    def _codes(f: Feature, col: pd.Series) -> np.ndarray:
+        if f.labelled:
+            lookup = {c: i for i, c in enumerate(f.categories)}
+            return np.array([lookup[_plain(v)] for v in col], dtype=float)
+        return col.to_numpy(dtype=float)
+
+    # --------------------------------------------------------------- validation
+    def validate(self, X: pd.DataFrame | pd.Series | Mapping, *,
+                 check_bounds: bool = True) -> pd.DataFrame:
+        """Check raw rows against the space; return them with columns in space order.
+
+        Raises ``ValueError`` naming the column and value for: missing or extra columns,
+        non-numeric values in numeric columns, NaN or ±inf, non-integral values of
+        integer features, unseen categories, and (``check_bounds``) values outside the
+        declared bounds.
+        """
+        frame = as_frame(X)
+        missing = [n for n in self.names if n not in frame.columns]
+        if missing:
+            raise ValueError(f"missing column(s) {missing}; the feature space expects "
+                             f"{self.names}")
+        extra = [c for c in frame.columns if c not in self._features]
+        if extra:
+            raise ValueError(f"unexpected column(s) {extra} not in the feature space "
+                             f"(drop the target column before explaining)")
+        frame = frame[self.names].copy()
+        for f in self:
+            frame[f.name] = _validate_column(f, frame[f.name], check_bounds)
+        return frame
+
+    # ------------------------------------------------------------ serialization
+    def to_dict(self) -> dict[str, Any]:
+        return {"features": [f.to_dict() for f in self]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FeatureSpace:
+        try:
+            return cls(Feature(**f) for f in data["features"])
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a serialized FeatureSpace: {exc}") from exc
+
+    def to_json(self, path: str | None = None) -> str:
+        text = json.dumps(self.to_dict(), indent=2)
+        if path is not None:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        return text
+
+    @classmethod
+    def from_json(cls, text_or_path: str) -> FeatureSpace:
+        text = text_or_path
+        if not text_or_path.lstrip().startswith("{"):
+            with open(text_or_path, encoding="utf-8") as fh:
+                text = fh.read()
+        return cls.from_dict(json.loads(text))
+
+
+def as_frame(X: pd.DataFrame | pd.Series | Mapping) -> pd.DataFrame:
+    """Rows as a DataFrame: a DataFrame as is, a Series or a mapping as one row."""
+    if isinstance(X, pd.DataFrame):
+        return X
+    if isinstance(X, pd.Series):
+        return X.to_frame().T.infer_objects()
+    if isinstance(X, Mapping):
+        return pd.DataFrame([dict(X)])
+    raise TypeError(f"expected a pandas DataFrame, Series or dict of raw feature values, "
+                    f"got {type(X).__name__}")
+
+
+def _validate_column(f: Feature, col: pd.Series, check_bounds: bool) -> pd.Series:
+    name = f.name
+    if f.labelled:
+        known = set(f.categories)
+        for idx, v in col.items():
+            if _is_missing(v):
+                raise ValueError(f"column {name!r}: missing value (NaN) in row {idx!r}")
+            if _plain(v) not in known:
+                raise ValueError(f"column {name!r}: unseen category {v!r} in row {idx!r}; "
+                                 f"known categories: {list(f.categories)}")
+        values = col.map(_plain).astype(object)
+        if f.is_onehot or not check_bounds:
+            return values
+        codes = np.array([f.categories.index(v) for v in values], dtype=float)
+        _check_bounds(f, col.index, codes, values.to_numpy())
+        return values
+    if col.dtype == bool:
+        col = col.astype(float)
+    numeric = pd.to_numeric(col, errors="coerce") if not pd.api.types.is_numeric_dtype(col) else col
+    bad = numeric.isna() & ~col.map(_is_missing)
+    if bad.any():
+        idx = col.index[bad.to_numpy()][0]
+        raise ValueError(f"column {name!r}: value {col[idx]!r} in row {idx!r} is not a number")
+    values = numeric.to_numpy(dtype=float)
+    nan = np.isnan(values)
+    if nan.any():
+        raise ValueError(f"column {name!r}: missing value (NaN) in row {col.index[nan][0]!r}")
+    inf = np.isinf(values)
+    if inf.any():
+        idx = col.index[inf][0]
+        raise ValueError(f"column {name!r}: infinite value {col[idx]!r} in row {idx!r}")
+    if f.is_integral:
+        frac = values != np.round(values)
+        if frac.any():
+            idx = col.index[frac][0]
+            raise ValueError(f"column {name!r}: {f.kind.value} feature has non-integer "
+                             f"value {col[idx]!r} in row {idx!r}")
+    if check_bounds:
+        _check_bounds(f, col.index, values, values)
+    if f.is_integral:
+        return pd.Series(values.astype(np.int64), index=col.index, name=name)
+    return pd.Series(values, index=col.index, name=name)
+
+
+def _check_bounds(f: Feature, index: pd.Index, codes: np.ndarray, shown: np.ndarray) -> None:
+    outside = (codes < f.lower) | (codes > f.upper)
+    if outside.any():
+        k = int(np.flatnonzero(outside)[0])
+        lo, hi = f.from_code(f.lower), f.from_code(f.upper)
+        raise ValueError(f"column {f.name!r}: value {_plain(shown[k])!r} in row {index[k]!r} "
+                         f"is outside the declared bounds [{lo!r}, {hi!r}]; widen them with "
+                         f"space.set({f.name!r}, lower=..., upper=...)")
+
+
+def _is_missing(v: Any) -> bool:
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _sorted_labels(values: Iterable) -> tuple:
+    vals = [_plain(v) for v in values]
+    try:
+        return tuple(sorted(vals))
+    except TypeError:
+        return tuple(sorted(vals, key=str))
+
+
+def _infer_kind(col: pd.Series) -> Kind:
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        if col.dtype.ordered:
+            return Kind.ORDINAL
+        return Kind.BINARY if len(col.dtype.categories) == 2 else Kind.CATEGORICAL
+    if col.dtype == bool:
+        return Kind.BINARY
+    if pd.api.types.is_numeric_dtype(col):
+        values = col.to_numpy(dtype=float)
+        if not np.isfinite(values).all():
+            raise ValueError(f"column {col.name!r}: infinite values cannot define a feature")
+        if set(np.unique(values)) <= {0.0, 1.0}:
+            return Kind.BINARY
+        if np.all(values == np.round(values)):
+            return Kind.INTEGER
+        return Kind.CONTINUOUS
+    n_levels = col.nunique()
+    return Kind.BINARY if n_levels == 2 else Kind.CATEGORICAL
+
+
+def _infer_feature(name: str, col: pd.Series, kind: Kind, levels: tuple | None,
+                   scaling: str) -> Feature:
+    categories: tuple = ()
+    if kind in (Kind.CATEGORICAL, Kind.ORDINAL) or (
+            kind is Kind.BINARY and not pd.api.types.is_numeric_dtype(col) and col.dtype != bool):
+        if levels is not None:
+            categories = levels
+        elif isinstance(col.dtype, pd.CategoricalDtype):
+            categories = tuple(_plain(c) for c in col.dtype.categories)
+        else:
+            categories = _sorted_labels(col.unique())
+        unseen = set(col.map(_plain)) - set(categories)
+        if unseen:
+            raise ValueError(f"column {name!r}: values {sorted(map(str, unseen))} are not "
+                             f"among the declared categories {list(categories)}")
+        if kind is Kind.BINARY and len(categories) != 2:
+            raise ValueError(f"column {name!r}: a binary feature needs two labels, "
+                             f"found {list(categories)}")
+    elif col.dtype == bool:
+        categories = (False, True)
+    if kind is Kind.CATEGORICAL:
+        return Feature(name, kind, categories=categories)
+    if categories:
+        lookup = {c: i for i, c in enumerate(categories)}
+        codes = np.array([lookup[_plain(v)] for v in col], dtype=float)
+    else:
+        numeric = pd.to_numeric(col, errors="coerce")
+        if numeric.isna().any():
+            bad = col[numeric.isna()].iloc[0]
+            raise ValueError(f"column {name!r}: value {bad!r} is not a number "
+                             f"(declare the column categorical)")
+        codes = numeric.to_numpy(dtype=float)
+    lo, hi = float(codes.min()), float(codes.max())
+    if kind is Kind.ORDINAL:
+        lo, hi = 0.0, float(len(categories) - 1)
+    if kind is Kind.BINARY:
+        lo, hi = 0.0, 1.0
+    if kind in (Kind.INTEGER, Kind.BINARY) and np.any(codes != np.round(codes)):
+        raise ValueError(f"column {name!r}: {kind.value} feature has non-integer values")
+    if scaling == "minmax":
+        shift, scale = lo, (hi - lo)
+    elif scaling == "standard":
+        shift, scale = float(codes.mean()), float(codes.std())
+    else:
+        shift, scale = 0.0, 1.0
+    scale = scale if scale > 0 else 1.0
+    mad = float(np.median(np.abs(codes - np.median(codes))))
+    return Feature(name, kind, lower=lo, upper=hi, categories=categories, shift=shift,
+                   scale=scale, spread=float(codes.max() - codes.min()), mad=mad)

@@ -1,0 +1,38 @@
+r"""Actionability: immutable features, monotone features, and a cap on changes.
+
+* ``m.immutable[f]`` — :math:`x_f = \hat x_f` (numeric) or
+  ``category_changed[f] == 0`` (categorical) (CE-OCL eq. 6);
+* ``m.increase_only[f]`` / ``m.decrease_only[f]`` — :math:`x_f \ge \hat x_f` /
+  :math:`x_f \le \hat x_f`;
+* ``m.max_changes`` — :math:`\sum_f \text{changed}_f \le K` with ``m.max_changes_limit``
+  a mutable Param (CE-OCL eq. 5, hard form).
+"""
+
+from __future__ import annotations
+
+import pyomo.environ as pyo
+
+from ..features import FeatureSpace
+from .distances import add_change_indicators, l0_expression
+
+
+def add_actionability(m: pyo.Block, space: FeatureSpace) -> None:
+    immutable = [f.name for f in space if f.immutable]
+    up = [f.name for f in space if f.direction == "increase" and not f.immutable]
+    down = [f.name for f in space if f.direction == "decrease" and not f.immutable]
+
+    def fixed(b: pyo.Block, n: str) -> object:
+        if space[n].is_onehot:
+            return b.category_changed[n] == 0
+        return b.x[n] == b.x0[n]
+
+    m.immutable = pyo.Constraint(immutable, rule=fixed)
+    m.increase_only = pyo.Constraint(up, rule=lambda b, n: b.x[n] >= b.x0[n])
+    m.decrease_only = pyo.Constraint(down, rule=lambda b, n: b.x[n] <= b.x0[n])
+
+
+def add_max_changes(m: pyo.Block, space: FeatureSpace, limit: int) -> None:
+    if not hasattr(m, "changed"):
+        add_change_indicators(m, space)
+    m.max_changes_limit = pyo.Param(mutable=True, initialize=limit)
+    m.max_changes = pyo.Constraint(expr=l0_expression(m) <= m.max_changes_limit)

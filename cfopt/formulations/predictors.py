@@ -1,0 +1,229 @@
+r"""Learned models as Pyomo blocks, with one entry point: :func:`add_predictor`.
+
+In the manner of gurobi-machinelearning, a registry maps each parsed structure type to
+the function that builds its block, and every embedded predictor offers
+:meth:`PredictorConstr.get_error` to measure the encoding against the real model.
+
+Formulations:
+
+* **ReLU network** (torch, ONNX, sklearn MLP) — OMLT's full-space formulation with the
+  big-M ReLU encoding (Fischetti & Jo 2018; Anderson et al. 2020): for neuron :math:`j`
+  with pre-activation :math:`\hat z_j = w_j^\top z + b_j \in [l_j, u_j]`,
+
+  .. math:: z_j \ge 0,\; z_j \ge \hat z_j,\; z_j \le \hat z_j - l_j (1 - q_j),\;
+            z_j \le u_j q_j,\; q_j \in \{0, 1\},
+
+  with :math:`[l_j, u_j]` from interval propagation over the input box (tightened by
+  :mod:`cfopt.bound_tightening`).
+* **Linear model** (a network with a single affine layer) — ``outputs = W inputs + b``.
+
+Every block exposes ``block.inputs[i]`` (model inputs) and ``block.outputs[j]``
+(logits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo
+from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
+
+from ..models import ModelAdapter, ReLUNetwork, parse_model
+
+Bounds = list[tuple[float, float]]
+Builder = Callable[[pyo.Block, str, Any, Bounds], pyo.Block]
+
+_FORMULATIONS: dict[type, Builder] = {}
+
+
+def register_formulation(structure_type: type) -> Callable[[Builder], Builder]:
+    """Register the block builder of a parsed structure type."""
+
+    def deco(fn: Builder) -> Builder:
+        _FORMULATIONS[structure_type] = fn
+        return fn
+
+    return deco
+
+
+class PredictorConstr:
+    """A learned model embedded in a Pyomo block.
+
+    Attributes:
+        block: the Pyomo block; ``block.inputs[i]`` are the model inputs and
+            ``block.outputs[j]`` the logits.
+        adapter: the parsed model (structure + the real model).
+    """
+
+    def __init__(self, block: pyo.Block, adapter: ModelAdapter) -> None:
+        self.block = block
+        self.adapter = adapter
+
+    @property
+    def inputs(self) -> pyo.Var:
+        return self.block.inputs
+
+    @property
+    def outputs(self) -> pyo.Var:
+        return self.block.outputs
+
+    @property
+    def input_bounds(self) -> Bounds:
+        return [self.block.inputs[i].bounds for i in range(self.adapter.n_inputs)]
+
+    def output_bounds(self) -> Bounds:
+        """Bounds of each logit implied by the input box (and any tightening)."""
+        return [self.block.outputs[j].bounds for j in range(self.adapter.n_logits)]
+
+    def relu_layers(self) -> list[pyo.Block]:
+        """OMLT layer blocks with a ``zhat`` pre-activation, input to output order."""
+        if not hasattr(self.block, "layers"):
+            return []
+        return [self.block.layer[lid] for lid in self.block.layers
+                if hasattr(self.block.layer[lid], "zhat")]
+
+    def get_error(self, Z: np.ndarray, solver: str = "highs") -> float:
+        """Max |encoding output - real model output| over the rows of ``Z``.
+
+        Each row is fixed as the block's input and the encoding is solved twice,
+        minimising and maximising the sum of the logits, so a loose encoding shows up
+        as well as a wrong one; the logits are mapped to the real model's output space
+        (probabilities for sklearn MLPs, decision values for linear models, the raw
+        output for torch/ONNX, computed in float64). Returns ``inf`` if the encoding
+        cannot represent a row (infeasible).
+        """
+        from ..solvers import SolverSettings, make_solver
+        from ..status import Status
+
+        Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
+        n = self.adapter.n_inputs
+        if Z.shape[1] != n:
+            raise ValueError(f"expected rows of {n} model inputs, got {Z.shape[1]}")
+        lo = np.array([b[0] for b in self.input_bounds])
+        hi = np.array([b[1] for b in self.input_bounds])
+        outside = (Z < lo - 1e-9) | (Z > hi + 1e-9)
+        if outside.any():
+            r, c = np.argwhere(outside)[0]
+            raise ValueError(f"row {r}: input {c} = {Z[r, c]} is outside the block's input "
+                             f"bounds [{lo[c]}, {hi[c]}]; the encoding is only valid inside")
+        standalone = pyo.ConcreteModel()
+        standalone.p = self.block.clone()
+        standalone.sense = pyo.Param(mutable=True, initialize=1.0)
+        standalone.obj = pyo.Objective(
+            expr=standalone.sense * pyo.quicksum(standalone.p.outputs.values()))
+        backend = make_solver(solver)
+        settings = SolverSettings(mip_gap=0.0, time_limit=60.0)
+        expected = self.adapter.output(Z)
+        worst = 0.0
+        for row, z in enumerate(Z):
+            for i in range(n):
+                standalone.p.inputs[i].fix(float(z[i]))
+            for sense in (1.0, -1.0):
+                standalone.sense = sense
+                outcome = backend.solve(standalone, settings)
+                if outcome.status is not Status.OPTIMAL:
+                    return float("inf")
+                logits = np.array([[pyo.value(standalone.p.outputs[j])
+                                    for j in range(self.adapter.n_logits)]])
+                err = np.abs(self.adapter.output_from_logits(logits)[0] - expected[row]).max()
+                worst = max(worst, float(err))
+        return worst
+
+
+def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = None, *,
+                  name: str = "predictor",
+                  input_bounds: Bounds | None = None) -> PredictorConstr:
+    """Embed a learned model in ``block`` as the sub-block ``block.<name>``.
+
+    Args:
+        block: the Pyomo block (e.g. a ``ConcreteModel``) that receives the predictor.
+        model: a fitted model (torch ``nn.Sequential``, sklearn ``MLPClassifier`` /
+            linear classifier, ONNX ModelProto or file path) or a parsed
+            :class:`~cfopt.models.ModelAdapter`.
+        inputs: Pyomo variables or linear expressions fed to the model; the constraints
+            ``block.<name>_link[i]: block.<name>.inputs[i] == inputs[i]`` tie them in.
+            ``None``: the block's own ``inputs`` are left free.
+        input_bounds: finite bounds of each model input; by default the bounds of the
+            ``inputs`` (computed by interval arithmetic on expressions).
+
+    Returns:
+        The :class:`PredictorConstr`.
+    """
+    adapter = parse_model(model)
+    n = adapter.n_inputs
+    if inputs is not None and len(inputs) != n:
+        raise ValueError(f"the {adapter.kind} model takes {n} inputs, but {len(inputs)} "
+                         f"were given")
+    if input_bounds is None:
+        if inputs is None:
+            raise ValueError("give input_bounds (or inputs with finite bounds): big-M "
+                             "formulations need a bounded input box")
+        input_bounds = [compute_bounds_on_expr(e) for e in inputs]
+    input_bounds = [(float(lb), float(ub)) if lb is not None and ub is not None else (lb, ub)
+                    for lb, ub in input_bounds]
+    for i, (lb, ub) in enumerate(input_bounds):
+        if lb is None or ub is None or not (np.isfinite(lb) and np.isfinite(ub)):
+            raise ValueError(f"model input {i} has no finite bounds ({lb}, {ub}); big-M "
+                             f"formulations need a bounded input box")
+    builder = None
+    for klass in type(adapter.structure).__mro__:
+        builder = _FORMULATIONS.get(klass)
+        if builder is not None:
+            break
+    if builder is None:
+        raise TypeError(f"no formulation registered for {type(adapter.structure).__name__}")
+    sub = builder(block, name, adapter.structure, input_bounds)
+    if inputs is not None:
+        block.add_component(f"{name}_link", pyo.Constraint(
+            range(n), rule=lambda b, i: sub.inputs[i] == inputs[i]))
+    return PredictorConstr(sub, adapter)
+
+
+def _affine_bounds(weight: np.ndarray, bias: np.ndarray, bounds: Bounds) -> Bounds:
+    lo = np.array([b[0] for b in bounds])
+    hi = np.array([b[1] for b in bounds])
+    wp, wn = np.clip(weight, 0, None), np.clip(weight, None, 0)
+    return list(zip((wp @ lo + wn @ hi + bias).tolist(), (wp @ hi + wn @ lo + bias).tolist()))
+
+
+@register_formulation(ReLUNetwork)
+def _build_network(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds) -> pyo.Block:
+    if net.is_linear:
+        return _build_linear(block, name, net, bounds)
+    from omlt import OmltBlock
+    from omlt.neuralnet import FullSpaceNNFormulation, NetworkDefinition
+    from omlt.neuralnet.layer import DenseLayer, InputLayer
+
+    definition = NetworkDefinition(scaled_input_bounds=dict(enumerate(bounds)))
+    prev = InputLayer([net.n_inputs])
+    definition.add_layer(prev)
+    for layer in net.layers:
+        dense = DenseLayer(prev.output_size, [layer.weight.shape[0]],
+                           activation="relu" if layer.relu else "linear",
+                           weights=layer.weight.T.copy(), biases=layer.bias.copy())
+        definition.add_layer(dense)
+        definition.add_edge(prev, dense)
+        prev = dense
+    sub = OmltBlock()
+    block.add_component(name, sub)
+    sub.build_formulation(FullSpaceNNFormulation(definition))
+    last = sub.layer[sub.layers.last()]
+    for j in range(net.n_outputs):
+        sub.outputs[j].setlb(last.zhat[j].lb)
+        sub.outputs[j].setub(last.zhat[j].ub)
+    return sub
+
+
+def _build_linear(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds) -> pyo.Block:
+    layer = net.layers[0]
+    w, b = layer.weight, layer.bias
+    out_bounds = _affine_bounds(w, b, bounds)
+    sub = pyo.Block()
+    block.add_component(name, sub)
+    sub.inputs = pyo.Var(range(net.n_inputs), bounds=lambda _, i: bounds[i])
+    sub.outputs = pyo.Var(range(net.n_outputs), bounds=lambda _, j: out_bounds[j])
+    sub.affine = pyo.Constraint(range(net.n_outputs), rule=lambda s, j: s.outputs[j] == sum(
+        float(w[j, i]) * s.inputs[i] for i in range(net.n_inputs) if w[j, i] != 0) + float(b[j]))
+    return sub

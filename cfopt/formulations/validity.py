@@ -1,0 +1,64 @@
+r"""Validity: the learned model must classify the counterfactual as a target class.
+
+Binary models with one logit :math:`y` (``decision == "sign"``): with the mutable
+``m.target_sign`` :math:`s \in \{+1, -1\}` (target class 1 or 0),
+
+.. math:: s \, y \ge \mu
+
+where :math:`\mu` = ``m.margin`` > 0 keeps the CE off the decision boundary (the
+minimum-distance CE lies on it, and a point on it is classified either way).
+
+Models with one logit per class (``"argmax"``): for a target *set* T given by the
+mutable 0/1 ``m.target_mask[c]``, a binary ``m.target_choice[c]`` picks the class that
+wins (:math:`\sum_c \text{choice}_c = 1`, :math:`\text{choice}_c \le \text{mask}_c`),
+and for every other class :math:`j \notin T`
+
+.. math:: y_c - y_j \ge \mu - M_{cj}(1 - \text{choice}_c) - M_{cj}\,\text{mask}_j,
+   \qquad M_{cj} = \mu + u_j - l_c
+
+with :math:`[l, u]` the logits' bounds, so the argmax lies in T with margin
+:math:`\mu`. Changing the target only changes Param values (no rebuild).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyomo.environ as pyo
+
+from ..models import ModelAdapter
+
+
+def add_validity(m: pyo.Block, outputs: pyo.Var, output_bounds: Sequence[tuple[float, float]],
+                 adapter: ModelAdapter, margin: float) -> None:
+    m.margin = pyo.Param(mutable=True, initialize=margin)
+    if adapter.decision == "sign":
+        m.target_sign = pyo.Param(mutable=True, initialize=1.0)
+        m.validity = pyo.Constraint(expr=m.target_sign * outputs[0] >= m.margin)
+        return
+    k = adapter.n_logits
+    m.CLASSES = pyo.Set(initialize=range(k), ordered=True)
+    m.target_mask = pyo.Param(m.CLASSES, mutable=True, initialize=1.0)
+    m.target_choice = pyo.Var(m.CLASSES, domain=pyo.Binary)
+    m.target_pick = pyo.Constraint(expr=pyo.quicksum(m.target_choice.values()) == 1)
+    m.target_allowed = pyo.Constraint(m.CLASSES, rule=lambda b, c:
+                                      b.target_choice[c] <= b.target_mask[c])
+    pairs = [(c, j) for c in range(k) for j in range(k) if c != j]
+
+    def beats(b: pyo.Block, c: int, j: int) -> object:
+        big_m = b.margin + (output_bounds[j][1] - output_bounds[c][0])
+        return (outputs[c] - outputs[j] >= b.margin - big_m * (1 - b.target_choice[c])
+                - big_m * b.target_mask[j])
+
+    m.validity = pyo.Constraint(pairs, rule=beats)
+
+
+def set_target(m: pyo.Block, adapter: ModelAdapter, target_indices: Sequence[int]) -> None:
+    """Set the target class indices (a non-empty proper subset of the classes)."""
+    if adapter.decision == "sign":
+        (index,) = target_indices
+        m.target_sign = 1.0 if index == 1 else -1.0
+        return
+    chosen = set(target_indices)
+    for c in m.CLASSES:
+        m.target_mask[c] = 1.0 if c in chosen else 0.0

@@ -1,0 +1,156 @@
+"""The common representation of a parsed learned model.
+
+Parsing (this package) is separate from the Pyomo formulations (``cfopt.formulations``):
+a parser reads the user's fitted object once into a :class:`ModelAdapter`, which holds
+
+* the model's *structure* in float64 (for the MILP), e.g. a :class:`ReLUNetwork`;
+* the *real* model, used for every prediction that verifies a counterfactual.
+
+The MILP reasons on *logits* (the last affine layer's outputs). A model's decision
+rule on logits is either ``"sign"`` (one logit, class index 1 iff logit > 0) or
+``"argmax"`` (one logit per class, ties to the lowest index).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+Decision = Literal["sign", "argmax"]
+
+
+@dataclass(frozen=True)
+class DenseLayer:
+    """``out = W @ x + b`` followed by ReLU when ``relu`` (W has shape (out, in))."""
+
+    weight: np.ndarray
+    bias: np.ndarray
+    relu: bool
+
+    def __post_init__(self) -> None:
+        w = np.asarray(self.weight, dtype=np.float64)
+        b = np.asarray(self.bias, dtype=np.float64).reshape(-1)
+        if w.ndim != 2 or b.shape[0] != w.shape[0]:
+            raise ValueError(f"dense layer shapes do not match: W {w.shape}, b {b.shape}")
+        object.__setattr__(self, "weight", w)
+        object.__setattr__(self, "bias", b)
+
+
+@dataclass(frozen=True)
+class ReLUNetwork:
+    """A feed-forward network of dense layers with ReLU (or no) activations.
+
+    The last layer produces the logits and has no activation. A linear model is the
+    one-layer case.
+    """
+
+    layers: tuple[DenseLayer, ...]
+
+    def __post_init__(self) -> None:
+        layers = tuple(self.layers)
+        if not layers:
+            raise ValueError("a network needs at least one layer")
+        for prev, nxt in zip(layers, layers[1:]):
+            if prev.weight.shape[0] != nxt.weight.shape[1]:
+                raise ValueError(f"layer widths do not chain: {prev.weight.shape} then "
+                                 f"{nxt.weight.shape}")
+        if layers[-1].relu:
+            raise ValueError("the output layer must be affine (logits), not ReLU")
+        object.__setattr__(self, "layers", layers)
+
+    @property
+    def n_inputs(self) -> int:
+        return self.layers[0].weight.shape[1]
+
+    @property
+    def n_outputs(self) -> int:
+        return self.layers[-1].weight.shape[0]
+
+    @property
+    def is_linear(self) -> bool:
+        return len(self.layers) == 1
+
+    def logits(self, Z: np.ndarray) -> np.ndarray:
+        """Forward pass in float64 (used for bounds; verification uses the real model)."""
+        h = np.asarray(Z, dtype=np.float64)
+        for layer in self.layers:
+            h = h @ layer.weight.T + layer.bias
+            if layer.relu:
+                h = np.maximum(h, 0.0)
+        return h
+
+
+def decide(logits: np.ndarray, decision: Decision) -> np.ndarray:
+    """Class indices of logits under a decision rule."""
+    logits = np.atleast_2d(logits)
+    if decision == "sign":
+        return (logits[:, 0] > 0).astype(int)
+    return logits.argmax(axis=1)
+
+
+class ModelAdapter(ABC):
+    """A parsed learned model: its structure for the MILP and the real model for checks.
+
+    Attributes:
+        model: the user's original object.
+        structure: the float64 structure the formulations encode.
+        classes: class labels; ``classes[i]`` is the label of class index ``i``.
+        decision: ``"sign"`` or ``"argmax"`` (see module docstring).
+    """
+
+    model: Any
+    structure: Any
+    classes: tuple
+    decision: Decision
+
+    @property
+    def n_inputs(self) -> int:
+        return self.structure.n_inputs
+
+    @property
+    def n_logits(self) -> int:
+        return self.structure.n_outputs
+
+    @property
+    def kind(self) -> str:
+        """Short human name of the model type."""
+        return type(self.model).__name__
+
+    @abstractmethod
+    def predict(self, Z: np.ndarray) -> np.ndarray:
+        """Class labels predicted by the real model on model-input rows (as deployed)."""
+
+    @abstractmethod
+    def output(self, Z: np.ndarray) -> np.ndarray:
+        """The real model's own numeric output (n, m), in float64 where the model allows.
+
+        ``get_error`` compares it with :meth:`output_from_logits` of the MILP's logits.
+        """
+
+    def output_from_logits(self, logits: np.ndarray) -> np.ndarray:
+        """Map MILP logits to the space of :meth:`output` (identity by default)."""
+        return np.atleast_2d(logits)
+
+    def class_index(self, label: Any) -> int:
+        """Index of a class label; ``ValueError`` naming the known labels otherwise."""
+        for i, c in enumerate(self.classes):
+            if c == label:
+                return i
+        raise ValueError(f"unknown target class {label!r}; the model's classes are "
+                         f"{list(self.classes)}")
+
+    def predict_index(self, Z: np.ndarray) -> np.ndarray:
+        return np.array([self.class_index(c) for c in self.predict(Z)])
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    z = x - x.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)

@@ -1,0 +1,90 @@
+"""scikit-learn classifiers: ``MLPClassifier`` (ReLU) and linear classifiers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from .base import DenseLayer, ModelAdapter, ReLUNetwork, sigmoid, softmax
+
+
+def _check_fitted(model: Any, attr: str) -> None:
+    if not hasattr(model, attr):
+        raise UnsupportedModelError(f"{type(model).__name__} is not fitted (no {attr}); "
+                                    f"fit it before explaining")
+
+
+class SklearnMLPAdapter(ModelAdapter):
+    """``sklearn.neural_network.MLPClassifier`` with ``relu`` (or identity) activation.
+
+    Binary: one logit, class ``classes_[1]`` iff logit > 0 (``predict_proba`` > 0.5);
+    multiclass: softmax over logits, argmax.
+    """
+
+    def __init__(self, model: Any) -> None:
+        _check_fitted(model, "coefs_")
+        if model.activation not in ("relu", "identity"):
+            raise UnsupportedModelError(
+                f"MLPClassifier(activation={model.activation!r}) is not piecewise linear; "
+                f"cfopt encodes activation='relu' (or 'identity') exactly")
+        if model.out_activation_ == "logistic" and model.n_outputs_ > 1:
+            raise UnsupportedModelError("multilabel MLPClassifier is not supported")
+        self.model = model
+        n = len(model.coefs_)
+        hidden_relu = model.activation == "relu"
+        self.structure = ReLUNetwork(tuple(
+            DenseLayer(np.asarray(w, dtype=np.float64).T, b, hidden_relu and i < n - 1)
+            for i, (w, b) in enumerate(zip(model.coefs_, model.intercepts_))))
+        self.classes = tuple(model.classes_.tolist())
+        self.decision = "sign" if model.out_activation_ == "logistic" else "argmax"
+
+    def predict(self, Z: np.ndarray) -> np.ndarray:
+        return np.asarray(self.model.predict(np.atleast_2d(Z)))
+
+    def output(self, Z: np.ndarray) -> np.ndarray:
+        return self.model.predict_proba(np.atleast_2d(Z))
+
+    def output_from_logits(self, logits: np.ndarray) -> np.ndarray:
+        logits = np.atleast_2d(logits)
+        if self.decision == "sign":
+            p = sigmoid(logits[:, 0])
+            return np.column_stack([1.0 - p, p])
+        return softmax(logits)
+
+
+class SklearnLinearAdapter(ModelAdapter):
+    """Linear classifiers: ``LogisticRegression``, ``LinearSVC``, ``SGDClassifier``,
+    ``RidgeClassifier`` ... (any ``LinearClassifierMixin``) and binary
+    ``SVC(kernel="linear")``.
+
+    The logits are ``decision_function``: binary → class ``classes_[1]`` iff > 0;
+    multiclass (one-vs-rest or multinomial) → argmax.
+    """
+
+    def __init__(self, model: Any) -> None:
+        _check_fitted(model, "coef_")
+        name = type(model).__name__
+        if hasattr(model, "kernel") and model.kernel != "linear":
+            raise UnsupportedModelError(f"{name}(kernel={model.kernel!r}) is not linear; "
+                                        f"cfopt encodes kernel='linear' only")
+        if hasattr(model, "kernel") and len(model.classes_) > 2:
+            raise UnsupportedModelError(f"multiclass {name} predicts by one-vs-one voting, "
+                                        f"which cfopt does not encode; use LinearSVC")
+        coef = model.coef_
+        coef = np.atleast_2d(np.asarray(coef.toarray() if hasattr(coef, "toarray") else coef,
+                                        dtype=np.float64))
+        intercept = np.broadcast_to(np.asarray(model.intercept_, dtype=np.float64),
+                                    (coef.shape[0],))
+        self.model = model
+        self.structure = ReLUNetwork((DenseLayer(coef, intercept, False),))
+        self.classes = tuple(model.classes_.tolist())
+        self.decision = "sign" if coef.shape[0] == 1 else "argmax"
+
+    def predict(self, Z: np.ndarray) -> np.ndarray:
+        return np.asarray(self.model.predict(np.atleast_2d(Z)))
+
+    def output(self, Z: np.ndarray) -> np.ndarray:
+        out = np.asarray(self.model.decision_function(np.atleast_2d(Z)), dtype=np.float64)
+        return out.reshape(len(out), -1)

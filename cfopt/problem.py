@@ -1,0 +1,296 @@
+"""The counterfactual MILP: one Pyomo ``ConcreteModel`` composed of the blocks in
+:mod:`cfopt.formulations`, built once per (model, feature space, options) and re-solved
+for every query by changing mutable parameters.
+
+Components (documented names, for users who add their own constraints):
+
+=====================  ==============================================================
+``x[f]``               numeric feature ``f`` of the counterfactual, raw units (code)
+``x0[f]``              the factual's value of ``f`` (mutable Param)
+``onehot[f, l]``       1 iff categorical ``f`` takes level ``l``
+``onehot0[f, l]``      the factual's one-hot (mutable Param)
+``category_changed``   1 iff categorical ``f`` changes (Expression)
+``onehot_sum[f]``      one level per categorical feature
+``predictor``          the learned model: ``predictor.inputs[i]``, ``predictor.outputs[j]``
+``predictor_link[i]``  model input ``i`` = encoding of the feature variables
+``validity``           the target constraint(s); ``margin``, ``target_sign`` /
+                       ``target_mask`` are mutable Params
+``immutable[f]``       ``x[f] == x0[f]`` (categorical: ``category_changed[f] == 0``)
+``increase_only[f]``   ``x[f] >= x0[f]``;  ``decrease_only[f]``: ``x[f] <= x0[f]``
+``dev[f]``             ``>= |x[f] - x0[f]|`` (L1 / L∞ objectives)
+``changed[f]``         binary change indicator (L0 objective or ``max_changes``)
+``max_changes``        ``sum changed <= max_changes_limit`` (mutable Param)
+``linf``               weighted L∞ distance (L∞ objective)
+``objective``          the distance minimised
+=====================  ==============================================================
+
+A constraint added to the model (``m.my_rule = pyo.Constraint(expr=...)``) takes part
+in every later solve, and in the diagnosis when the problem becomes infeasible.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyomo.environ as pyo
+
+from .bound_tightening import BoundTighteningReport, tighten_relu_bounds
+from .features import FeatureSpace, as_frame
+from .formulations.actionability import add_actionability, add_max_changes
+from .formulations.distances import feature_weights, objective_expression, parse_objective
+from .formulations.features import add_feature_variables
+from .formulations.predictors import PredictorConstr, add_predictor
+from .formulations.validity import add_validity, set_target
+from .models import ModelAdapter, parse_model
+
+#: constraint groups a diagnosis may relax (validity and feature structure never are)
+ACTIONABILITY_GROUPS = ("immutable", "increase_only", "decrease_only", "max_changes")
+
+
+class CounterfactualModel(pyo.ConcreteModel):
+    """The counterfactual MILP for one learned model and one feature space.
+
+    Args:
+        model: the fitted model (see :func:`cfopt.formulations.add_predictor`).
+        space: the :class:`~cfopt.FeatureSpace` whose ``transform`` the model consumes.
+        objective: ``"l1"`` (default), ``"l0"``, ``"linf"`` or a mapping of them to
+            non-negative coefficients (e.g. ``{"l1": 1, "l0": 0.1}``).
+        weights: ``"range"`` (1 / data range, default), ``"mad"`` or a mapping
+            feature → weight, for the L1 and L∞ terms.
+        max_changes: hard cap on the number of changed features (None: no cap).
+        margin: validity margin in logit units (> 0); the counterfactual's target
+            logit exceeds the others (or 0) by at least this much.
+        bound_tightening: ``"lp"`` (OBBT on the LP relaxation, default),
+            ``"interval"`` (interval bounds only) or ``None`` (same as interval).
+    """
+
+    def __init__(self, model: Any, space: FeatureSpace, *,
+                 objective: str | Mapping[str, float] = "l1",
+                 weights: str | Mapping[str, float] = "range",
+                 max_changes: int | None = None, margin: float = 1e-3,
+                 bound_tightening: str | None = "lp") -> None:
+        super().__init__(name="counterfactual")
+        t0 = time.perf_counter()
+        if not isinstance(space, FeatureSpace):
+            raise TypeError(f"space must be a cfopt.FeatureSpace, got {type(space).__name__}")
+        adapter = parse_model(model)
+        if adapter.n_inputs != space.n_inputs:
+            raise ValueError(f"the {adapter.kind} model takes {adapter.n_inputs} inputs but "
+                             f"the feature space encodes {space.n_inputs} "
+                             f"({', '.join(space.input_names)})")
+        _check_margin(margin)
+        terms = parse_objective(objective)
+        weight_map = feature_weights(space, weights)
+        self._space = space
+        self._adapter = adapter
+        self._weights = weight_map
+        self._terms = terms
+        self._factual: pd.DataFrame | None = None
+        self._factual_class: Any = None
+        self._target: tuple = ()
+
+        inputs = add_feature_variables(self, space)
+        self._predictor = add_predictor(self, adapter, inputs, name="predictor")
+        self.bound_tightening: BoundTighteningReport = tighten_relu_bounds(
+            self, self._predictor, method=bound_tightening or "interval")
+        add_actionability(self, space)
+        if max_changes is not None:
+            add_max_changes(self, space, _check_max_changes(max_changes, space))
+        self._default_max_changes = max_changes
+        add_validity(self, self._predictor.outputs, self._predictor.output_bounds(), adapter,
+                     margin)
+        self.objective = pyo.Objective(
+            expr=objective_expression(self, space, terms, weight_map), sense=pyo.minimize)
+        self._builtin_components = frozenset(c.local_name for c in self.component_objects(
+            descend_into=False))
+        self.build_time = time.perf_counter() - t0
+
+    # ------------------------------------------------------------------ access
+    @property
+    def space(self) -> FeatureSpace:
+        return self._space
+
+    @property
+    def adapter(self) -> ModelAdapter:
+        """The parsed learned model (its real model verifies counterfactuals)."""
+        return self._adapter
+
+    @property
+    def predictor_constr(self) -> PredictorConstr:
+        return self._predictor
+
+    @property
+    def factual(self) -> pd.DataFrame | None:
+        return self._factual
+
+    @property
+    def factual_class(self) -> Any:
+        return self._factual_class
+
+    @property
+    def target(self) -> tuple:
+        return self._target
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return dict(self._weights)
+
+    def user_components(self) -> list[pyo.Component]:
+        """Active constraint components and blocks added after construction."""
+        return [c for c in self.component_objects((pyo.Constraint, pyo.Block),
+                                                  descend_into=False, active=True)
+                if c.local_name not in self._builtin_components]
+
+    # ----------------------------------------------------------------- queries
+    def set_factual(self, x: pd.DataFrame | pd.Series | Mapping) -> pd.DataFrame:
+        """Set the factual (one raw row); returns it validated."""
+        row = self._space.validate(as_frame(x))
+        if len(row) != 1:
+            raise ValueError(f"explain one row at a time (got {len(row)} rows); use "
+                             f"explain_many for several")
+        values = row.iloc[0]
+        for f in self._space:
+            if f.is_onehot:
+                for level in f.categories:
+                    self.onehot0[f.name, level] = 1.0 if values[f.name] == level else 0.0
+            else:
+                self.x0[f.name] = f.to_code(values[f.name])
+        self._factual = row.reset_index(drop=True)
+        self._factual_class = self.predict(self._factual)[0]
+        return self._factual
+
+    def set_target(self, target: Any = None) -> tuple:
+        """Set the target class(es): a label, a list of labels, or ``None`` (any class
+        other than the factual's). Returns the target labels."""
+        if self._factual is None:
+            raise RuntimeError("set the factual (set_factual) before the target")
+        classes = self._adapter.classes
+        if target is None:
+            labels = tuple(c for c in classes if c != self._factual_class)
+        elif isinstance(target, (list, tuple, set, frozenset, np.ndarray, pd.Index)):
+            labels = tuple(dict.fromkeys(target))
+        else:
+            labels = (target,)
+        if not labels:
+            raise ValueError("the target set is empty; give at least one class label")
+        indices = [self._adapter.class_index(t) for t in labels]
+        if self._factual_class in labels:
+            raise ValueError(f"the factual is already classified as {self._factual_class!r}, "
+                             f"which is in the target {list(labels)}; a counterfactual must "
+                             f"change the class")
+        if self._adapter.decision == "sign" and len(indices) != 1:
+            raise ValueError(f"a binary model has one target class, got {list(labels)}")
+        set_target(self, self._adapter, indices)
+        self._target = tuple(classes[i] for i in indices)
+        return self._target
+
+    def set_max_changes(self, limit: int | None) -> None:
+        """Change the cap on changed features (the model must have been built with one)."""
+        if not hasattr(self, "max_changes"):
+            raise ValueError("this model was built without max_changes; pass max_changes=... "
+                             "when building it to enable the cap")
+        self.max_changes_limit = (len(self._space) if limit is None
+                                  else _check_max_changes(limit, self._space))
+
+    # ------------------------------------------------------------- solutions
+    def decode(self) -> pd.DataFrame:
+        """The current variable values as a raw one-row DataFrame.
+
+        Integral codes are rounded, a numeric value within 1e-6 x range of the factual
+        is snapped to it, values are clipped to their bounds, and each categorical takes
+        its largest one-hot entry. Verification happens on exactly this point.
+        """
+        if self._factual is None:
+            raise RuntimeError("no factual set")
+        out: dict[str, Any] = {}
+        for f in self._space:
+            if f.is_onehot:
+                vals = [self.onehot[f.name, level].value for level in f.categories]
+                if any(v is None for v in vals):
+                    raise RuntimeError("the model holds no solution to decode")
+                out[f.name] = f.categories[int(np.argmax(vals))]
+                continue
+            v = self.x[f.name].value
+            if v is None:
+                raise RuntimeError("the model holds no solution to decode")
+            x0 = pyo.value(self.x0[f.name])
+            if abs(v - x0) <= 1e-6 * max(1.0, f.upper - f.lower):
+                v = x0
+            v = min(max(v, f.lower), f.upper)
+            out[f.name] = f.from_code(v)
+        return pd.DataFrame([out], columns=self._space.names)
+
+    def predict(self, rows: pd.DataFrame) -> np.ndarray:
+        """The real model's class labels for raw rows."""
+        return self._adapter.predict(self._space.transform(rows, check_bounds=False))
+
+    def violations(self, row: pd.DataFrame) -> list[str]:
+        """Declared constraints (bounds, actionability, max changes) that a raw
+        counterfactual row violates with respect to the current factual."""
+        problems = []
+        before, after = self._factual.iloc[0], row.iloc[0]
+        try:
+            self._space.validate(row)
+        except ValueError as exc:
+            problems.append(str(exc))
+        changed = 0
+        for f in self._space:
+            moved = before[f.name] != after[f.name]
+            changed += int(moved)
+            if f.immutable and moved:
+                problems.append(f"immutable feature {f.name!r} changed")
+            if not f.is_onehot and f.direction != "any" and moved:
+                delta = f.to_code(after[f.name]) - f.to_code(before[f.name])
+                if (f.direction == "increase") != (delta > 0):
+                    problems.append(f"{f.direction}-only feature {f.name!r} moved the other way")
+        if hasattr(self, "max_changes") and changed > pyo.value(self.max_changes_limit):
+            problems.append(f"{changed} features changed, above the cap of "
+                            f"{pyo.value(self.max_changes_limit):g}")
+        return problems
+
+    def distances(self, row: pd.DataFrame) -> dict[str, float]:
+        """Weighted L1, L0 and weighted L∞ distances of a raw row from the factual."""
+        before, after = self._factual.iloc[0], row.iloc[0]
+        l1 = l0 = linf = 0.0
+        for f in self._space:
+            if f.is_onehot:
+                d = float(before[f.name] != after[f.name])
+            else:
+                d = abs(f.to_code(after[f.name]) - f.to_code(before[f.name]))
+            w = self._weights[f.name]
+            l1 += w * d
+            l0 += float(d > 0)
+            linf = max(linf, w * d)
+        return {"l1": l1, "l0": l0, "linf": linf}
+
+
+def build(model: Any, space: FeatureSpace, x: pd.DataFrame | pd.Series | Mapping | None = None,
+          target: Any = None, **options: Any) -> CounterfactualModel:
+    """Build the counterfactual MILP (a Pyomo ``ConcreteModel``), optionally with the
+    factual ``x`` and the ``target`` already set. ``options`` are those of
+    :class:`CounterfactualModel`."""
+    m = CounterfactualModel(model, space, **options)
+    if x is not None:
+        m.set_factual(x)
+        m.set_target(target)
+    elif target is not None:
+        raise ValueError("give the factual x together with the target")
+    return m
+
+
+def _check_margin(margin: float) -> None:
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or \
+            not (margin > 0 and math.isfinite(margin)):
+        raise ValueError(f"margin must be a positive number (logit units), got {margin!r}")
+
+
+def _check_max_changes(limit: Any, space: FeatureSpace) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
+        raise ValueError(f"max_changes must be a positive integer, got {limit!r}")
+    return int(min(limit, len(space)))
+

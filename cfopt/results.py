@@ -1,0 +1,137 @@
+"""Result objects: a :class:`Counterfactual` per query, serializable to JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .status import Status
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _row_dict(frame: pd.DataFrame | None) -> dict[str, Any] | None:
+    if frame is None:
+        return None
+    return {k: _plain(v) for k, v in frame.iloc[0].items()}
+
+
+@dataclass
+class Counterfactual:
+    """The answer to one counterfactual query.
+
+    Attributes:
+        factual: the query as a one-row DataFrame (raw units, category labels).
+        counterfactual: the counterfactual as a one-row DataFrame, or ``None`` when
+            none was found or it could not be verified.
+        target: the target class labels.
+        factual_class: the real model's prediction on the factual.
+        predicted_class: the real model's prediction on the counterfactual.
+        status: see :class:`~cfopt.Status`.
+        verified: the real model classifies ``counterfactual`` (exactly as returned)
+            as a target class, and it satisfies every declared constraint.
+        objective: the solver's objective value of the returned point.
+        bound: the solver's proven bound on the optimal objective.
+        distances: L1 (weighted), L0 and L∞ (weighted) of the returned point, in raw
+            units, computed from the returned values.
+        build_time: seconds to build the model (0 when an existing model was reused)
+            plus setting the query's parameters.
+        solve_time: wall seconds of the solver calls (incl. Pyomo's hand-over).
+        solver_time: the solver's own reported seconds.
+        total_time: wall seconds of the whole query.
+        solver: the solver's name.
+        margin: the validity margin (logit units) of the last solve.
+        attempts: solves made (more than 1 when verification required a larger margin).
+        message: diagnostics in words.
+    """
+
+    factual: pd.DataFrame
+    counterfactual: pd.DataFrame | None
+    target: tuple
+    factual_class: Any
+    predicted_class: Any
+    status: Status
+    verified: bool
+    objective: float | None
+    bound: float | None
+    distances: dict[str, float] = field(default_factory=dict)
+    build_time: float = 0.0
+    solve_time: float = 0.0
+    solver_time: float | None = None
+    total_time: float = 0.0
+    solver: str = ""
+    margin: float = 0.0
+    attempts: int = 0
+    message: str = ""
+
+    @property
+    def found(self) -> bool:
+        """A verified counterfactual is available."""
+        return self.counterfactual is not None and self.verified
+
+    @property
+    def optimal(self) -> bool:
+        """Proven optimal (within the MIP gap) and verified."""
+        return self.found and self.status is Status.OPTIMAL
+
+    @property
+    def gap(self) -> float | None:
+        """Relative gap between objective and proven bound."""
+        if self.objective is None or self.bound is None:
+            return None
+        return abs(self.objective - self.bound) / max(abs(self.objective), 1e-10)
+
+    def changes(self) -> pd.DataFrame:
+        """Only the changed features: columns ``from`` and ``to`` (raw units, labels)."""
+        if self.counterfactual is None:
+            return pd.DataFrame(columns=["from", "to"])
+        before, after = self.factual.iloc[0], self.counterfactual.iloc[0]
+        rows = {name: {"from": before[name], "to": after[name]}
+                for name in self.factual.columns if before[name] != after[name]}
+        return pd.DataFrame.from_dict(rows, orient="index", columns=["from", "to"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "verified": self.verified,
+            "factual": _row_dict(self.factual),
+            "counterfactual": _row_dict(self.counterfactual),
+            "changes": {k: {"from": _plain(v["from"]), "to": _plain(v["to"])}
+                        for k, v in self.changes().iterrows()},
+            "target": [_plain(t) for t in self.target],
+            "factual_class": _plain(self.factual_class),
+            "predicted_class": _plain(self.predicted_class),
+            "objective": _plain(self.objective),
+            "bound": _plain(self.bound),
+            "gap": _plain(self.gap),
+            "distances": {k: _plain(v) for k, v in self.distances.items()},
+            "build_time": self.build_time,
+            "solve_time": self.solve_time,
+            "solver_time": _plain(self.solver_time),
+            "total_time": self.total_time,
+            "solver": self.solver,
+            "margin": self.margin,
+            "attempts": self.attempts,
+            "message": self.message,
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
+
+    def __repr__(self) -> str:
+        head = (f"Counterfactual(status={self.status.value}, verified={self.verified}, "
+                f"objective={self.objective}, target={list(self.target)})")
+        if self.counterfactual is None:
+            return head
+        return f"{head}\n{self.changes().to_string()}"

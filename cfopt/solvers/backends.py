@@ -1,0 +1,285 @@
+"""Backends: HiGHS and Gurobi through Pyomo's persistent interfaces, CBC and any other
+solver through Pyomo's classic ``SolverFactory``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import pyomo.environ as pyo
+
+from ..errors import SolverError, SolverLicenseError, SolverNotAvailableError
+from ..status import Status
+from .base import SolveOutcome, SolverBackend, SolverSettings
+
+INSTALL_HINTS = {
+    "highs": "install it with `pip install highspy`",
+    "gurobi": ("install it with `pip install gurobipy` (or `pip install cfopt[gurobi]`); "
+               "the pip licence is size-limited"),
+    "cbc": ("install it with `apt-get install coinor-cbc` (Debian/Ubuntu), "
+            "`brew install cbc` (macOS) or `conda install -c conda-forge coin-or-cbc`, "
+            "so that the `cbc` executable is on PATH"),
+}
+
+_INF = float("inf")
+
+
+def _finite(x: Any) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+class _ContribBackend(SolverBackend):
+    """Pyomo's new persistent solver interfaces (``pyomo.contrib.solver``).
+
+    The model is loaded once; later solves send only what changed (mutable parameter
+    values, fixed variables, added or removed constraints).
+    """
+
+    persistent = True
+    _pyomo_name: str
+
+    def __init__(self) -> None:
+        self._solver: Any = None
+
+    def _instance(self) -> Any:
+        if self._solver is None:
+            from pyomo.contrib.solver.common.factory import SolverFactory
+
+            self._solver = SolverFactory(self._pyomo_name)
+        return self._solver
+
+    def available(self) -> bool:
+        try:
+            return bool(self._instance().available())
+        except Exception:  # an import or licence failure means "not available"
+            return False
+
+    def reset(self) -> None:
+        self._solver = None
+
+    def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
+        return {}
+
+    def _solver_time(self, results: Any) -> float | None:
+        timer = results.timing_info.timer
+        try:
+            return timer.get_total_time("optimize")
+        except Exception:  # no such timer entry
+            return None
+
+    def _translate_error(self, exc: Exception) -> Exception | None:
+        return None
+
+    def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
+        from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
+
+        if not self.available():
+            raise SolverNotAvailableError(f"solver {self.name!r} is not available: "
+                                          f"{INSTALL_HINTS[self.name]}")
+        solver = self._instance()
+        options = dict(self._solver_options(settings))
+        options.update(settings.options)
+        t0 = time.perf_counter()
+        try:
+            results = solver.solve(
+                model, load_solutions=False, raise_exception_on_nonoptimal_result=False,
+                tee=settings.verbose, threads=settings.threads, rel_gap=settings.mip_gap,
+                time_limit=settings.time_limit if settings.time_limit is not None else _INF,
+                solver_options=options)
+        except Exception as exc:
+            self.reset()
+            translated = self._translate_error(exc)
+            if translated is not None:
+                raise translated from exc
+            raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
+        wall = time.perf_counter() - t0
+        tc = results.termination_condition
+        has_solution = results.solution_status in (SolutionStatus.optimal,
+                                                   SolutionStatus.feasible)
+        if tc == TerminationCondition.convergenceCriteriaSatisfied and has_solution:
+            status = Status.OPTIMAL
+        elif tc in (TerminationCondition.provenInfeasible,
+                    TerminationCondition.locallyInfeasible,
+                    TerminationCondition.infeasibleOrUnbounded):
+            status = Status.INFEASIBLE
+        elif tc in (TerminationCondition.maxTimeLimit, TerminationCondition.iterationLimit,
+                    TerminationCondition.interrupted, TerminationCondition.objectiveLimit,
+                    TerminationCondition.minStepLength):
+            status = Status.FEASIBLE if has_solution else Status.NO_SOLUTION
+        else:
+            status = Status.ERROR
+        if has_solution and status is not Status.INFEASIBLE:
+            results.solution_loader.load_vars()
+        objective = _finite(results.incumbent_objective) if has_solution else None
+        return SolveOutcome(status=status, objective=objective,
+                            bound=_finite(results.objective_bound),
+                            solver_time=self._solver_time(results), wall_time=wall,
+                            termination=tc.name)
+
+
+class HighsBackend(_ContribBackend):
+    """HiGHS (open source, ``pip install highspy``), persistent."""
+
+    name = "highs"
+    _pyomo_name = "highs"
+
+    def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
+        opts: dict[str, Any] = {"output_flag": settings.verbose}
+        if settings.seed is not None:
+            opts["random_seed"] = settings.seed
+        return opts
+
+
+class GurobiBackend(_ContribBackend):
+    """Gurobi (``pip install gurobipy``), persistent.
+
+    The pip licence is size-limited (2000 variables / constraints); a larger model
+    raises :class:`SolverLicenseError` instead of Gurobi's error 10010.
+    """
+
+    name = "gurobi"
+    _pyomo_name = "gurobi_persistent"
+
+    def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
+        opts: dict[str, Any] = {"OutputFlag": int(settings.verbose)}
+        if settings.seed is not None:
+            opts["Seed"] = settings.seed
+        return opts
+
+    def _solver_time(self, results: Any) -> float | None:
+        return getattr(results.timing_info, "gurobi_time", None)
+
+    def _translate_error(self, exc: Exception) -> Exception | None:
+        if getattr(exc, "errno", None) == 10010 or "size-limited" in str(exc):
+            return SolverLicenseError(
+                f"Gurobi refused the model: its licence is size-limited ({exc}). Use "
+                f"solver='highs', reduce the model, or install a full Gurobi licence")
+        if getattr(exc, "errno", None) in (10009, 10032):
+            return SolverLicenseError(f"Gurobi licence problem: {exc}")
+        return None
+
+
+#: option names of classic Pyomo solvers: (time limit, relative gap, threads, seed)
+_LEGACY_OPTIONS = {
+    "cbc": ("sec", "ratioGap", "threads", "randomCbcSeed"),
+    "glpk": ("tmlim", "mipgap", None, None),
+    "cplex": ("timelimit", "mip_tolerances_mipgap", "threads", "randomseed"),
+    "scip": ("limits/time", "limits/gap", "parallel/maxnthreads", "randomization/randomseedshift"),
+}
+
+
+class LegacyBackend(SolverBackend):
+    """Any solver of Pyomo's classic ``SolverFactory`` (CBC, GLPK, SCIP, CPLEX ...).
+
+    The model is written to a file and re-sent on every solve.
+    """
+
+    persistent = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._opt = pyo.SolverFactory(name)
+
+    def available(self) -> bool:
+        try:
+            return bool(self._opt.available(exception_flag=False))
+        except Exception:  # the plugin may fail to locate its executable
+            return False
+
+    def _options(self, settings: SolverSettings) -> dict[str, Any]:
+        names = _LEGACY_OPTIONS.get(self.name)
+        opts: dict[str, Any] = {}
+        if names is None:
+            if settings.time_limit is not None:
+                raise ValueError(f"cfopt does not know the time-limit option of solver "
+                                 f"{self.name!r}; pass it through options={{...}} instead")
+            return dict(settings.options)
+        t, gap, threads, seed = names
+        if settings.time_limit is not None:
+            opts[t] = settings.time_limit
+        opts[gap] = settings.mip_gap
+        if threads and settings.threads is not None:
+            opts[threads] = settings.threads
+        if seed and settings.seed is not None:
+            opts[seed] = settings.seed
+        opts.update(settings.options)
+        return opts
+
+    def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
+        from pyomo.opt import SolverStatus, TerminationCondition as TC
+
+        if not self.available():
+            hint = INSTALL_HINTS.get(self.name, "install it and put it on PATH")
+            raise SolverNotAvailableError(f"solver {self.name!r} is not available: {hint}")
+        options = self._options(settings)
+        t0 = time.perf_counter()
+        try:
+            results = self._opt.solve(model, load_solutions=False, tee=settings.verbose,
+                                      options=options)
+        except Exception as exc:
+            raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
+        wall = time.perf_counter() - t0
+        tc = results.solver.termination_condition
+        has_solution = len(results.solution) > 0 and tc not in (
+            TC.infeasible, TC.invalidProblem, TC.solverFailure, TC.internalSolverError)
+        if tc == TC.optimal and has_solution:
+            status = Status.OPTIMAL
+        elif tc in (TC.infeasible, TC.infeasibleOrUnbounded):
+            status = Status.INFEASIBLE
+        elif tc in (TC.maxTimeLimit, TC.maxIterations, TC.maxEvaluations, TC.userInterrupt,
+                    TC.intermediateNonInteger, TC.feasible, TC.other) and \
+                results.solver.status in (SolverStatus.ok, SolverStatus.aborted,
+                                          SolverStatus.warning):
+            status = Status.FEASIBLE if has_solution else Status.NO_SOLUTION
+        else:
+            status = Status.ERROR
+        objective = None
+        if has_solution and status.has_solution:
+            model.solutions.load_from(results)
+            objective = pyo.value(next(model.component_data_objects(pyo.Objective,
+                                                                    active=True)))
+        sense_min = next(model.component_data_objects(pyo.Objective, active=True)).sense \
+            == pyo.minimize
+        bound = results.problem.lower_bound if sense_min else results.problem.upper_bound
+        bound = _finite(bound)
+        if status is Status.OPTIMAL and bound is None:
+            bound = objective
+        solver_time = getattr(results.solver, "wallclock_time", None) or \
+            getattr(results.solver, "time", None)
+        return SolveOutcome(status=status, objective=objective, bound=bound,
+                            solver_time=_finite(solver_time), wall_time=wall,
+                            termination=str(tc))
+
+
+def make_solver(solver: str | SolverBackend) -> SolverBackend:
+    """A backend by name: ``"highs"`` (default), ``"gurobi"``, ``"cbc"`` or any classic
+    Pyomo solver name. Raises ``ValueError`` for an unknown name and
+    :class:`SolverNotAvailableError` (with install instructions) for a missing solver.
+    """
+    if isinstance(solver, SolverBackend):
+        return solver
+    if not isinstance(solver, str):
+        raise TypeError(f"solver must be a name or a SolverBackend, got {type(solver).__name__}")
+    name = solver.strip().lower()
+    backend: SolverBackend
+    if name in ("highs", "appsi_highs"):
+        backend = HighsBackend()
+    elif name in ("gurobi", "gurobi_persistent", "gurobi_direct"):
+        backend = GurobiBackend()
+    else:
+        from pyomo.opt.base.solvers import UnknownSolver
+
+        legacy = LegacyBackend(name)
+        if isinstance(legacy._opt, UnknownSolver):
+            raise ValueError(f"unknown solver {solver!r}: use 'highs', 'gurobi', 'cbc' or the "
+                             f"name of a solver known to Pyomo's SolverFactory")
+        backend = legacy
+    if not backend.available():
+        hint = INSTALL_HINTS.get(backend.name, "install it and put it on PATH")
+        raise SolverNotAvailableError(f"solver {backend.name!r} is not available: {hint}")
+    return backend

@@ -1,0 +1,115 @@
+"""Solver-agnostic solve: settings in, a :class:`SolveOutcome` out.
+
+A backend wraps one Pyomo solver interface. It maps cfopt's settings (time limit,
+relative MIP gap, threads, seed) to the solver's option names, loads the incumbent
+into the model's variables when there is one, and reports the status with the
+solver's proven bound, so a claim of optimality is always backed by the solver.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyomo.environ as pyo
+
+from ..status import Status
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """Options every backend understands.
+
+    Attributes:
+        time_limit: seconds (> 0) or ``None`` for no limit.
+        mip_gap: relative MIP gap at which the solver may stop and report optimal.
+        threads: solver threads (``None``: solver default).
+        seed: solver random seed (``None``: solver default).
+        options: raw solver-specific options, passed through by name.
+        verbose: print the solver log.
+    """
+
+    time_limit: float | None = None
+    mip_gap: float = 1e-4
+    threads: int | None = 1
+    seed: int | None = 0
+    options: dict[str, Any] = field(default_factory=dict)
+    verbose: bool = False
+
+    def __post_init__(self) -> None:
+        if self.time_limit is not None:
+            if isinstance(self.time_limit, bool) or not isinstance(self.time_limit, (int, float)):
+                raise TypeError(f"time_limit must be a number of seconds, got {self.time_limit!r}")
+            if not (self.time_limit > 0 and math.isfinite(self.time_limit)):
+                raise ValueError(f"time_limit must be a positive number of seconds, "
+                                 f"got {self.time_limit!r}")
+        if not (isinstance(self.mip_gap, (int, float)) and 0 <= self.mip_gap < 1):
+            raise ValueError(f"mip_gap must be a relative gap in [0, 1), got {self.mip_gap!r}")
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
+        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
+            raise ValueError(f"seed must be a non-negative integer or None, got {self.seed!r}")
+        if not isinstance(self.options, dict):
+            raise TypeError(f"options must be a dict of solver options, got {self.options!r}")
+
+
+@dataclass(frozen=True)
+class SolveOutcome:
+    """What a solve produced.
+
+    ``objective`` is the incumbent's objective (``None`` without one); ``bound`` the
+    solver's proven bound on the optimum (``None`` if it gave none); ``solver_time``
+    the solver's own reported time; ``wall_time`` the wall time of the whole call.
+    """
+
+    status: Status
+    objective: float | None
+    bound: float | None
+    solver_time: float | None
+    wall_time: float
+    termination: str
+    message: str = ""
+
+    @property
+    def gap(self) -> float | None:
+        """Relative gap |objective - bound| / max(|objective|, 1e-10)."""
+        if self.objective is None or self.bound is None:
+            return None
+        return abs(self.objective - self.bound) / max(abs(self.objective), 1e-10)
+
+
+class SolverBackend(ABC):
+    """One solver. Persistent backends keep the model loaded between solves."""
+
+    #: short name (``"highs"``, ``"gurobi"``, ``"cbc"``, or a Pyomo solver name)
+    name: str
+    #: True when re-solving after a parameter change does not re-send the model
+    persistent: bool = False
+
+    @abstractmethod
+    def available(self) -> bool:
+        """Whether the solver can run here."""
+
+    @abstractmethod
+    def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
+        """Solve ``model`` and load the incumbent into its variables if there is one."""
+
+    def solve(self, model: pyo.Block, settings: SolverSettings | None = None) -> SolveOutcome:
+        """Solve ``model`` (its single active objective) under ``settings``."""
+        return self._solve(model, settings or SolverSettings())
+
+    def reset(self) -> None:
+        """Forget any loaded model (persistent backends); the next solve reloads it."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    """``fn(*args, **kwargs)`` and its wall time in seconds."""
+    t0 = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t0
