@@ -112,8 +112,9 @@ class Explainer:
         if "max_changes" in options or hasattr(m, "max_changes"):
             m.set_max_changes(options.get("max_changes", m._default_max_changes))
         build_time = time.perf_counter() - t0
+        one_off = 0.0
         if self._build_pending:
-            build_time += m.build_time
+            one_off = m.build_time
             self._build_pending = False
 
         outcomes: list[SolveOutcome] = []
@@ -163,9 +164,9 @@ class Explainer:
             status=status, verified=verified,
             objective=last.objective if verified else None,
             bound=last.bound, distances=m.distances(row) if verified else {},
-            build_time=build_time, solve_time=sum(o.wall_time for o in outcomes),
+            build_time=build_time + one_off, solve_time=sum(o.wall_time for o in outcomes),
             solver_time=sum(solver_times) if solver_times else None,
-            total_time=time.perf_counter() - t0, solver=self.backend.name,
+            total_time=time.perf_counter() - t0 + one_off, solver=self.backend.name,
             margin=margin_used, attempts=len(outcomes), message=message)
 
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,

@@ -485,7 +485,7 @@ def _validate_column(f: Feature, col: pd.Series, check_bounds: bool) -> pd.Serie
     bad = numeric.isna() & ~col.map(_is_missing)
     if bad.any():
         idx = col.index[bad.to_numpy()][0]
-        raise ValueError(f"column {name!r}: value {col[idx]!r} in row {idx!r} is not a number")
+        raise ValueError(f"column {name!r}: value {_plain(col[idx])!r} in row {idx!r} is not a number")
     values = numeric.to_numpy(dtype=float)
     nan = np.isnan(values)
     if nan.any():
@@ -493,13 +493,13 @@ def _validate_column(f: Feature, col: pd.Series, check_bounds: bool) -> pd.Serie
     inf = np.isinf(values)
     if inf.any():
         idx = col.index[inf][0]
-        raise ValueError(f"column {name!r}: infinite value {col[idx]!r} in row {idx!r}")
+        raise ValueError(f"column {name!r}: infinite value {_plain(col[idx])!r} in row {idx!r}")
     if f.is_integral:
         frac = values != np.round(values)
         if frac.any():
             idx = col.index[frac][0]
             raise ValueError(f"column {name!r}: {f.kind.value} feature has non-integer "
-                             f"value {col[idx]!r} in row {idx!r}")
+                             f"value {_plain(col[idx])!r} in row {idx!r}")
     if check_bounds:
         _check_bounds(f, col.index, values, values)
     if f.is_integral:
@@ -512,7 +512,10 @@ def _check_bounds(f: Feature, index: pd.Index, codes: np.ndarray, shown: np.ndar
     if outside.any():
         k = int(np.flatnonzero(outside)[0])
         lo, hi = f.from_code(f.lower), f.from_code(f.upper)
-        raise ValueError(f"column {f.name!r}: value {_plain(shown[k])!r} in row {index[k]!r} "
+        value = _plain(shown[k])
+        if f.is_integral and isinstance(value, float):
+            value = int(value)
+        raise ValueError(f"column {f.name!r}: value {value!r} in row {index[k]!r} "
                          f"is outside the declared bounds [{lo!r}, {hi!r}]; widen them with "
                          f"space.set({f.name!r}, lower=..., upper=...)")
 

@@ -64,11 +64,11 @@ class SklearnLinearAdapter(ModelAdapter):
     """
 
     def __init__(self, model: Any) -> None:
-        _check_fitted(model, "coef_")
         name = type(model).__name__
         if hasattr(model, "kernel") and model.kernel != "linear":
             raise UnsupportedModelError(f"{name}(kernel={model.kernel!r}) is not linear; "
                                         f"cfopt encodes kernel='linear' only")
+        _check_fitted(model, "coef_")
         if hasattr(model, "kernel") and len(model.classes_) > 2:
             raise UnsupportedModelError(f"multiclass {name} predicts by one-vs-one voting, "
                                         f"which cfopt does not encode; use LinearSVC")

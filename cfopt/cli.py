@@ -1,0 +1,155 @@
+"""Command line: ``cfopt demo`` and ``cfopt explain``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .errors import CfoptError
+from .explainer import Explainer
+from .features import FeatureSpace
+from .results import Counterfactual
+
+
+def _print_ce(ce: Counterfactual, title: str, out=sys.stdout) -> None:
+    print(title, file=out)
+    proof = ""
+    if ce.bound is not None and ce.objective is not None:
+        proof = f", objective {ce.objective:.4f}, bound {ce.bound:.4f}"
+    print(f"  status: {ce.status.value}{proof}; verified by the model: "
+          f"{'yes' if ce.verified else 'no'}", file=out)
+    solver_time = f"{ce.solver_time:.3f}" if ce.solver_time is not None else "n/a"
+    print(f"  time: build {ce.build_time:.3f} s, solve {ce.solve_time:.3f} s "
+          f"({ce.solver} itself {solver_time} s), total {ce.total_time:.3f} s", file=out)
+    if ce.message:
+        print(f"  note: {ce.message}", file=out)
+    if ce.counterfactual is not None:
+        table = ce.changes()
+        text = (table.reset_index(names="feature").to_string(index=False) if len(table)
+                else "(no change)")
+        print("  " + text.replace("\n", "\n  "), file=out)
+    print(file=out)
+
+
+def demo(n: int = 3, solver: str = "highs", seed: int = 0) -> list[Counterfactual]:
+    """Train a small MLP on German credit and explain ``n`` rejected applicants."""
+    import torch
+
+    from .datasets import load_german
+
+    t0 = time.perf_counter()
+    data = load_german()
+    space = FeatureSpace.from_frame(data.X)
+    space.immutable("foreign_worker", "status_sex", "people_liable")
+    space.increase_only("age")
+    Z = torch.tensor(space.transform(data.X), dtype=torch.float32)
+    y = torch.tensor(data.y.to_numpy(), dtype=torch.float32)
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 16), torch.nn.ReLU(),
+                              torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    optimizer = torch.optim.Adam(net.parameters(), lr=0.01, weight_decay=1e-4)
+    for _ in range(150):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(net(Z).squeeze(1), y)
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        good = (net(Z).squeeze(1) > 0).numpy()
+    print(f"German credit (UCI, CC BY 4.0): {len(data.X)} applicants, {len(space)} features "
+          f"-> {space.n_inputs} model inputs")
+    print(f"MLP {space.n_inputs}-16-16-1 trained in {time.perf_counter() - t0:.1f} s, "
+          f"training accuracy {(good == data.y.to_numpy()).mean():.3f}")
+    print("actionability: foreign_worker, status_sex, people_liable immutable; "
+          "age increase-only\n")
+    explainer = Explainer(net, space, solver=solver)
+    rejected = np.flatnonzero(~good)[:n]
+    results = []
+    for i in rejected:
+        ce = explainer.explain(data.X.iloc[[i]], target=1)
+        _print_ce(ce, f"Applicant #{i}: predicted bad credit (0) -> closest change to good "
+                      f"credit (1)")
+        results.append(ce)
+    ok = sum(ce.verified for ce in results)
+    print(f"{ok}/{len(results)} counterfactuals verified by the model; "
+          f"whole demo {time.perf_counter() - t0:.1f} s")
+    return results
+
+
+def explain_file(model: str, data: str, target_col: str, row: int, *, space_file: str | None,
+                 scaling: str, solver: str, time_limit: float | None, immutable: list[str],
+                 increase_only: list[str], decrease_only: list[str],
+                 as_json: bool) -> Counterfactual:
+    try:
+        frame = pd.read_csv(data)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{data!r} is not a readable CSV file: {exc}") from exc
+    if target_col not in frame.columns:
+        raise ValueError(f"--target-col {target_col!r} is not a column of {data!r}; columns: "
+                         f"{list(frame.columns)}")
+    X = frame.drop(columns=[target_col])
+    if not 0 <= row < len(X):
+        raise ValueError(f"--row {row} is out of range: {data!r} has {len(X)} rows (0-based)")
+    space = (FeatureSpace.from_json(space_file) if space_file
+             else FeatureSpace.from_frame(X, scaling=scaling))
+    space.immutable(*immutable).increase_only(*increase_only).decrease_only(*decrease_only)
+    explainer = Explainer(model, space, solver=solver, time_limit=time_limit)
+    ce = explainer.explain(X.iloc[[row]])
+    if as_json:
+        print(ce.to_json())
+    else:
+        _print_ce(ce, f"Row {row} of {data}: predicted {ce.factual_class!r}, "
+                      f"target {list(ce.target)}")
+    return ce
+
+
+def _names(text: str | None) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()] if text else []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cfopt", description="Counterfactual explanations "
+                                     "by mixed-integer optimization")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_demo = sub.add_parser("demo", help="explain three rejected German-credit applicants")
+    p_demo.add_argument("--n", type=int, default=3, help="number of applicants")
+    p_demo.add_argument("--solver", default="highs")
+    p_exp = sub.add_parser("explain", help="explain one row of a CSV file for an ONNX model")
+    p_exp.add_argument("--model", required=True, help="ONNX file taking the encoded features")
+    p_exp.add_argument("--data", required=True, help="CSV file of raw rows (with the target)")
+    p_exp.add_argument("--target-col", required=True, help="label column to drop")
+    p_exp.add_argument("--row", type=int, required=True, help="0-based row to explain")
+    p_exp.add_argument("--space", help="FeatureSpace JSON (FeatureSpace.to_json) the model "
+                       "was trained with; default: inferred from the CSV")
+    p_exp.add_argument("--scaling", default="minmax", choices=["minmax", "standard", "none"],
+                       help="scaling when the space is inferred (default minmax)")
+    p_exp.add_argument("--immutable", help="comma-separated immutable features")
+    p_exp.add_argument("--increase-only", help="comma-separated increase-only features")
+    p_exp.add_argument("--decrease-only", help="comma-separated decrease-only features")
+    p_exp.add_argument("--solver", default="highs")
+    p_exp.add_argument("--time-limit", type=float, default=None)
+    p_exp.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "demo":
+            results = demo(n=args.n, solver=args.solver)
+            return 0 if all(ce.verified for ce in results) else 1
+        ce = explain_file(args.model, args.data, args.target_col, args.row,
+                          space_file=args.space, scaling=args.scaling, solver=args.solver,
+                          time_limit=args.time_limit, immutable=_names(args.immutable),
+                          increase_only=_names(args.increase_only),
+                          decrease_only=_names(args.decrease_only), as_json=args.json)
+        return 0 if ce.verified else 1
+    except (CfoptError, ValueError, TypeError, FileNotFoundError, KeyError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"cfopt: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

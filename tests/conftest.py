@@ -1,0 +1,111 @@
+"""Shared fixtures: data, small trained models, helpers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import cfopt
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def carla_or_skip(loader, **kwargs):
+    """Load a CARLA data set from CFOPT_DATA_HOME; in CI a missing file is a failure."""
+    try:
+        return loader(download=False, **kwargs)
+    except cfopt.DataNotFoundError:
+        if IN_CI:
+            raise
+        pytest.skip("CARLA data not in CFOPT_DATA_HOME (set it to ../shared/data)")
+
+
+def train_torch(Z: np.ndarray, y: np.ndarray, hidden=(16, 16), n_classes: int = 2,
+                epochs: int = 150, seed: int = 0, final: torch.nn.Module | None = None
+                ) -> torch.nn.Sequential:
+    """A small ReLU MLP trained full-batch with Adam (deterministic)."""
+    torch.manual_seed(seed)
+    layers: list[torch.nn.Module] = []
+    width = Z.shape[1]
+    for h in hidden:
+        layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
+        width = h
+    out = 1 if n_classes == 2 else n_classes
+    layers.append(torch.nn.Linear(width, out))
+    net = torch.nn.Sequential(*layers)
+    opt = torch.optim.Adam(net.parameters(), lr=0.01)
+    Zt = torch.tensor(Z, dtype=torch.float32)
+    for _ in range(epochs):
+        opt.zero_grad()
+        logits = net(Zt)
+        if out == 1:
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                logits.squeeze(1), torch.tensor(y, dtype=torch.float32))
+        else:
+            loss = torch.nn.functional.cross_entropy(logits, torch.tensor(y, dtype=torch.long))
+        loss.backward()
+        opt.step()
+    if final is not None:
+        net.append(final)
+    return net.eval()
+
+
+def export_onnx(net: torch.nn.Module, n_inputs: int, path: Path, dynamic: bool = True) -> Path:
+    kwargs = {"dynamic_axes": {"x": {0: "batch"}}} if dynamic else {}
+    torch.onnx.export(net, (torch.zeros(1, n_inputs),), str(path), dynamo=False,
+                      input_names=["x"], output_names=["y"], **kwargs)
+    return path
+
+
+@pytest.fixture(scope="session")
+def german():
+    data = cfopt.datasets.load_german()
+    return data
+
+
+def german_space(data) -> cfopt.FeatureSpace:
+    space = cfopt.FeatureSpace.from_frame(data.X)
+    space.immutable("foreign_worker", "status_sex").increase_only("age")
+    return space
+
+
+@pytest.fixture(scope="session")
+def german_model(german):
+    space = german_space(german)
+    net = train_torch(space.transform(german.X), german.y.to_numpy(), hidden=(10, 10))
+    return net, space
+
+
+@pytest.fixture(scope="session")
+def toy():
+    """A small mixed feature space whose whole grid can be enumerated."""
+    rng = np.random.default_rng(0)
+    n = 400
+    frame = pd.DataFrame({
+        "a": rng.integers(0, 5, n),                       # integer 0..4
+        "b": rng.integers(0, 4, n),                       # integer 0..3
+        "c": rng.choice(["red", "green", "blue"], n),     # categorical
+        "d": rng.integers(0, 2, n),                       # binary
+    })
+    score = frame["a"] - 1.5 * frame["b"] + (frame["c"] == "red") * 2 - frame["d"]
+    y = (score + rng.normal(0, 1, n) > 0.5).astype(int).to_numpy()
+    return frame, y
+
+
+def grid(space: cfopt.FeatureSpace) -> pd.DataFrame:
+    """Every point of a small all-discrete feature space."""
+    axes = []
+    for f in space:
+        if f.is_onehot:
+            axes.append(list(f.categories))
+        else:
+            axes.append([f.from_code(v) for v in range(int(f.lower), int(f.upper) + 1)])
+    mesh = np.array(np.meshgrid(*[np.arange(len(a)) for a in axes], indexing="ij"))
+    idx = mesh.reshape(len(axes), -1).T
+    return pd.DataFrame({f.name: [axes[k][i] for i in idx[:, k]]
+                         for k, f in enumerate(space)})
