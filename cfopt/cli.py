@@ -17,7 +17,8 @@ from .features import FeatureSpace
 from .results import Counterfactual
 
 
-def _print_ce(ce: Counterfactual, title: str, out=sys.stdout) -> None:
+def _print_ce(ce: Counterfactual, title: str) -> None:
+    out = sys.stdout
     print(title, file=out)
     proof = ""
     if ce.bound is not None and ce.objective is not None:

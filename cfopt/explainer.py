@@ -124,6 +124,7 @@ class Explainer:
         problems: list[str] = []
         try:
             for _ in range(self.verify_retries + 1):
+                margin_used = pyo.value(m.margin)
                 outcome = self.backend.solve(m, settings)
                 outcomes.append(outcome)
                 if not outcome.status.has_solution:
@@ -134,8 +135,7 @@ class Explainer:
                 verified = predicted in target_labels and not problems
                 if verified:
                     break
-                m.margin = pyo.value(m.margin) * 10
-            margin_used = pyo.value(m.margin)
+                m.margin = margin_used * 10
         finally:
             m.margin = self.margin
         last = outcomes[-1]

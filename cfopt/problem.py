@@ -226,8 +226,10 @@ class CounterfactualModel(pyo.ConcreteModel):
         return pd.DataFrame([out], columns=self._space.names)
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
-        """The real model's class labels for raw rows."""
-        return self._adapter.predict(self._space.transform(rows, check_bounds=False))
+        """The real model's class labels for raw rows (as Python scalars)."""
+        labels = self._adapter.predict(self._space.transform(rows, check_bounds=False))
+        return np.array([v.item() if isinstance(v, np.generic) else v for v in labels],
+                        dtype=object)
 
     def violations(self, row: pd.DataFrame) -> list[str]:
         """Declared constraints (bounds, actionability, max changes) that a raw

@@ -109,3 +109,17 @@ def grid(space: cfopt.FeatureSpace) -> pd.DataFrame:
     idx = mesh.reshape(len(axes), -1).T
     return pd.DataFrame({f.name: [axes[k][i] for i in idx[:, k]]
                          for k, f in enumerate(space)})
+
+
+def sample_rows(space: cfopt.FeatureSpace, n: int, seed: int = 0) -> pd.DataFrame:
+    """Uniform random raw rows of a feature space (inside its bounds)."""
+    rng = np.random.default_rng(seed)
+    data = {}
+    for f in space:
+        if f.is_onehot:
+            data[f.name] = [f.categories[k] for k in rng.integers(0, len(f.categories), n)]
+        elif f.is_integral:
+            data[f.name] = [f.from_code(v) for v in rng.integers(int(f.lower), int(f.upper) + 1, n)]
+        else:
+            data[f.name] = rng.uniform(f.lower, f.upper, n)
+    return pd.DataFrame(data, columns=space.names)

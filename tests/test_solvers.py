@@ -1,0 +1,145 @@
+"""Solver-agnostic: HiGHS, CBC and Gurobi reach the same optimum; solver problems
+become clear errors."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+from sklearn.linear_model import LogisticRegression
+
+import cfopt
+from cfopt.solvers import LegacyBackend, SolverSettings, make_solver
+
+from .conftest import IN_CI, train_torch
+
+
+def gurobi_or_skip():
+    try:
+        return make_solver("gurobi")
+    except cfopt.SolverNotAvailableError as exc:
+        pytest.skip(f"Gurobi not available: {exc}")
+
+
+def cbc_or_fail():
+    if shutil.which("cbc") is None and not IN_CI:
+        pytest.skip("cbc executable not on PATH (apt-get install coinor-cbc)")
+    return "cbc"
+
+
+def explain_with(net, space, solver, X, rows, objective):
+    try:
+        explainer = cfopt.Explainer(net, space, solver=solver, objective=objective, mip_gap=1e-9)
+        return [explainer.explain(X.iloc[[i]], target=1) for i in rows]
+    except cfopt.SolverLicenseError as exc:
+        pytest.skip(f"over the Gurobi licence: {exc}")
+
+
+@pytest.mark.parametrize("objective", ["l1", "l0", {"l1": 1.0, "linf": 2.0}])
+def test_same_optimum_across_solvers(german, german_model, objective):
+    net, space = german_model
+    explainer = cfopt.Explainer(net, space)
+    pred = explainer.milp.predict(german.X)
+    rows = [i for i in range(len(pred)) if pred[i] == 0][:3]
+    reference = explain_with(net, space, "highs", german.X, rows, objective)
+    others = {"cbc": cbc_or_fail}
+    results = {name: explain_with(net, space, get(), german.X, rows, objective)
+               for name, get in others.items()}
+    try:
+        gurobi_or_skip()
+        results["gurobi"] = explain_with(net, space, "gurobi", german.X, rows, objective)
+    except pytest.skip.Exception:
+        pass
+    for name, ces in results.items():
+        for ref, ce in zip(reference, ces):
+            assert ce.verified and ce.status is cfopt.Status.OPTIMAL, name
+            assert ce.objective == pytest.approx(ref.objective, rel=1e-6, abs=1e-9), name
+
+
+def test_gurobi_matches_highs(german, german_model):
+    gurobi_or_skip()
+    net, space = german_model
+    explainer = cfopt.Explainer(net, space)
+    pred = explainer.milp.predict(german.X)
+    rows = [i for i in range(len(pred)) if pred[i] == 0][:3]
+    ref = explain_with(net, space, "highs", german.X, rows, "l1")
+    got = explain_with(net, space, "gurobi", german.X, rows, "l1")
+    for a, b in zip(ref, got):
+        assert b.objective == pytest.approx(a.objective, rel=1e-6)
+        assert b.solver == "gurobi" and b.solver_time is not None
+
+
+def test_gurobi_size_limit_is_a_licence_error(german):
+    backend = gurobi_or_skip()
+    space = cfopt.FeatureSpace.from_frame(german.X)
+    net = train_torch(space.transform(german.X), german.y.to_numpy(), hidden=(200, 200),
+                      epochs=2)
+    try:
+        explainer = cfopt.Explainer(net, space, solver=backend, bound_tightening=None)
+        explainer.explain(german.X.iloc[[0]])
+    except cfopt.SolverLicenseError as exc:
+        assert "size-limited" in str(exc) and "highs" in str(exc)
+    else:
+        pytest.skip("this Gurobi licence is not size-limited")
+
+
+def test_unknown_solver_name():
+    with pytest.raises(ValueError, match="unknown solver 'no-such-solver'"):
+        make_solver("no-such-solver")
+
+
+def test_missing_solver_says_how_to_install(monkeypatch, german, german_model):
+    from pyomo.common import Executable
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    Executable("cbc").rehash()
+    try:
+        with pytest.raises(cfopt.SolverNotAvailableError, match="apt-get install coinor-cbc"):
+            make_solver("cbc")
+        net, space = german_model
+        with pytest.raises(cfopt.SolverNotAvailableError, match="'cbc' is not available"):
+            cfopt.Explainer(net, space, solver="cbc")
+    finally:
+        monkeypatch.undo()
+        Executable("cbc").rehash()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"time_limit": -1}, "time_limit must be a positive number"),
+    ({"time_limit": 0}, "time_limit must be a positive number"),
+    ({"time_limit": "10"}, "time_limit must be a number"),
+    ({"mip_gap": 2}, r"mip_gap must be a relative gap in \[0, 1\)"),
+    ({"threads": 0}, "threads must be a positive integer"),
+    ({"seed": -3}, "seed must be a non-negative integer"),
+])
+def test_bad_settings(kwargs, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        SolverSettings(**kwargs)
+
+
+def test_cbc_time_limit_and_status(german, german_model):
+    cbc_or_fail()
+    net, space = german_model
+    explainer = cfopt.Explainer(net, space, solver="cbc", time_limit=30)
+    pred = explainer.milp.predict(german.X)
+    i = [k for k in range(len(pred)) if pred[k] == 0][0]
+    ce = explainer.explain(german.X.iloc[[i]])
+    assert ce.status is cfopt.Status.OPTIMAL and ce.verified
+    assert ce.bound == pytest.approx(ce.objective, rel=1e-4)
+    assert isinstance(explainer.backend, LegacyBackend)
+
+
+def test_infeasible_status_from_every_solver(toy):
+    frame, y = toy
+    space = cfopt.FeatureSpace.from_frame(frame)
+    model = LogisticRegression().fit(space.transform(frame), y)
+    model.coef_[:] = 0.0
+    model.intercept_[:] = -1.0  # class 0 everywhere
+    m = cfopt.build(model, space)
+    m.set_factual(frame.iloc[[0]])
+    m.target_sign = 1.0
+    names = ["highs"] + (["cbc"] if shutil.which("cbc") else [])
+    for name in names:
+        outcome = make_solver(name).solve(m, SolverSettings())
+        assert outcome.status is cfopt.Status.INFEASIBLE, name
