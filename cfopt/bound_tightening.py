@@ -90,9 +90,40 @@ def _apply(layer: pyo.Block, j: object, lb: float, ub: float) -> None:
             layer.q_relu[j].fix(1)
         elif ub <= 0:
             layer.q_relu[j].fix(0)
+        elif layer.q_relu[j].fixed:
+            layer.q_relu[j].unfix()
     else:
         layer.z[j].setlb(lb)
         layer.z[j].setub(ub)
+
+
+def layer_bounds(predictor: PredictorConstr) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Current pre-activation bounds (lb, ub) of every layer, input to output."""
+    out = []
+    for layer in predictor.relu_layers():
+        bounds = np.array([layer.zhat[j].bounds for j in layer.zhat], dtype=float)
+        out.append((bounds[:, 0], bounds[:, 1]))
+    return out
+
+
+def apply_layer_bounds(predictor: PredictorConstr,
+                       bounds: list[tuple[np.ndarray, np.ndarray]]) -> int:
+    """Set every layer's pre-activation bounds, big-M constants and stable binaries
+    (fixed when the bounds do not straddle 0, freed otherwise); returns the number of
+    stable hidden neurons."""
+    stable = 0
+    layers = predictor.relu_layers()
+    if not layers:
+        return 0
+    for layer, (lbs, ubs) in zip(layers, bounds):
+        for j, lb, ub in zip(list(layer.zhat), lbs, ubs):
+            _apply(layer, j, float(lb), float(ub))
+            stable += int(hasattr(layer, "q_relu") and (lb >= 0 or ub <= 0))
+    last_lb, last_ub = bounds[-1]
+    for j in range(predictor.adapter.n_logits):
+        predictor.outputs[j].setlb(float(last_lb[j]))
+        predictor.outputs[j].setub(float(last_ub[j]))
+    return stable
 
 
 def tighten_relu_bounds(model: pyo.Block, predictor: PredictorConstr, method: str = "lp",

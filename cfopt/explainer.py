@@ -22,7 +22,9 @@ import pyomo.environ as pyo
 from .diagnosis import diagnose
 from .errors import InfeasibleError
 from .features import FeatureSpace, as_frame
+from .bound_tightening import apply_layer_bounds
 from .problem import CounterfactualModel
+from .query_tightening import greedy_counterfactual, objective_value, radius_bounds
 from .results import Counterfactual
 from .solvers import SolveOutcome, SolverBackend, SolverSettings, make_solver
 from .status import Status
@@ -50,6 +52,8 @@ class Explainer:
         seed: solver random seed (determinism).
         solver_options: raw solver options passed through by name.
         verify_retries: re-solves with a 10x margin when verification fails.
+        tighten_per_query: restrict each solve around a heuristic counterfactual
+            (exact; see :mod:`cfopt.query_tightening`).
         verbose: print solver logs.
 
     Attributes:
@@ -64,7 +68,7 @@ class Explainer:
                  time_limit: float | None = None, mip_gap: float = 1e-4,
                  threads: int | None = 1, seed: int | None = 0,
                  solver_options: Mapping[str, Any] | None = None, verify_retries: int = 3,
-                 verbose: bool = False) -> None:
+                 tighten_per_query: bool = True, verbose: bool = False) -> None:
         self.settings = SolverSettings(time_limit=time_limit, mip_gap=mip_gap, threads=threads,
                                        seed=seed, options=dict(solver_options or {}),
                                        verbose=verbose)
@@ -73,6 +77,7 @@ class Explainer:
             raise ValueError(f"verify_retries must be a non-negative integer, "
                              f"got {verify_retries!r}")
         self.verify_retries = verify_retries
+        self.tighten_per_query = bool(tighten_per_query)
         self.backend = make_solver(solver)
         self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
                                         max_changes=max_changes, margin=margin,
@@ -118,6 +123,7 @@ class Explainer:
             self._build_pending = False
 
         outcomes: list[SolveOutcome] = []
+        details: dict[str, Any] = {}
         row = None
         verified = False
         predicted = None
@@ -125,7 +131,7 @@ class Explainer:
         try:
             for _ in range(self.verify_retries + 1):
                 margin_used = pyo.value(m.margin)
-                outcome = self.backend.solve(m, settings)
+                outcome = self._solve(m, settings, details)
                 outcomes.append(outcome)
                 if not outcome.status.has_solution:
                     break
@@ -158,16 +164,51 @@ class Explainer:
         elif status is Status.ERROR:
             message = f"solver terminated with {last.termination}"
         solver_times = [o.solver_time for o in outcomes if o.solver_time is not None]
+        if last.objective is not None:
+            details["solver_objective"] = last.objective
         return Counterfactual(
             factual=factual, counterfactual=row if verified else None, target=target_labels,
             factual_class=m.factual_class, predicted_class=predicted if verified else None,
             status=status, verified=verified,
-            objective=last.objective if verified else None,
+            objective=objective_value(m, row) if verified else None,
             bound=last.bound, distances=m.distances(row) if verified else {},
             build_time=build_time + one_off, solve_time=sum(o.wall_time for o in outcomes),
             solver_time=sum(solver_times) if solver_times else None,
             total_time=time.perf_counter() - t0 + one_off, solver=self.backend.name,
-            margin=margin_used, attempts=len(outcomes), message=message)
+            margin=margin_used, attempts=len(outcomes), message=message, details=details)
+
+    def _solve(self, m: CounterfactualModel, settings: SolverSettings,
+               details: dict[str, Any]) -> SolveOutcome:
+        """One solve, restricted around a heuristic counterfactual when possible
+        (see :mod:`cfopt.query_tightening`), falling back to the full problem."""
+        bounds = None
+        if self.tighten_per_query and m.global_layer_bounds:
+            candidate = greedy_counterfactual(m)
+            if candidate is not None:
+                radius = objective_value(m, candidate)
+                bounds = radius_bounds(m, radius)
+                details["heuristic_objective"] = radius
+        if bounds is None:
+            return self.backend.solve(m, settings)
+        t0 = time.perf_counter()
+        try:
+            details["stable_neurons"] = apply_layer_bounds(m.predictor_constr, bounds)
+            m.cutoff = radius * (1 + 1e-6) + 1e-9
+            outcome = self.backend.solve(m, settings)
+        finally:
+            apply_layer_bounds(m.predictor_constr, m.global_layer_bounds)
+            m.cutoff = m.max_objective
+        details["restricted"] = True
+        if outcome.status is not Status.INFEASIBLE:
+            return outcome
+        details["fallback"] = True
+        if settings.time_limit is not None:
+            left = settings.time_limit - (time.perf_counter() - t0)
+            if left <= 0:
+                return dataclasses.replace(outcome, status=Status.NO_SOLUTION)
+            settings = dataclasses.replace(settings, time_limit=left)
+        again = self.backend.solve(m, settings)
+        return dataclasses.replace(again, wall_time=again.wall_time + outcome.wall_time)
 
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,
                      errors: Literal["raise", "record"] = "raise",

@@ -22,6 +22,7 @@ Components (documented names, for users who add their own constraints):
 ``max_changes``        ``sum changed <= max_changes_limit`` (mutable Param)
 ``linf``               weighted L∞ distance (L∞ objective)
 ``objective``          the distance minimised
+``objective_cutoff``   ``objective <= cutoff`` (mutable Param; inactive by default)
 =====================  ==============================================================
 
 A constraint added to the model (``m.my_rule = pyo.Constraint(expr=...)``) takes part
@@ -38,8 +39,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
+from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 
-from .bound_tightening import BoundTighteningReport, tighten_relu_bounds
+from .bound_tightening import BoundTighteningReport, layer_bounds, tighten_relu_bounds
 from .features import FeatureSpace, as_frame
 from .formulations.actionability import add_actionability, add_max_changes
 from .formulations.distances import feature_weights, objective_expression, parse_objective
@@ -106,6 +108,10 @@ class CounterfactualModel(pyo.ConcreteModel):
                      margin)
         self.objective = pyo.Objective(
             expr=objective_expression(self, space, terms, weight_map), sense=pyo.minimize)
+        self._max_objective = float(compute_bounds_on_expr(self.objective.expr)[1]) + 1.0
+        self.cutoff = pyo.Param(mutable=True, initialize=self._max_objective)
+        self.objective_cutoff = pyo.Constraint(expr=self.objective.expr <= self.cutoff)
+        self._global_bounds = layer_bounds(self._predictor)
         self._builtin_components = frozenset(c.local_name for c in self.component_objects(
             descend_into=False))
         self.build_time = time.perf_counter() - t0
@@ -139,6 +145,21 @@ class CounterfactualModel(pyo.ConcreteModel):
     @property
     def weights(self) -> dict[str, float]:
         return dict(self._weights)
+
+    @property
+    def objective_terms(self) -> dict[str, float]:
+        """Coefficients of the objective's norms (``l1``, ``l0``, ``linf``)."""
+        return dict(self._terms)
+
+    @property
+    def global_layer_bounds(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Pre-activation bounds of each network layer valid over the whole feature box."""
+        return self._global_bounds
+
+    @property
+    def max_objective(self) -> float:
+        """An upper bound on the objective over the feature box (the inactive cutoff)."""
+        return self._max_objective
 
     def user_components(self) -> list[pyo.Component]:
         """Active constraint components and blocks added after construction."""

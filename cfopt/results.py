@@ -41,7 +41,8 @@ class Counterfactual:
         status: see :class:`~cfopt.Status`.
         verified: the real model classifies ``counterfactual`` (exactly as returned)
             as a target class, and it satisfies every declared constraint.
-        objective: the solver's objective value of the returned point.
+        objective: the objective value of the returned point, computed from its raw
+            values (the solver's own value is in ``details["solver_objective"]``).
         bound: the solver's proven bound on the optimal objective.
         distances: L1 (weighted), L0 and L∞ (weighted) of the returned point, in raw
             units, computed from the returned values.
@@ -54,6 +55,8 @@ class Counterfactual:
         margin: the validity margin (logit units) of the last solve.
         attempts: solves made (more than 1 when verification required a larger margin).
         message: diagnostics in words.
+        details: solve details (heuristic objective, restricted / fallback solve,
+            stable neurons of the restricted solve).
     """
 
     factual: pd.DataFrame
@@ -74,6 +77,7 @@ class Counterfactual:
     margin: float = 0.0
     attempts: int = 0
     message: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def found(self) -> bool:
@@ -124,6 +128,7 @@ class Counterfactual:
             "margin": self.margin,
             "attempts": self.attempts,
             "message": self.message,
+            "details": {k: _plain(v) for k, v in self.details.items()},
         }
 
     def to_json(self, **kwargs: Any) -> str:

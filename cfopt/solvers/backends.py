@@ -247,8 +247,13 @@ class LegacyBackend(SolverBackend):
             == pyo.minimize
         bound = results.problem.lower_bound if sense_min else results.problem.upper_bound
         bound = _finite(bound)
-        if status is Status.OPTIMAL and bound is None:
-            bound = objective
+        if status is Status.OPTIMAL and objective is not None:
+            # the solver claims optimality within the gap; classic interfaces parse the
+            # bound from logs, which some solvers (CBC after preprocessing) leave at 0
+            proven = objective - settings.mip_gap * abs(objective) if sense_min else \
+                objective + settings.mip_gap * abs(objective)
+            if bound is None or (bound < proven if sense_min else bound > proven):
+                bound = proven
         solver_time = getattr(results.solver, "wallclock_time", None) or \
             getattr(results.solver, "time", None)
         return SolveOutcome(status=status, objective=objective, bound=bound,

@@ -1,0 +1,236 @@
+r"""Per-query bound tightening around a heuristic counterfactual.
+
+The big-M constants of a ReLU network are valid over the whole feature box, but the
+optimal counterfactual lies close to the factual :math:`\hat x`. For one query:
+
+1. **Incumbent** (:func:`greedy_counterfactual`): a greedy walk from :math:`\hat z`
+   (model-input space) on the float64 network. Each step moves the mutable feature
+   with the best ratio of target-score gain (gradient of the piecewise-linear score)
+   to distance cost, or switches the category with the best exact gain per cost,
+   until the target wins by twice the margin. Its objective value is :math:`r`.
+2. **Region bounds** (:func:`radius_bounds`): every counterfactual at least as good
+   satisfies :math:`\text{objective} \le r`, hence (for an objective
+   :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}`) :math:`\text{L1} \le r/a` and
+   :math:`\text{L∞} \le r/c`. The first layer's pre-activation :math:`w^\top z + b`
+   over the box ∩ that weighted-L1 ball ∩ the actionability constraints is bounded
+   exactly by a fractional knapsack (items: coordinate moves, cost :math:`w_f
+   \cdot \text{scale}_f` per model-input unit, and category switches, cost
+   :math:`w_f`); deeper layers follow by interval propagation; all intersected with the
+   model's global bounds.
+3. The MILP is solved with these bounds and the cut :math:`\text{objective} \le r`.
+   That restricted problem has the same optimum as the original whenever the
+   original optimum is :math:`\le r`; if it is infeasible (the heuristic point broke a
+   user constraint, or numerics), the original problem is solved instead. A solver
+   bound on the restricted problem is a valid bound on the original one whenever the
+   restricted problem has a solution.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import pyomo.environ as pyo
+
+from .models.base import ReLUNetwork
+
+if TYPE_CHECKING:
+    from .problem import CounterfactualModel
+
+
+def _score(net: ReLUNetwork, z: np.ndarray, decision: str, targets: list[int],
+           with_grad: bool = True) -> tuple[float, np.ndarray | None]:
+    """Target score (how much the target wins) and its gradient at ``z``."""
+    h = z
+    masks = []
+    for layer in net.layers:
+        pre = layer.weight @ h + layer.bias
+        if layer.relu:
+            mask = pre > 0
+            h = pre * mask
+        else:
+            mask = None
+            h = pre
+        masks.append(mask)
+    if decision == "sign":
+        sign = 1.0 if targets[0] == 1 else -1.0
+        score = sign * h[0]
+        g = np.array([sign])
+    else:
+        others = [j for j in range(len(h)) if j not in targets]
+        best_t = max(targets, key=lambda t: h[t])
+        best_o = max(others, key=lambda j: h[j])
+        score = h[best_t] - h[best_o]
+        g = np.zeros(len(h))
+        g[best_t], g[best_o] = 1.0, -1.0
+    if not with_grad:
+        return float(score), None
+    for layer, mask in zip(reversed(net.layers), reversed(masks)):
+        if mask is not None:
+            g = g * mask
+        g = layer.weight.T @ g
+    return float(score), g
+
+
+def objective_value(m: CounterfactualModel, row: pd.DataFrame) -> float:
+    """The MILP objective of a raw row."""
+    distances = m.distances(row)
+    return float(sum(c * distances[k] for k, c in m.objective_terms.items()))
+
+
+def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.DataFrame | None:
+    """A cheap counterfactual of the current query (raw row), or ``None``.
+
+    The returned row is classified as the target with the model's margin by the
+    float64 network and satisfies bounds, actionability and ``max_changes``; it ignores
+    user-added constraints (the caller must not assume it is feasible for them).
+    """
+    net = m.adapter.structure
+    if not isinstance(net, ReLUNetwork) or m.factual is None or not m.target:
+        return None
+    space = m.space
+    decision = m.adapter.decision
+    targets = [m.adapter.class_index(t) for t in m.target]
+    margin = float(pyo.value(m.margin))
+    goal = 2.0 * margin
+    weights = m.weights
+    slices = space.input_slices()
+    cap = pyo.value(m.max_changes_limit) if hasattr(m, "max_changes") else np.inf
+    z = space.transform(m.factual)[0].copy()
+    changed: set[str] = set()
+    score, grad = _score(net, z, decision, targets)
+    for _ in range(max_steps):
+        if score >= goal:
+            break
+        best: tuple | None = None
+        best_ratio = 0.0
+        for f in space:
+            if f.immutable or (f.name not in changed and len(changed) >= cap):
+                continue
+            sl = slices[f.name]
+            if f.is_onehot:
+                current = int(np.argmax(z[sl]))
+                for k in range(len(f.categories)):
+                    if k == current:
+                        continue
+                    trial = z.copy()
+                    trial[sl] = 0.0
+                    trial[sl.start + k] = 1.0
+                    gain = _score(net, trial, decision, targets, with_grad=False)[0] - score
+                    ratio = gain / weights[f.name] if weights[f.name] > 0 else np.inf * gain
+                    if gain > 0 and ratio > best_ratio:
+                        best_ratio, best = ratio, ("cat", f, trial)
+                continue
+            j = sl.start
+            g = grad[j]
+            up = g > 0
+            if g == 0 or (up and f.direction == "decrease") or (not up and f.direction == "increase"):
+                continue
+            lo, hi = (f.lower - f.shift) / f.scale, (f.upper - f.shift) / f.scale
+            room = hi - z[j] if up else z[j] - lo
+            if room <= 1e-12:
+                continue
+            cost = weights[f.name] * f.scale
+            ratio = abs(g) / cost if cost > 0 else np.inf
+            if ratio > best_ratio:
+                best_ratio, best = ratio, ("num", f, j, up, room, abs(g))
+        if best is None:
+            return None
+        if best[0] == "cat":
+            z = best[2]
+        else:
+            _, f, j, up, room, slope = best
+            step = min(room, (goal - score) / slope * 1.05 + 1e-9)
+            if f.is_integral:  # whole raw units, at least one
+                raw = max(1.0, np.ceil(step * f.scale - 1e-9))
+                step = min(raw / f.scale, room)
+            z[j] += step if up else -step
+        changed.add(best[1].name)
+        score, grad = _score(net, z, decision, targets)
+    if score < margin:
+        return None
+    row = space.inverse_transform(z[None, :])
+    final = _score(net, space.transform(row, check_bounds=False)[0], decision, targets,
+                   with_grad=False)[0]
+    if final < margin or m.violations(row):
+        return None
+    return row
+
+
+def radius_bounds(m: CounterfactualModel, radius: float
+                  ) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """Pre-activation bounds valid for every counterfactual of objective ≤ ``radius``
+    (see the module docstring), or ``None`` when the objective has no L1/L∞ term."""
+    terms = m.objective_terms
+    if "l1" not in terms and "linf" not in terms:
+        return None
+    net = m.adapter.structure
+    budget = radius / terms["l1"] if "l1" in terms else np.inf
+    linf_cap = radius / terms["linf"] if "linf" in terms else np.inf
+    space, weights = m.space, m.weights
+    z0 = space.transform(m.factual)[0]
+    slices = space.input_slices()
+    w1, b1 = net.layers[0].weight, net.layers[0].bias
+    n = w1.shape[0]
+    values: list[np.ndarray] = []  # per item: value of taking it fully, (2, n) for max/min
+    costs: list[float] = []
+    for f in space:
+        if f.immutable:
+            continue
+        sl = slices[f.name]
+        if f.is_onehot:
+            if weights[f.name] > linf_cap:
+                continue
+            a = int(np.argmax(z0[sl]))
+            block = w1[:, sl]
+            delta = block - block[:, [a]]  # gain of switching to each level
+            values.append(np.stack([delta.max(axis=1), (-delta).max(axis=1)]).clip(min=0))
+            costs.append(weights[f.name])
+            continue
+        j = sl.start
+        lo, hi = (f.lower - f.shift) / f.scale, (f.upper - f.shift) / f.scale
+        per_unit = weights[f.name] * f.scale
+        reach = linf_cap / per_unit if per_unit > 0 else np.inf
+        up = min(hi - z0[j], reach) if f.direction != "decrease" else 0.0
+        down = min(z0[j] - lo, reach) if f.direction != "increase" else 0.0
+        col = w1[:, j]
+        # max: move up where w > 0, down where w < 0; min: the opposite
+        for room, sign in ((up, 1.0), (down, -1.0)):
+            if room <= 0:
+                continue
+            gain = sign * col * room
+            values.append(np.stack([gain.clip(min=0), (-gain).clip(min=0)]))
+            costs.append(per_unit * room)
+    base = w1 @ z0 + b1
+    if values:
+        V = np.stack(values, axis=2)  # (2, n, items)
+        C = np.broadcast_to(np.asarray(costs, dtype=float), V.shape)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(C > 0, V / np.where(C > 0, C, 1.0), np.inf)
+        ratio = np.where(V > 0, ratio, -1.0)
+        order = np.argsort(-ratio, axis=2)
+        Vs = np.take_along_axis(V, order, axis=2)
+        Cs = np.take_along_axis(C, order, axis=2)
+        spent = np.cumsum(Cs, axis=2) - Cs
+        with np.errstate(divide="ignore", invalid="ignore"):
+            take = np.where(Cs > 0, np.clip((budget - spent) / np.where(Cs > 0, Cs, 1.0), 0, 1),
+                            1.0)
+        gain = (take * Vs).sum(axis=2)
+    else:
+        gain = np.zeros((2, n))
+    lb, ub = base - gain[1], base + gain[0]
+    bounds = [(lb, ub)]
+    for layer_in, layer in zip(net.layers, net.layers[1:]):
+        lo, hi = (np.maximum(lb, 0), np.maximum(ub, 0)) if layer_in.relu else (lb, ub)
+        wp, wn = layer.weight.clip(min=0), layer.weight.clip(max=0)
+        lb, ub = wp @ lo + wn @ hi + layer.bias, wp @ hi + wn @ lo + layer.bias
+        bounds.append((lb, ub))
+    out = []
+    for (lb, ub), (glb, gub) in zip(bounds, m.global_layer_bounds):
+        tol_lb = 1e-6 * (1.0 + np.abs(lb))
+        tol_ub = 1e-6 * (1.0 + np.abs(ub))
+        new_lb = np.maximum(lb - tol_lb, glb)
+        new_ub = np.minimum(ub + tol_ub, gub)
+        out.append((new_lb, np.maximum(new_ub, new_lb)))
+    return out

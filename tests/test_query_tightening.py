@@ -1,0 +1,162 @@
+"""Per-query bound tightening is exact: the region bounds contain every
+counterfactual within the radius, and the optimum never changes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyomo.environ as pyo
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import cfopt
+from cfopt.query_tightening import greedy_counterfactual, objective_value, radius_bounds
+
+from .conftest import sample_rows, train_torch
+
+
+def preactivations(net: cfopt.models.ReLUNetwork, Z: np.ndarray) -> list[np.ndarray]:
+    out, h = [], Z
+    for layer in net.layers:
+        pre = h @ layer.weight.T + layer.bias
+        out.append(pre)
+        h = np.maximum(pre, 0) if layer.relu else pre
+    return out
+
+
+def rejected(explainer, X, n):
+    pred = explainer.milp.predict(X)
+    return [i for i in range(len(X)) if pred[i] == 0][:n]
+
+
+def objective_values(m, rows) -> np.ndarray:
+    """Objective of many raw rows at once (vectorised ``objective_value``)."""
+    space, weights, terms = m.space, m.weights, m.objective_terms
+    Z, z0 = space.transform(rows, check_bounds=False), space.transform(m.factual)[0]
+    parts = []
+    for f, sl in zip(space, space.input_slices().values()):
+        if f.is_onehot:
+            parts.append(np.abs(Z[:, sl] - z0[sl]).max(axis=1))
+        else:
+            parts.append(np.abs(Z[:, sl.start] - z0[sl.start]) * f.scale)
+    D = np.column_stack(parts)
+    w = np.array([weights[f.name] for f in space])
+    norms = {"l1": (D * w).sum(axis=1), "l0": (D > 0).sum(axis=1), "linf": (D * w).max(axis=1)}
+    return sum(c * norms[k] for k, c in terms.items())
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), row=st.integers(0, 399),
+       objective=st.sampled_from(["l1", "linf", {"l1": 1.0, "l0": 0.3}, {"l1": 0.5, "linf": 2.0}]),
+       quantile=st.floats(0.05, 0.9))
+def test_region_bounds_contain_every_point_within_radius(toy, seed, row, objective, quantile):
+    frame, _ = toy
+    space = cfopt.FeatureSpace.from_frame(frame).increase_only("b")
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 7), torch.nn.ReLU(),
+                              torch.nn.Linear(7, 5), torch.nn.ReLU(), torch.nn.Linear(5, 1))
+    m = cfopt.build(net, space, objective=objective)
+    m.set_factual(frame.iloc[[row]])
+    candidates = sample_rows(space, 3000, seed=seed)
+    rng = np.random.default_rng(seed)
+    keep = rng.random(candidates.shape) < 0.5  # partial changes: keep some factual values
+    for k, name in enumerate(space.names):
+        candidates.loc[keep[:, k], name] = frame.iloc[row][name]
+    candidates = candidates[candidates["b"] >= frame.iloc[row]["b"]]  # increase-only
+    values = objective_values(m, candidates)
+    spot = candidates.iloc[[len(candidates) // 2]]
+    assert values[len(candidates) // 2] == pytest.approx(objective_value(m, spot))
+    radius = float(np.quantile(values, quantile))
+    inside = candidates[values <= radius]
+    bounds = radius_bounds(m, radius)
+    Z = space.transform(inside, check_bounds=False)
+    for pre, (lb, ub) in zip(preactivations(m.adapter.structure, Z), bounds):
+        assert (pre >= lb - 1e-9).all() and (pre <= ub + 1e-9).all()
+
+
+def test_l0_objective_has_no_radius_bounds(german, german_model):
+    net, space = german_model
+    m = cfopt.build(net, space, german.X.iloc[[1]], target=1, objective="l0")
+    assert radius_bounds(m, 1.0) is None
+
+
+@pytest.mark.parametrize("objective, cap", [("l1", None), ("linf", None),
+                                            ({"l1": 1.0, "l0": 0.2}, None), ("l1", 2)])
+def test_same_optimum_with_and_without(german, german_model, objective, cap):
+    net, space = german_model
+    plain = cfopt.Explainer(net, space, objective=objective, max_changes=cap,
+                            tighten_per_query=False, mip_gap=1e-9)
+    tight = cfopt.Explainer(net, space, objective=objective, max_changes=cap, mip_gap=1e-9)
+    restricted = 0
+    for i in rejected(plain, german.X, 6):
+        x = german.X.iloc[[i]]
+        try:
+            a = plain.explain(x)
+        except cfopt.InfeasibleError:
+            with pytest.raises(cfopt.InfeasibleError):
+                tight.explain(x)
+            continue
+        b = tight.explain(x)
+        assert b.objective == pytest.approx(a.objective, rel=1e-6, abs=1e-9)
+        assert b.verified and b.status is cfopt.Status.OPTIMAL
+        restricted += b.details.get("restricted", False)
+        if "heuristic_objective" in b.details:
+            assert b.details["heuristic_objective"] >= b.objective - 1e-9
+    assert restricted >= 1
+
+
+def test_fallback_when_a_user_constraint_excludes_the_heuristic(german, german_model):
+    net, space = german_model
+    plain = cfopt.Explainer(net, space, tighten_per_query=False, mip_gap=1e-9)
+    tight = cfopt.Explainer(net, space, mip_gap=1e-9)
+    for e in (plain, tight):
+        m = e.milp  # a longer loan: the greedy walk shortens it, so it breaks this rule
+        m.longer = pyo.Constraint(expr=m.x["duration"] >= m.x0["duration"] + 6)
+    fallbacks = 0
+    rows = [i for i in rejected(plain, german.X, 30) if german.X["duration"].iloc[i] <= 60][:6]
+    for i in rows:
+        x = german.X.iloc[[i]]
+        a, b = plain.explain(x), tight.explain(x)
+        assert b.objective == pytest.approx(a.objective, rel=1e-6, abs=1e-9)
+        assert b.counterfactual["duration"].iloc[0] >= x["duration"].iloc[0] + 6
+        fallbacks += b.details.get("fallback", False)
+    assert fallbacks >= 1
+
+
+def test_greedy_counterfactuals_are_valid(german, german_model):
+    net, space = german_model
+    explainer = cfopt.Explainer(net, space)
+    found = 0
+    for i in rejected(explainer, german.X, 10):
+        m = explainer.milp
+        m.set_factual(german.X.iloc[[i]])
+        m.set_target(1)
+        row = greedy_counterfactual(m)
+        if row is None:
+            continue
+        found += 1
+        assert m.predict(row)[0] == 1 and not m.violations(row)
+        best = explainer.explain(german.X.iloc[[i]])
+        assert objective_value(m, row) >= best.objective - 1e-9
+    assert found >= 8
+
+
+def test_multiclass_with_tightening():
+    from sklearn.datasets import make_classification
+    import pandas as pd
+
+    X, y = make_classification(n_samples=300, n_features=4, n_informative=3, n_redundant=0,
+                               n_classes=3, n_clusters_per_class=1, random_state=4)
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    space = cfopt.FeatureSpace.from_frame(frame)
+    net = train_torch(space.transform(frame), y, hidden=(10, 10), n_classes=3, epochs=200)
+    plain = cfopt.Explainer(net, space, tighten_per_query=False, mip_gap=1e-9)
+    tight = cfopt.Explainer(net, space, mip_gap=1e-9)
+    for i in range(6):
+        x = frame.iloc[[i]]
+        for target in (0, 1, 2):
+            if target == plain.milp.predict(x)[0]:
+                continue
+            a, b = plain.explain(x, target=target), tight.explain(x, target=target)
+            assert b.objective == pytest.approx(a.objective, rel=1e-6, abs=1e-9)
