@@ -7,7 +7,8 @@ adult_train; the first N test points (adult_test) the model predicts 0. Methods:
 * ``cfopt-rebuild``: a new Explainer per query (build + bound tightening + solve);
 * ``dice-random``: DiCE's random method (total_CFs=1) on the same model and points;
 
-each cfopt row with LP bound tightening ("lp") or interval bounds only ("interval"),
+each cfopt row with global LP bound tightening ("lp") or interval bounds only
+("interval"), with or without per-query tightening around a greedy counterfactual,
 on HiGHS, CBC and Gurobi (when installed and within its licence).
 
 Every CE is re-checked with the torch model; ``validity`` is the fraction of queries
@@ -32,8 +33,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import cfopt  # noqa: E402
 from common import environment, stats, write  # noqa: E402
+
+import cfopt  # noqa: E402
 
 
 def train_mlp(Z: np.ndarray, y: np.ndarray, seed: int = 0, epochs: int = 5) -> torch.nn.Sequential:
@@ -83,19 +85,22 @@ class Scorer:
 
 
 def run_cfopt(net, space, X: pd.DataFrame, scorer: Scorer, *, solver: str, tightening: str,
-              reuse: bool) -> dict[str, Any]:
+              reuse: bool, per_query: bool) -> dict[str, Any]:
     times, solver_times, l1s, build_times = [], [], [], []
     valid = optimal = 0
     explainer = None
     if reuse:
         t0 = time.perf_counter()
-        explainer = cfopt.Explainer(net, space, solver=solver, bound_tightening=tightening)
+        explainer = cfopt.Explainer(net, space, solver=solver, bound_tightening=tightening,
+                                    tighten_per_query=per_query)
         build_times.append(time.perf_counter() - t0)
+    fallbacks = 0
     for i in range(len(X)):
         x = X.iloc[[i]]
         t0 = time.perf_counter()
         if not reuse:
-            explainer = cfopt.Explainer(net, space, solver=solver, bound_tightening=tightening)
+            explainer = cfopt.Explainer(net, space, solver=solver, bound_tightening=tightening,
+                                        tighten_per_query=per_query)
             build_times.append(time.perf_counter() - t0)
         ce = explainer.explain(x, target=1)
         times.append(time.perf_counter() - t0)
@@ -104,13 +109,15 @@ def run_cfopt(net, space, X: pd.DataFrame, scorer: Scorer, *, solver: str, tight
         ok = ce.found and bool(scorer.predict(ce.counterfactual)[0])
         valid += ok
         optimal += ce.status is cfopt.Status.OPTIMAL
+        fallbacks += ce.details.get("fallback", False)
         if ok:
             l1s.append(scorer.l1(x, ce.counterfactual))
     s = stats(times)
     report = explainer.milp.bound_tightening
     return {
         "method": "cfopt-reuse" if reuse else "cfopt-rebuild", "solver": solver,
-        "bound_tightening": tightening, "n": len(X), "validity": valid / len(X),
+        "bound_tightening": tightening, "per_query_tightening": per_query, "n": len(X),
+        "validity": valid / len(X),
         "optimal": optimal / len(X), **s,
         "mean_l1": float(np.mean(l1s)) if l1s else None,
         "build_s": float(np.median(build_times)),
@@ -120,6 +127,7 @@ def run_cfopt(net, space, X: pd.DataFrame, scorer: Scorer, *, solver: str, tight
                            if len(solver_times) == len(times) and reuse else None),
         "stable_neurons": f"{report.stable_after}/{report.neurons}",
         "mean_bigm_width": report.mean_width_after,
+        "fallbacks": fallbacks,
     }
 
 
@@ -172,7 +180,8 @@ def run_dice(train: cfopt.datasets.Dataset, X: pd.DataFrame, scorer: Scorer,
         if bool(scorer.predict(row)[0]):
             valid += 1
             l1s.append(scorer.l1(x, row))
-    return {"method": "dice-random", "solver": None, "bound_tightening": None, "n": len(X),
+    return {"method": "dice-random", "solver": None, "bound_tightening": None,
+            "per_query_tightening": None, "n": len(X),
             "validity": valid / len(X), "optimal": None, **stats(times),
             "mean_l1": float(np.mean(l1s)) if l1s else None, "build_s": None,
             "solver_s": None, "overhead_ratio": None}
@@ -204,18 +213,18 @@ def main(argv: list[str] | None = None) -> None:
         except cfopt.SolverNotAvailableError as exc:
             print(f"skip {solver}: {exc}")
             continue
-        for tightening in ("lp", "interval"):
-            for reuse in (True, False):
-                if not reuse and (solver != "highs"):
-                    continue
-                try:
-                    row = run_cfopt(net, space, rejected, scorer, solver=solver,
-                                    tightening=tightening, reuse=reuse)
-                except cfopt.SolverLicenseError as exc:
-                    print(f"skip {solver}: {exc}")
-                    break
-                rows.append(row)
-                print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})
+        configs = [(t, True, q) for t in ("lp", "interval") for q in (True, False)]
+        if solver == "highs":
+            configs += [("lp", False, True), ("interval", False, True)]
+        for tightening, reuse, per_query in configs:
+            try:
+                row = run_cfopt(net, space, rejected, scorer, solver=solver,
+                                tightening=tightening, reuse=reuse, per_query=per_query)
+            except cfopt.SolverLicenseError as exc:
+                print(f"skip {solver}: {exc}")
+                break
+            rows.append(row)
+            print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})
     if not args.no_dice:
         row = run_dice(train, rejected, scorer, space)
         rows.append(row)

@@ -58,7 +58,7 @@ def environment() -> dict[str, Any]:
     versions["python"] = platform.python_version()
     return {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "cpu": _cpu_model(),
                     "cores": os.cpu_count(), "memory_gb": _memory_gb()},
         "versions": versions,

@@ -14,8 +14,15 @@ Quick start::
 from . import datasets
 from .bound_tightening import BoundTighteningReport, tighten_relu_bounds
 from .diagnosis import Diagnosis, diagnose
-from .errors import (CfoptError, DataNotFoundError, InfeasibleError, SolverError,
-                     SolverLicenseError, SolverNotAvailableError, UnsupportedModelError)
+from .errors import (
+                     CfoptError,
+                     DataNotFoundError,
+                     InfeasibleError,
+                     SolverError,
+                     SolverLicenseError,
+                     SolverNotAvailableError,
+                     UnsupportedModelError,
+)
 from .explainer import Explainer
 from .features import Feature, FeatureSpace, Kind
 from .formulations import PredictorConstr, add_predictor, register_formulation

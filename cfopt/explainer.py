@@ -19,10 +19,10 @@ from typing import Any, Literal
 import pandas as pd
 import pyomo.environ as pyo
 
+from .bound_tightening import apply_layer_bounds
 from .diagnosis import diagnose
 from .errors import InfeasibleError
 from .features import FeatureSpace, as_frame
-from .bound_tightening import apply_layer_bounds
 from .problem import CounterfactualModel
 from .query_tightening import greedy_counterfactual, objective_value, radius_bounds
 from .results import Counterfactual
@@ -83,6 +83,7 @@ class Explainer:
                                         max_changes=max_changes, margin=margin,
                                         bound_tightening=bound_tightening)
         self.margin = margin
+        self._max_changes = max_changes
         self._build_pending = True
 
     @property
@@ -115,7 +116,7 @@ class Explainer:
         factual = m.set_factual(x)
         target_labels = m.set_target(target)
         if "max_changes" in options or hasattr(m, "max_changes"):
-            m.set_max_changes(options.get("max_changes", m._default_max_changes))
+            m.set_max_changes(options.get("max_changes", self._max_changes))
         build_time = time.perf_counter() - t0
         one_off = 0.0
         if self._build_pending:
@@ -136,7 +137,7 @@ class Explainer:
                 if not outcome.status.has_solution:
                     break
                 row = m.decode()
-                predicted = m.predict(row)[0]
+                predicted = m.classify(row)[0]
                 problems = m.violations(row)
                 verified = predicted in target_labels and not problems
                 if verified:

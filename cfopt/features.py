@@ -22,7 +22,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal
 
@@ -368,16 +368,19 @@ class FeatureSpace:
     def transform(self, X: pd.DataFrame | pd.Series | Mapping, *,
                   check_bounds: bool = True) -> np.ndarray:
         """Model input matrix (n, n_inputs), float64, of validated raw rows."""
-        frame = self.validate(X, check_bounds=check_bounds)
+        return self.encode(self.validate(X, check_bounds=check_bounds))
+
+    def encode(self, frame: pd.DataFrame) -> np.ndarray:
+        """Model input matrix of rows that are already valid (as returned by
+        :meth:`validate` or produced by cfopt); no checks."""
         out = np.zeros((len(frame), self.n_inputs))
         for f, sl in zip(self, self.input_slices().values()):
-            col = frame[f.name]
+            values = frame[f.name].to_numpy()
             if f.is_onehot:
                 for k, level in enumerate(f.categories):
-                    out[:, sl.start + k] = (col == level).to_numpy(dtype=float)
+                    out[:, sl.start + k] = [float(_plain(v) == level) for v in values]
             else:
-                codes = self._codes(f, col)
-                out[:, sl.start] = (codes - f.shift) / f.scale
+                out[:, sl.start] = (self._codes(f, values) - f.shift) / f.scale
         return out
 
     def inverse_transform(self, Z: np.ndarray) -> pd.DataFrame:
@@ -394,11 +397,11 @@ class FeatureSpace:
         return pd.DataFrame(data, columns=self.names)
 
     @staticmethod
-    def _codes(f: Feature, col: pd.Series) -> np.ndarray:
+    def _codes(f: Feature, values: np.ndarray) -> np.ndarray:
         if f.labelled:
             lookup = {c: i for i, c in enumerate(f.categories)}
-            return np.array([lookup[_plain(v)] for v in col], dtype=float)
-        return col.to_numpy(dtype=float)
+            return np.array([lookup[_plain(v)] for v in values], dtype=float)
+        return np.asarray(values, dtype=float)
 
     # --------------------------------------------------------------- validation
     def validate(self, X: pd.DataFrame | pd.Series | Mapping, *,
@@ -419,10 +422,9 @@ class FeatureSpace:
         if extra:
             raise ValueError(f"unexpected column(s) {extra} not in the feature space "
                              f"(drop the target column before explaining)")
-        frame = frame[self.names].copy()
-        for f in self:
-            frame[f.name] = _validate_column(f, frame[f.name], check_bounds)
-        return frame
+        columns = {f.name: _validate_column(f, frame[f.name].to_numpy(), frame.index,
+                                            check_bounds) for f in self}
+        return pd.DataFrame(columns, index=frame.index, columns=self.names)
 
     # ------------------------------------------------------------ serialization
     def to_dict(self) -> dict[str, Any]:
@@ -463,48 +465,52 @@ def as_frame(X: pd.DataFrame | pd.Series | Mapping) -> pd.DataFrame:
                     f"got {type(X).__name__}")
 
 
-def _validate_column(f: Feature, col: pd.Series, check_bounds: bool) -> pd.Series:
+def _validate_column(f: Feature, raw: np.ndarray, index: pd.Index,
+                     check_bounds: bool) -> np.ndarray:
+    """One column's values, checked, as an object array of labels or a numeric array."""
     name = f.name
     if f.labelled:
         known = set(f.categories)
-        for idx, v in col.items():
+        values = np.empty(len(raw), dtype=object)
+        for k, v in enumerate(raw):
             if _is_missing(v):
-                raise ValueError(f"column {name!r}: missing value (NaN) in row {idx!r}")
-            if _plain(v) not in known:
-                raise ValueError(f"column {name!r}: unseen category {v!r} in row {idx!r}; "
+                raise ValueError(f"column {name!r}: missing value (NaN) in row {index[k]!r}")
+            v = _plain(v)
+            if v not in known:
+                raise ValueError(f"column {name!r}: unseen category {v!r} in row {index[k]!r}; "
                                  f"known categories: {list(f.categories)}")
-        values = col.map(_plain).astype(object)
-        if f.is_onehot or not check_bounds:
-            return values
-        codes = np.array([f.categories.index(v) for v in values], dtype=float)
-        _check_bounds(f, col.index, codes, values.to_numpy())
+            values[k] = v
+        if check_bounds and not f.is_onehot:
+            codes = np.array([f.categories.index(v) for v in values], dtype=float)
+            _check_bounds(f, index, codes, values)
         return values
-    if col.dtype == bool:
-        col = col.astype(float)
-    numeric = pd.to_numeric(col, errors="coerce") if not pd.api.types.is_numeric_dtype(col) else col
-    bad = numeric.isna() & ~col.map(_is_missing)
-    if bad.any():
-        idx = col.index[bad.to_numpy()][0]
-        raise ValueError(f"column {name!r}: value {_plain(col[idx])!r} in row {idx!r} is not a number")
-    values = numeric.to_numpy(dtype=float)
+    if raw.dtype.kind in "biuf":
+        values = raw.astype(float)
+    else:
+        values = np.empty(len(raw))
+        for k, v in enumerate(raw):
+            try:
+                values[k] = np.nan if _is_missing(v) else float(v)
+            except (TypeError, ValueError):
+                raise ValueError(f"column {name!r}: value {_plain(v)!r} in row {index[k]!r} is "
+                                 f"not a number") from None
     nan = np.isnan(values)
     if nan.any():
-        raise ValueError(f"column {name!r}: missing value (NaN) in row {col.index[nan][0]!r}")
+        raise ValueError(f"column {name!r}: missing value (NaN) in row {index[nan][0]!r}")
     inf = np.isinf(values)
     if inf.any():
-        idx = col.index[inf][0]
-        raise ValueError(f"column {name!r}: infinite value {_plain(col[idx])!r} in row {idx!r}")
+        k = int(np.flatnonzero(inf)[0])
+        raise ValueError(f"column {name!r}: infinite value {float(values[k])!r} in row "
+                         f"{index[k]!r}")
     if f.is_integral:
         frac = values != np.round(values)
         if frac.any():
-            idx = col.index[frac][0]
+            k = int(np.flatnonzero(frac)[0])
             raise ValueError(f"column {name!r}: {f.kind.value} feature has non-integer "
-                             f"value {_plain(col[idx])!r} in row {idx!r}")
+                             f"value {_plain(raw[k])!r} in row {index[k]!r}")
     if check_bounds:
-        _check_bounds(f, col.index, values, values)
-    if f.is_integral:
-        return pd.Series(values.astype(np.int64), index=col.index, name=name)
-    return pd.Series(values, index=col.index, name=name)
+        _check_bounds(f, index, values, values)
+    return values.astype(np.int64) if f.is_integral else values
 
 
 def _check_bounds(f: Feature, index: pd.Index, codes: np.ndarray, shown: np.ndarray) -> None:

@@ -103,7 +103,6 @@ class CounterfactualModel(pyo.ConcreteModel):
         add_actionability(self, space)
         if max_changes is not None:
             add_max_changes(self, space, _check_max_changes(max_changes, space))
-        self._default_max_changes = max_changes
         add_validity(self, self._predictor.outputs, self._predictor.output_bounds(), adapter,
                      margin)
         self.objective = pyo.Objective(
@@ -182,7 +181,7 @@ class CounterfactualModel(pyo.ConcreteModel):
             else:
                 self.x0[f.name] = f.to_code(values[f.name])
         self._factual = row.reset_index(drop=True)
-        self._factual_class = self.predict(self._factual)[0]
+        self._factual_class = self.classify(self._factual)[0]
         return self._factual
 
     def set_target(self, target: Any = None) -> tuple:
@@ -247,8 +246,12 @@ class CounterfactualModel(pyo.ConcreteModel):
         return pd.DataFrame([out], columns=self._space.names)
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
-        """The real model's class labels for raw rows (as Python scalars)."""
-        labels = self._adapter.predict(self._space.transform(rows, check_bounds=False))
+        """The real model's class labels for raw rows (validated; as Python scalars)."""
+        return self.classify(self._space.validate(rows, check_bounds=False))
+
+    def classify(self, rows: pd.DataFrame) -> np.ndarray:
+        """:meth:`predict` for rows that are already valid (decoded or validated)."""
+        labels = self._adapter.predict(self._space.encode(rows))
         return np.array([v.item() if isinstance(v, np.generic) else v for v in labels],
                         dtype=object)
 

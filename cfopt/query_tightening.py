@@ -97,7 +97,7 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
     weights = m.weights
     slices = space.input_slices()
     cap = pyo.value(m.max_changes_limit) if hasattr(m, "max_changes") else np.inf
-    z = space.transform(m.factual)[0].copy()
+    z = space.encode(m.factual)[0]
     changed: set[str] = set()
     score, grad = _score(net, z, decision, targets)
     for _ in range(max_steps):
@@ -125,7 +125,8 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
             j = sl.start
             g = grad[j]
             up = g > 0
-            if g == 0 or (up and f.direction == "decrease") or (not up and f.direction == "increase"):
+            blocked = f.direction == ("decrease" if up else "increase")
+            if g == 0 or blocked:
                 continue
             lo, hi = (f.lower - f.shift) / f.scale, (f.upper - f.shift) / f.scale
             room = hi - z[j] if up else z[j] - lo
@@ -151,7 +152,7 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
     if score < margin:
         return None
     row = space.inverse_transform(z[None, :])
-    final = _score(net, space.transform(row, check_bounds=False)[0], decision, targets,
+    final = _score(net, space.encode(row)[0], decision, targets,
                    with_grad=False)[0]
     if final < margin or m.violations(row):
         return None
@@ -169,7 +170,7 @@ def radius_bounds(m: CounterfactualModel, radius: float
     budget = radius / terms["l1"] if "l1" in terms else np.inf
     linf_cap = radius / terms["linf"] if "linf" in terms else np.inf
     space, weights = m.space, m.weights
-    z0 = space.transform(m.factual)[0]
+    z0 = space.encode(m.factual)[0]
     slices = space.input_slices()
     w1, b1 = net.layers[0].weight, net.layers[0].bias
     n = w1.shape[0]

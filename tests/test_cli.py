@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 
-import pandas as pd
 import pytest
 
 import cfopt

@@ -4,11 +4,11 @@ parsing errors are precise, and random MLPs (hypothesis) encode exactly."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pyomo.environ as pyo
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sklearn.datasets import make_classification
 from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.neighbors import KNeighborsClassifier

@@ -7,7 +7,8 @@ import numpy as np
 import pyomo.environ as pyo
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import cfopt
 from cfopt.query_tightening import greedy_counterfactual, objective_value, radius_bounds
@@ -143,8 +144,8 @@ def test_greedy_counterfactuals_are_valid(german, german_model):
 
 
 def test_multiclass_with_tightening():
-    from sklearn.datasets import make_classification
     import pandas as pd
+    from sklearn.datasets import make_classification
 
     X, y = make_classification(n_samples=300, n_features=4, n_informative=3, n_redundant=0,
                                n_classes=3, n_clusters_per_class=1, random_state=4)

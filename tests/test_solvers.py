@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 
 import pytest
-import torch
 from sklearn.linear_model import LogisticRegression
 
 import cfopt

@@ -146,6 +146,27 @@ class ModelAdapter(ABC):
         return np.array([self.class_index(c) for c in self.predict(Z)])
 
 
+def transform_logits(logits: np.ndarray, transform: str | None) -> np.ndarray:
+    """A network's output given its logits and final activation
+    (``None``, ``"sigmoid"``, ``"softmax"`` or ``"log_softmax"``)."""
+    logits = np.atleast_2d(logits)
+    if transform == "sigmoid":
+        return sigmoid(logits)
+    if transform == "softmax":
+        return softmax(logits)
+    if transform == "log_softmax":
+        return np.log(softmax(logits))
+    return logits
+
+
+def classify_output(out: np.ndarray, transform: str | None, decision: Decision) -> np.ndarray:
+    """Class indices from a network's output: sigmoid > 0.5, else the logit rule
+    (softmax and log-softmax keep the argmax)."""
+    if transform == "sigmoid":
+        return (np.atleast_2d(out)[:, 0] > 0.5).astype(int)
+    return decide(out, decision)
+
+
 def sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 

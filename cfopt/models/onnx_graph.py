@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedModelError
-from .base import DenseLayer, ModelAdapter, ReLUNetwork, decide, sigmoid, softmax
+from .base import DenseLayer, ModelAdapter, ReLUNetwork, classify_output, transform_logits
 
 _PASSTHROUGH = ("Identity", "Dropout", "Flatten")
 _OUTPUT_TRANSFORMS = {"Sigmoid": "sigmoid", "Softmax": "softmax", "LogSoftmax": "log_softmax"}
@@ -169,24 +169,13 @@ class OnnxAdapter(ModelAdapter):
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         out = self._run(self._deployed, Z, self._np_dtype)
-        if self.transform == "sigmoid":
-            idx = (out[:, 0] > 0.5).astype(int)
-        else:
-            idx = decide(out, self.decision)
-        return np.asarray(self.classes)[idx]
+        return np.asarray(self.classes)[classify_output(out, self.transform, self.decision)]
 
     def output(self, Z: np.ndarray) -> np.ndarray:
         return self._run(self._exact, Z, np.float64)
 
     def output_from_logits(self, logits: np.ndarray) -> np.ndarray:
-        logits = np.atleast_2d(logits)
-        if self.transform == "sigmoid":
-            return sigmoid(logits)
-        if self.transform == "softmax":
-            return softmax(logits)
-        if self.transform == "log_softmax":
-            return np.log(softmax(logits))
-        return logits
+        return transform_logits(logits, self.transform)
 
 
 def _as_float64(model: Any) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedModelError
-from .base import DenseLayer, ModelAdapter, ReLUNetwork, decide, sigmoid, softmax
+from .base import DenseLayer, ModelAdapter, ReLUNetwork, classify_output, transform_logits
 
 _PASSTHROUGH = ("Identity", "Dropout", "Flatten")
 _OUTPUT_TRANSFORMS = {"Sigmoid": "sigmoid", "Softmax": "softmax", "LogSoftmax": "log_softmax"}
@@ -96,11 +96,7 @@ class TorchSequentialAdapter(ModelAdapter):
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         out = self._forward(self._deployed, np.atleast_2d(Z), self._dtype)
-        if self.transform == "sigmoid":
-            idx = (out[:, 0] > 0.5).astype(int)
-        else:  # softmax / log-softmax are monotone: argmax unchanged
-            idx = decide(out, self.decision)
-        return np.asarray(self.classes)[idx]
+        return np.asarray(self.classes)[classify_output(out, self.transform, self.decision)]
 
     def output(self, Z: np.ndarray) -> np.ndarray:
         import torch
@@ -108,11 +104,4 @@ class TorchSequentialAdapter(ModelAdapter):
         return self._forward(self._exact, np.atleast_2d(Z), torch.float64)
 
     def output_from_logits(self, logits: np.ndarray) -> np.ndarray:
-        logits = np.atleast_2d(logits)
-        if self.transform == "sigmoid":
-            return sigmoid(logits)
-        if self.transform == "softmax":
-            return softmax(logits)
-        if self.transform == "log_softmax":
-            return np.log(softmax(logits))
-        return logits
+        return transform_logits(logits, self.transform)

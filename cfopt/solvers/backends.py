@@ -123,13 +123,20 @@ class _ContribBackend(SolverBackend):
 
 
 class HighsBackend(_ContribBackend):
-    """HiGHS (open source, ``pip install highspy``), persistent."""
+    """HiGHS (open source, ``pip install highspy``), persistent.
+
+    HiGHS's MIP presolve is off by default: on these big-M models (wide-range integer
+    features, ReLU indicator links) HiGHS 1.15 with presolve returned sub-optimal
+    points as proven optimal (2 of 250 Adult queries, both solved correctly with
+    presolve off; compare the HiGHS issue tracker, e.g. #3094, #1725). Pass
+    ``solver_options={"presolve": "on"}`` to turn it back on.
+    """
 
     name = "highs"
     _pyomo_name = "highs"
 
     def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
-        opts: dict[str, Any] = {"output_flag": settings.verbose}
+        opts: dict[str, Any] = {"output_flag": settings.verbose, "presolve": "off"}
         if settings.seed is not None:
             opts["random_seed"] = settings.seed
         return opts
@@ -211,7 +218,8 @@ class LegacyBackend(SolverBackend):
         return opts
 
     def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
-        from pyomo.opt import SolverStatus, TerminationCondition as TC
+        from pyomo.opt import SolverStatus
+        from pyomo.opt import TerminationCondition as TC
 
         if not self.available():
             hint = INSTALL_HINTS.get(self.name, "install it and put it on PATH")
