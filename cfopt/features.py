@@ -218,6 +218,8 @@ class FeatureSpace:
             self._features[f.name] = f
         if not self._features:
             raise ValueError("a FeatureSpace needs at least one feature")
+        #: sorted distinct training values of continuous features (from_frame only)
+        self._supports: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------- inference
     @classmethod
@@ -254,7 +256,11 @@ class FeatureSpace:
                 raise ValueError(f"column {name!r}: NaN in row {col.index[col.isna()][0]!r}")
             kind = Kind(kinds[name]) if name in kinds else _infer_kind(col)
             features.append(_infer_feature(name, col, kind, categories.get(name), scaling))
-        return cls(features)
+        space = cls(features)
+        for f in space:
+            if f.kind is Kind.CONTINUOUS:
+                space._supports[f.name] = np.unique(frame[f.name].to_numpy(dtype=float))
+        return space
 
     # ------------------------------------------------------------------ access
     @property
@@ -364,6 +370,32 @@ class FeatureSpace:
             else:
                 bounds.append(((f.lower - f.shift) / f.scale, (f.upper - f.shift) / f.scale))
         return bounds
+
+    def input_grids(self) -> list[tuple[float, float] | None]:
+        """Per model input, ``(offset, step)`` when it only takes values
+        ``offset + k * step`` (integral codes, one-hot columns), else ``None``."""
+        grids: list[tuple[float, float] | None] = []
+        for f in self:
+            if f.is_onehot:
+                grids.extend((0.0, 1.0) for _ in f.categories)
+            elif f.is_integral:
+                grids.append((-f.shift / f.scale, 1.0 / f.scale))
+            else:
+                grids.append(None)
+        return grids
+
+    def input_supports(self) -> list[np.ndarray | None]:
+        """Per model input, the sorted distinct training values (in model-input units)
+        of a continuous feature when the space was inferred from data, else ``None``."""
+        out: list[np.ndarray | None] = []
+        for f in self:
+            if f.is_onehot:
+                out.extend(None for _ in f.categories)
+            else:
+                values = self._supports.get(f.name)
+                out.append(None if values is None or f.is_integral
+                           else (values - f.shift) / f.scale)
+        return out
 
     def transform(self, X: pd.DataFrame | pd.Series | Mapping, *,
                   check_bounds: bool = True) -> np.ndarray:

@@ -97,7 +97,9 @@ class CounterfactualModel(pyo.ConcreteModel):
         self._target: tuple = ()
 
         inputs = add_feature_variables(self, space)
-        self._predictor = add_predictor(self, adapter, inputs, name="predictor")
+        self._predictor = add_predictor(self, adapter, inputs, name="predictor",
+                                        input_grids=space.input_grids(),
+                                        input_supports=space.input_supports())
         self.bound_tightening: BoundTighteningReport = tighten_relu_bounds(
             self, self._predictor, method=bound_tightening or "interval")
         add_actionability(self, space)

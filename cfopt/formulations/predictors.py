@@ -16,6 +16,7 @@ Formulations:
   with :math:`[l_j, u_j]` from interval propagation over the input box (tightened by
   :mod:`cfopt.bound_tightening`).
 * **Linear model** (a network with a single affine layer) — ``outputs = W inputs + b``.
+* **Tree ensembles** — the leaf-indicator formulation of :mod:`.trees`.
 
 Every block exposes ``block.inputs[i]`` (model inputs) and ``block.outputs[j]``
 (logits).
@@ -33,7 +34,8 @@ from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 from ..models import ModelAdapter, ReLUNetwork, parse_model
 
 Bounds = list[tuple[float, float]]
-Builder = Callable[[pyo.Block, str, Any, Bounds], pyo.Block]
+Grid = tuple[float, float] | None
+Builder = Callable[..., pyo.Block]
 
 _FORMULATIONS: dict[type, Builder] = {}
 
@@ -133,8 +135,9 @@ class PredictorConstr:
 
 
 def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = None, *,
-                  name: str = "predictor",
-                  input_bounds: Bounds | None = None) -> PredictorConstr:
+                  name: str = "predictor", input_bounds: Bounds | None = None,
+                  input_grids: Sequence[Grid] | None = None,
+                  input_supports: Sequence[np.ndarray | None] | None = None) -> PredictorConstr:
     """Embed a learned model in ``block`` as the sub-block ``block.<name>``.
 
     Args:
@@ -147,6 +150,11 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
             ``None``: the block's own ``inputs`` are left free.
         input_bounds: finite bounds of each model input; by default the bounds of the
             ``inputs`` (computed by interval arithmetic on expressions).
+        input_grids: per input, ``(offset, step)`` when the input only takes the values
+            ``offset + k * step`` (integer codes, one-hot columns), else ``None``; tree
+            splits on such inputs are encoded exactly, without an epsilon.
+        input_supports: per continuous input, the sorted training values (tree splits
+            keep their gap clear of them), else ``None``.
 
     Returns:
         The :class:`PredictorConstr`.
@@ -174,7 +182,12 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
             break
     if builder is None:
         raise TypeError(f"no formulation registered for {type(adapter.structure).__name__}")
-    sub = builder(block, name, adapter.structure, input_bounds)
+    if input_grids is not None and len(input_grids) != n:
+        raise ValueError(f"input_grids has {len(input_grids)} entries for {n} inputs")
+    options = {"grids": input_grids}
+    if input_supports is not None:
+        options["supports"] = input_supports
+    sub = builder(block, name, adapter.structure, input_bounds, **options)
     if inputs is not None:
         block.add_component(f"{name}_link", pyo.Constraint(
             range(n), rule=lambda b, i: sub.inputs[i] == inputs[i]))
@@ -189,7 +202,8 @@ def _affine_bounds(weight: np.ndarray, bias: np.ndarray, bounds: Bounds) -> Boun
 
 
 @register_formulation(ReLUNetwork)
-def _build_network(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds) -> pyo.Block:
+def _build_network(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds,
+                   grids: Sequence[Grid] | None = None) -> pyo.Block:
     if net.is_linear:
         return _build_linear(block, name, net, bounds)
     from omlt import OmltBlock

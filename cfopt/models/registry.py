@@ -79,9 +79,19 @@ def _sk_linear(model: Any) -> ModelAdapter:
     return SklearnLinearAdapter(model)
 
 
+def _sk_trees(model: Any) -> ModelAdapter:
+    from .trees import SklearnTreeAdapter
+
+    return SklearnTreeAdapter(model)
+
+
 register_model("torch.nn", "Sequential", _torch)
 register_model("onnx", "ModelProto", _onnx)
 register_model("sklearn.neural_network", "MLPClassifier", _sk_mlp)
 register_model("sklearn.linear_model._base", "LinearClassifierMixin", _sk_linear)
 register_model("sklearn.svm", "SVC", _sk_linear)
 register_model("sklearn.svm", "NuSVC", _sk_linear)
+register_model("sklearn.tree", "DecisionTreeClassifier", _sk_trees)
+register_model("sklearn.ensemble", "RandomForestClassifier", _sk_trees)
+register_model("sklearn.ensemble", "ExtraTreesClassifier", _sk_trees)
+register_model("sklearn.ensemble", "GradientBoostingClassifier", _sk_trees)

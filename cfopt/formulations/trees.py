@@ -1,0 +1,197 @@
+r"""Tree ensembles as a leaf-indicator MILP block, shared by every tree family.
+
+For tree :math:`t` with reachable leaves :math:`\mathcal L_t`, binaries
+:math:`y_{t,l}` with :math:`\sum_{l \in \mathcal L_t} y_{t,l} = 1` pick the leaf. An
+internal node :math:`n` splitting input :math:`j` at :math:`\theta` with left leaves
+:math:`A(n)` and right leaves :math:`B(n)` imposes
+
+.. math:: x_j \le h_n + (u_j - h_n)\,(1 - \textstyle\sum_{l \in A(n)} y_{t,l}), \qquad
+          x_j \ge r_n - (r_n - \ell_j)\,(1 - \textstyle\sum_{l \in B(n)} y_{t,l})
+
+where :math:`[\ell_j, u_j]` are the input's bounds (per-split big-M) and
+:math:`h_n < r_n` the largest value that goes left and the smallest that goes right:
+
+* inputs on a grid (integer, binary, ordinal codes and one-hot columns; ``input_grids``):
+  the grid values on either side of :math:`\theta` — exact, and a split on a one-hot
+  column becomes the fixing :math:`\sum_{B(n)} y \le x_j \le 1 - \sum_{A(n)} y`;
+* continuous inputs: a gap around the switching point :math:`\beta` (:math:`\theta`,
+  or the float32 rounding midpoint next to it): :math:`h_n = \beta - \delta^-`,
+  :math:`r_n = \beta + \delta^+` with :math:`\delta^\pm` = ``split_epsilon`` ×
+  (input width), or half the distance to the nearest training value on that side when
+  the data are known (``supports``), so no training point falls in the gap; points
+  strictly inside :math:`(h_n, r_n)` are excluded.
+
+Libraries that round inputs to float32 before comparing (sklearn) are modelled as such:
+grid values are assigned to the side their float32 rounding falls on, and continuous
+sides keep a few float32 ulps away from :math:`\theta`.
+
+Leaves unreachable under the input bounds (an empty interval on the path) are dropped
+before building. Outputs: :math:`\text{out}_k = \text{init}_k + \sum_{t,l} v_{t,l,k}\,
+y_{t,l}` (Mišić 2020; CE-OCL §3).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pyomo.environ as pyo
+
+from ..models.trees import Tree, TreeEnsemble
+from .predictors import Bounds, register_formulation
+
+Grid = tuple[float, float] | None
+
+#: default width fraction separating the two sides of a split on a continuous input
+SPLIT_EPSILON = 1e-4
+
+
+def _goes_left(value: float, theta: float, rule: str, float32: bool) -> bool:
+    v = float(np.float32(value)) if float32 else value
+    return v <= theta if rule == "le" else v < theta
+
+
+def _boundary(theta: float, rule: str, float32: bool) -> float:
+    """The point where the library's decision switches sides for float64 inputs."""
+    if not float32:
+        return theta
+    t32 = np.float32(theta)
+    if rule == "le":  # left iff float32(x) <= theta: f = largest float32 <= theta
+        f = t32 if float(t32) <= theta else np.nextafter(t32, np.float32(-np.inf))
+    else:  # left iff float32(x) < theta: f = largest float32 < theta
+        f = t32 if float(t32) < theta else np.nextafter(t32, np.float32(-np.inf))
+    up = np.nextafter(f, np.float32(np.inf))
+    return (float(f) + float(up)) / 2  # inputs below round to <= f, above to >= up
+
+
+def _split_sides(theta: float, rule: str, grid: Grid, eps: float, float32: bool,
+                 support: np.ndarray | None = None) -> tuple[float, float]:
+    """(largest value going left, smallest value going right) of a split, as the
+    library decides it (after float32 rounding of the input when ``float32``)."""
+    if grid is None:
+        beta = _boundary(theta, rule, float32)
+        below_gap = above_gap = eps
+        if support is not None and len(support):
+            k = int(np.searchsorted(support, beta))  # support[:k] < beta <= support[k:]
+            if k > 0:
+                below_gap = min(eps, (beta - support[k - 1]) / 2)
+            if k < len(support):
+                above_gap = min(eps, (support[k] - beta) / 2)
+        floor = 1e-7 * max(1.0, abs(beta))
+        return beta - max(below_gap, floor), beta + max(above_gap, floor)
+    offset, step = grid
+    k = math.floor((theta - offset) / step)
+    for cand in (k + 1, k, k - 1, k - 2):  # the last grid value that goes left
+        if _goes_left(offset + cand * step, theta, rule, float32):
+            return offset + cand * step, offset + (cand + 1) * step
+    raise AssertionError(f"no grid value near threshold {theta} goes left")
+
+
+def _reachable_splits(tree: Tree, rule: str, bounds: Bounds, grids: Sequence[Grid],
+                      eps: Sequence[float], float32: bool,
+                      supports: Sequence[np.ndarray | None]) -> tuple[list[int], list[tuple]]:
+    """Reachable leaves, and per reachable internal node (node, input, left-max,
+    right-min, left leaves, right leaves), by interval propagation from the root."""
+    leaves: list[int] = []
+    splits: list[tuple] = []
+
+    def visit(node: int, box: dict[int, tuple[float, float]]) -> list[int]:
+        j = int(tree.feature[node])
+        if j < 0:
+            leaves.append(node)
+            return [node]
+        lo, hi = box.get(j, bounds[j])
+        h, r = _split_sides(float(tree.threshold[node]), rule, grids[j], eps[j], float32,
+                            supports[j])
+        below = above = []
+        if h >= lo:
+            below = visit(int(tree.left[node]), {**box, j: (lo, min(hi, h))})
+        if r <= hi:
+            above = visit(int(tree.right[node]), {**box, j: (max(lo, r), hi)})
+        splits.append((node, j, h, r, below, above))
+        return below + above
+
+    visit(0, {})
+    return leaves, splits
+
+
+@register_formulation(TreeEnsemble)
+def _build_trees(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bounds,
+                 grids: Sequence[Grid] | None = None,
+                 supports: Sequence[np.ndarray | None] | None = None,
+                 split_epsilon: float = SPLIT_EPSILON) -> pyo.Block:
+    n, k = ensemble.n_inputs, ensemble.n_outputs
+    grids = list(grids) if grids is not None else [None] * n
+    supports = list(supports) if supports is not None else [None] * n
+    eps = [split_epsilon * max(ub - lb, 1e-12) for lb, ub in bounds]
+    structure = [_reachable_splits(tree, ensemble.rule, bounds, grids, eps, ensemble.float32,
+                                   supports) for tree in ensemble.trees]
+    sub = pyo.Block()
+    block.add_component(name, sub)
+    sub.inputs = pyo.Var(range(n), bounds=lambda _, i: bounds[i])
+    sub.LEAVES = pyo.Set(initialize=[(t, leaf) for t, (leaves, _) in enumerate(structure)
+                                     for leaf in leaves], dimen=2, ordered=True)
+    sub.leaf = pyo.Var(sub.LEAVES, domain=pyo.Binary)
+    sub.one_leaf = pyo.Constraint(range(len(structure)), rule=lambda s, t: sum(
+        s.leaf[t, leaf] for leaf in structure[t][0]) == 1)
+    left_rows, right_rows = [], []
+    for t, (_, splits) in enumerate(structure):
+        for node, j, h, r, below, above in splits:
+            lb, ub = bounds[j]
+            if below and h < ub:
+                left_rows.append((t, node, j, h, ub, below))
+            if above and r > lb:
+                right_rows.append((t, node, j, r, lb, above))
+    sub.split_left = pyo.Constraint(
+        [(t, node) for t, node, *_ in left_rows],
+        rule=_rule({(t, node): row for t, node, *row in left_rows}, left=True))
+    sub.split_right = pyo.Constraint(
+        [(t, node) for t, node, *_ in right_rows],
+        rule=_rule({(t, node): row for t, node, *row in right_rows}, left=False))
+    low = ensemble.init.copy()
+    high = ensemble.init.copy()
+    for tree, (leaves, _) in zip(ensemble.trees, structure):
+        values = tree.value[leaves]
+        low += values.min(axis=0)
+        high += values.max(axis=0)
+    sub.outputs = pyo.Var(range(k), bounds=lambda _, c: (float(low[c]), float(high[c])))
+    sub.output_def = pyo.Constraint(range(k), rule=lambda s, c: s.outputs[c] == float(
+        ensemble.init[c]) + sum(float(ensemble.trees[t].value[leaf, c]) * s.leaf[t, leaf]
+                                for t, leaf in s.LEAVES
+                                if ensemble.trees[t].value[leaf, c] != 0))
+    return sub
+
+
+def _rule(rows: dict, left: bool):
+    def rule(s: pyo.Block, t: int, node: int) -> object:
+        j, side, bound, leaves = rows[t, node]
+        chosen = sum(s.leaf[t, leaf] for leaf in leaves)
+        if left:  # x_j <= h + (ub - h)(1 - chosen)
+            return s.inputs[j] <= side + (bound - side) * (1 - chosen)
+        return s.inputs[j] >= side - (side - bound) * (1 - chosen)
+
+    return rule
+
+
+def in_split_gap(ensemble: TreeEnsemble, Z: np.ndarray, bounds: Bounds,
+                 grids: Sequence[Grid] | None = None,
+                 supports: Sequence[np.ndarray | None] | None = None,
+                 split_epsilon: float = SPLIT_EPSILON) -> np.ndarray:
+    """Rows of ``Z`` lying strictly between the two sides of some split on a continuous
+    input: outside the encoding's domain by design (a counterfactual never lands there)."""
+    grids = list(grids) if grids is not None else [None] * ensemble.n_inputs
+    supports = list(supports) if supports is not None else [None] * ensemble.n_inputs
+    Z = np.atleast_2d(Z)
+    gap = np.zeros(len(Z), dtype=bool)
+    for tree in ensemble.trees:
+        for node in np.flatnonzero(tree.feature >= 0):
+            j = int(tree.feature[node])
+            if grids[j] is not None:
+                continue
+            lb, ub = bounds[j]
+            h, r = _split_sides(float(tree.threshold[node]), ensemble.rule, None,
+                                split_epsilon * max(ub - lb, 1e-12), ensemble.float32,
+                                supports[j])
+            gap |= (Z[:, j] > h) & (Z[:, j] < r)
+    return gap

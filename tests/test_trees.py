@@ -1,0 +1,145 @@
+"""Tree ensembles (sklearn): the structure and the MILP block reproduce the library's
+own scores, and every counterfactual is classified as the target by the library."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyomo.environ as pyo
+import pytest
+from sklearn.datasets import make_classification
+from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    GradientBoostingClassifier,
+    RandomForestClassifier,
+)
+from sklearn.tree import DecisionTreeClassifier
+
+import cfopt
+from cfopt.formulations.trees import in_split_gap
+
+from .conftest import grid, sample_rows
+from .test_bruteforce import enumerate_minimum
+
+FAMILIES = {
+    "tree": lambda: DecisionTreeClassifier(max_depth=6, random_state=0),
+    "forest": lambda: RandomForestClassifier(30, max_depth=5, random_state=0),
+    "extra-trees": lambda: ExtraTreesClassifier(20, max_depth=5, random_state=0),
+    "boosting": lambda: GradientBoostingClassifier(n_estimators=30, max_depth=3,
+                                                   random_state=0),
+}
+
+
+@pytest.fixture(scope="module")
+def german_trees(german):
+    space = cfopt.FeatureSpace.from_frame(german.X)
+    space.immutable("foreign_worker", "status_sex").increase_only("age")
+    Z = space.transform(german.X)
+    return space, {name: make().fit(Z, german.y) for name, make in FAMILIES.items()}
+
+
+@pytest.fixture(scope="module")
+def continuous_data():
+    X, y = make_classification(n_samples=400, n_features=5, n_informative=4, n_redundant=0,
+                               n_classes=3, n_clusters_per_class=1, random_state=7)
+    frame = pd.DataFrame(X * 1000, columns=[f"f{i}" for i in range(5)])
+    return frame, y
+
+
+def expected_output(model, Z):
+    if isinstance(model, GradientBoostingClassifier):
+        out = model.decision_function(Z)
+        return out.reshape(len(Z), -1)
+    return model.predict_proba(Z)
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_structure_reproduces_the_library(german, german_trees, family):
+    space, models = german_trees
+    model = models[family]
+    adapter = cfopt.parse_model(model)
+    for Z in (space.transform(german.X), space.transform(sample_rows(space, 1000, seed=2))):
+        out = adapter.structure.outputs(Z)
+        np.testing.assert_allclose(out, expected_output(model, Z), rtol=0, atol=1e-9)
+        idx = cfopt.models.decide(out, adapter.decision)
+        assert (np.asarray(adapter.classes)[idx] == model.predict(Z)).all()
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_block_reproduces_the_library(german, german_trees, family):
+    space, models = german_trees
+    m = pyo.ConcreteModel()
+    predictor = cfopt.add_predictor(m, models[family], input_bounds=space.input_bounds(),
+                                    input_grids=space.input_grids())
+    Z = np.vstack([space.transform(german.X.iloc[:60]),
+                   space.transform(sample_rows(space, 60, seed=3))])
+    assert predictor.get_error(Z) <= 1e-9
+
+
+@pytest.mark.parametrize("family", ["forest", "boosting"])
+def test_continuous_inputs_and_multiclass(continuous_data, family):
+    frame, y = continuous_data
+    space = cfopt.FeatureSpace.from_frame(frame)
+    Z = space.transform(frame)
+    model = FAMILIES[family]().fit(Z, y)
+    adapter = cfopt.parse_model(model)
+    bounds, grids = space.input_bounds(), space.input_grids()
+    supports = space.input_supports()
+    assert not in_split_gap(adapter.structure, Z, bounds, grids, supports).any()  # training
+    rng = np.random.default_rng(0)
+    R = rng.random((1000, Z.shape[1]))
+    R = R[~in_split_gap(adapter.structure, R, bounds, grids, supports)]
+    assert len(R) > 900
+    np.testing.assert_allclose(adapter.structure.outputs(R), expected_output(model, R),
+                               rtol=0, atol=1e-9)
+    m = pyo.ConcreteModel()
+    predictor = cfopt.add_predictor(m, model, input_bounds=bounds, input_grids=grids,
+                                    input_supports=supports)
+    assert predictor.get_error(np.vstack([Z[:50], R[:50]])) <= 1e-9
+    explainer = cfopt.Explainer(model, space, time_limit=60)
+    for i in range(2):
+        x = frame.iloc[[i]]
+        current = explainer.milp.predict(x)[0]
+        for target in {0, 1, 2} - {current}:
+            ce = explainer.explain(x, target=target)
+            assert ce.verified
+            assert model.predict(space.transform(ce.counterfactual))[0] == target
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_thirty_counterfactuals_verified_by_the_library(german, german_trees, family):
+    space, models = german_trees
+    model = models[family]
+    explainer = cfopt.Explainer(model, space)
+    pred = explainer.milp.predict(german.X)
+    rows = [i for i in range(len(pred)) if pred[i] == 0][:30]
+    assert len(rows) == 30
+    for i in rows:
+        ce = explainer.explain(german.X.iloc[[i]], target=1)
+        assert ce.status is cfopt.Status.OPTIMAL and ce.verified
+        assert model.predict(space.transform(ce.counterfactual))[0] == 1
+        assert not explainer.milp.violations(ce.counterfactual)
+
+
+@pytest.mark.parametrize("family", ["forest", "boosting", "tree"])
+def test_tree_optimum_equals_enumeration(toy, family):
+    frame, y = toy
+    space = cfopt.FeatureSpace.from_frame(frame)
+    model = FAMILIES[family]().fit(space.transform(frame), y)
+    explainer = cfopt.Explainer(model, space, mip_gap=0.0)
+    points = grid(space)
+    assert len(points) == 120
+    predictions = explainer.milp.predict(frame)
+    checked = 0
+    for i in range(40):
+        x = frame.iloc[[i]]
+        target = 1 - int(predictions[i])
+        expected = enumerate_minimum(explainer, x, target, "l1", space)
+        if not np.isfinite(expected):
+            with pytest.raises(cfopt.InfeasibleError):
+                explainer.explain(x, target=target)
+            continue
+        ce = explainer.explain(x, target=target)
+        assert ce.objective == pytest.approx(expected, rel=1e-9, abs=1e-12)
+        checked += 1
+    assert checked >= 10
