@@ -143,3 +143,64 @@ def test_tree_optimum_equals_enumeration(toy, family):
         assert ce.objective == pytest.approx(expected, rel=1e-9, abs=1e-12)
         checked += 1
     assert checked >= 10
+
+
+BOOSTERS = {
+    "xgboost": lambda: pytest.importorskip("xgboost").XGBClassifier(
+        n_estimators=40, max_depth=3, random_state=0),
+    "lightgbm": lambda: pytest.importorskip("lightgbm").LGBMClassifier(
+        n_estimators=40, num_leaves=8, random_state=0, verbose=-1),
+}
+#: XGBoost sums leaf values in float32: its margins differ from the exact sum by ~1e-6
+BOOSTER_TOL = {"xgboost": 1e-5, "lightgbm": 1e-9}
+
+
+@pytest.mark.parametrize("family", list(BOOSTERS))
+def test_boosters_reproduce_the_library(german, family):
+    space = cfopt.FeatureSpace.from_frame(german.X)
+    Z = space.transform(german.X)
+    model = BOOSTERS[family]().fit(Z, german.y)
+    adapter = cfopt.parse_model(model)
+    R = space.transform(sample_rows(space, 1000, seed=4))
+    for A in (Z, R):
+        out = adapter.structure.outputs(A)
+        margin = np.asarray(adapter.output(A))
+        np.testing.assert_allclose(out, margin, rtol=0, atol=BOOSTER_TOL[family])
+        idx = cfopt.models.decide(out, adapter.decision)
+        assert (np.asarray(adapter.classes)[idx] == model.predict(A)).all()
+    m = pyo.ConcreteModel()
+    predictor = cfopt.add_predictor(m, model, input_bounds=space.input_bounds(),
+                                    input_grids=space.input_grids())
+    assert predictor.get_error(R[:80]) <= BOOSTER_TOL[family]
+
+
+@pytest.mark.parametrize("family", list(BOOSTERS))
+def test_booster_counterfactuals(german, family):
+    space = cfopt.FeatureSpace.from_frame(german.X).immutable("foreign_worker")
+    Z = space.transform(german.X)
+    model = BOOSTERS[family]().fit(Z, german.y)
+    explainer = cfopt.Explainer(model, space)
+    pred = explainer.milp.predict(german.X)
+    rows = [i for i in range(len(pred)) if pred[i] == 0][:30]
+    for i in rows:
+        ce = explainer.explain(german.X.iloc[[i]], target=1)
+        assert ce.verified and ce.status is cfopt.Status.OPTIMAL
+        assert model.predict(space.transform(ce.counterfactual))[0] == 1
+
+
+@pytest.mark.parametrize("family", list(BOOSTERS))
+def test_booster_multiclass(continuous_data, family):
+    frame, y = continuous_data
+    space = cfopt.FeatureSpace.from_frame(frame)
+    Z = space.transform(frame)
+    model = BOOSTERS[family]().fit(Z, y)
+    adapter = cfopt.parse_model(model)
+    R = np.random.default_rng(1).random((500, Z.shape[1]))
+    np.testing.assert_allclose(adapter.structure.outputs(R), adapter.output(R), rtol=0,
+                               atol=BOOSTER_TOL[family])
+    explainer = cfopt.Explainer(model, space, time_limit=60)
+    x = frame.iloc[[0]]
+    current = explainer.milp.predict(x)[0]
+    for target in {0, 1, 2} - {current}:
+        ce = explainer.explain(x, target=target)
+        assert ce.verified and model.predict(space.transform(ce.counterfactual))[0] == target

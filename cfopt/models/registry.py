@@ -85,6 +85,18 @@ def _sk_trees(model: Any) -> ModelAdapter:
     return SklearnTreeAdapter(model)
 
 
+def _xgboost(model: Any) -> ModelAdapter:
+    from .boosters import XGBoostAdapter
+
+    return XGBoostAdapter(model)
+
+
+def _lightgbm(model: Any) -> ModelAdapter:
+    from .boosters import LightGBMAdapter
+
+    return LightGBMAdapter(model)
+
+
 register_model("torch.nn", "Sequential", _torch)
 register_model("onnx", "ModelProto", _onnx)
 register_model("sklearn.neural_network", "MLPClassifier", _sk_mlp)
@@ -95,3 +107,5 @@ register_model("sklearn.tree", "DecisionTreeClassifier", _sk_trees)
 register_model("sklearn.ensemble", "RandomForestClassifier", _sk_trees)
 register_model("sklearn.ensemble", "ExtraTreesClassifier", _sk_trees)
 register_model("sklearn.ensemble", "GradientBoostingClassifier", _sk_trees)
+register_model("xgboost", "XGBClassifier", _xgboost)
+register_model("lightgbm", "LGBMClassifier", _lightgbm)

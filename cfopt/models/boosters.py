@@ -1,0 +1,145 @@
+"""XGBoost and LightGBM classifiers, read from their own model dumps.
+
+* XGBoost (``save_raw("json")``): node arrays per tree; a node sends ``x`` left when
+  ``float32(x) < threshold`` (thresholds and leaf values are float32); tree ``i``
+  scores class ``tree_info[i]``.
+* LightGBM (``dump_model()``): nested nodes; left when ``x <= threshold`` in float64
+  (numerical splits only; categorical splits are refused); tree ``i`` scores class
+  ``i % num_tree_per_iteration``.
+
+The outputs are the raw margins (``output_margin`` / ``raw_score``); the constant base
+score (XGBoost's ``base_score``, LightGBM's init score) is measured as the difference
+between the library's margin and the sum of leaf values, and must not depend on the
+input. Binary: class 1 iff margin > 0; multiclass: argmax.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+from .base import ModelAdapter
+from .trees import Tree, TreeEnsemble
+
+
+def _init_score(adapter: ModelAdapter, partial: TreeEnsemble) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    probe = rng.random((4, partial.n_inputs))
+    init = adapter.output(probe) - partial.outputs(probe)
+    if not np.allclose(init, init[0], rtol=0, atol=1e-5):
+        raise UnsupportedModelError(f"{adapter.kind}: the base score depends on the input; "
+                                    f"only a constant base score is encoded")
+    return init[0]
+
+
+class _BoosterAdapter(ModelAdapter):
+    def __init__(self, model: Any, trees: list[Tree], n_classes: int, rule: str,
+                 float32: bool) -> None:
+        self.model = model
+        self.classes = tuple(model.classes_.tolist())
+        self.decision = "sign" if n_classes <= 2 else "argmax"
+        n_out = 1 if n_classes <= 2 else n_classes
+        n_inputs = int(model.n_features_in_)
+        partial = TreeEnsemble(tuple(trees), n_inputs, np.zeros(n_out), rule, float32)
+        self.structure = TreeEnsemble(tuple(trees), n_inputs, _init_score(self, partial),
+                                      rule, float32)
+
+    def predict(self, Z: np.ndarray) -> np.ndarray:
+        return np.asarray(self.model.predict(np.atleast_2d(Z)))
+
+
+class XGBoostAdapter(_BoosterAdapter):
+    """``xgboost.XGBClassifier`` with the ``gbtree`` booster."""
+
+    def __init__(self, model: Any) -> None:
+        if not hasattr(model, "classes_"):
+            raise UnsupportedModelError("XGBClassifier is not fitted; fit it first")
+        learner = json.loads(model.get_booster().save_raw("json"))["learner"]
+        booster = learner["gradient_booster"]
+        if booster.get("name") != "gbtree":
+            raise UnsupportedModelError(f"XGBoost booster {booster.get('name')!r} is not "
+                                        f"supported; use booster='gbtree'")
+        n_classes = len(model.classes_)
+        n_out = 1 if n_classes <= 2 else n_classes
+        raw_trees = booster["model"]["trees"]
+        tree_info = booster["model"]["tree_info"]
+        limit = getattr(model, "best_iteration", None)
+        if limit is not None and getattr(model, "early_stopping_rounds", None):
+            raise UnsupportedModelError("XGBoost models with early stopping are not supported")
+        trees = []
+        for raw, cls in zip(raw_trees, tree_info):
+            left = np.asarray(raw["left_children"], dtype=int)
+            leaf = left < 0
+            cond = np.asarray(raw["split_conditions"], dtype=np.float32).astype(np.float64)
+            if any(t != 0 for t in raw.get("split_type", [])):
+                raise UnsupportedModelError("XGBoost categorical splits are not supported")
+            values = np.zeros((len(left), n_out))
+            values[leaf, cls if n_out > 1 else 0] = cond[leaf]
+            trees.append(Tree(feature=np.where(leaf, -1, np.asarray(raw["split_indices"])),
+                              threshold=np.where(leaf, 0.0, cond), left=left,
+                              right=np.asarray(raw["right_children"], dtype=int),
+                              value=values))
+        super().__init__(model, trees, n_classes, rule="lt", float32=True)
+
+    @property
+    def kind(self) -> str:
+        return "XGBClassifier"
+
+    def output(self, Z: np.ndarray) -> np.ndarray:
+        out = np.asarray(self.model.predict(np.atleast_2d(Z), output_margin=True),
+                         dtype=np.float64)
+        return out.reshape(len(np.atleast_2d(Z)), -1)
+
+
+class LightGBMAdapter(_BoosterAdapter):
+    """``lightgbm.LGBMClassifier`` with numerical splits."""
+
+    def __init__(self, model: Any) -> None:
+        if not hasattr(model, "booster_"):
+            raise UnsupportedModelError("LGBMClassifier is not fitted; fit it first")
+        dump = model.booster_.dump_model()
+        n_classes = len(model.classes_)
+        n_out = 1 if n_classes <= 2 else n_classes
+        per_iter = int(dump["num_tree_per_iteration"])
+        trees = [self._tree(info["tree_structure"], i % per_iter if n_out > 1 else 0, n_out)
+                 for i, info in enumerate(dump["tree_info"])]
+        super().__init__(model, trees, n_classes, rule="le", float32=False)
+
+    @staticmethod
+    def _tree(root: dict, cls: int, n_out: int) -> Tree:
+        feature, threshold, left, right, values = [], [], [], [], []
+
+        def add(node: dict) -> int:
+            idx = len(feature)
+            feature.append(-1)
+            threshold.append(0.0)
+            left.append(-1)
+            right.append(-1)
+            values.append(np.zeros(n_out))
+            if "leaf_value" in node:
+                values[idx][cls] = float(node["leaf_value"])
+                return idx
+            if node.get("decision_type") != "<=":
+                raise UnsupportedModelError(f"LightGBM split type {node.get('decision_type')!r}"
+                                            f" (categorical) is not supported")
+            feature[idx] = int(node["split_feature"])
+            threshold[idx] = float(node["threshold"])
+            left[idx] = add(node["left_child"])
+            right[idx] = add(node["right_child"])
+            return idx
+
+        add(root)
+        return Tree(np.asarray(feature), np.asarray(threshold, dtype=np.float64),
+                    np.asarray(left), np.asarray(right), np.asarray(values))
+
+    @property
+    def kind(self) -> str:
+        return "LGBMClassifier"
+
+    def output(self, Z: np.ndarray) -> np.ndarray:
+        out = np.asarray(self.model.predict(np.atleast_2d(Z), raw_score=True),
+                         dtype=np.float64)
+        return out.reshape(len(np.atleast_2d(Z)), -1)
