@@ -183,7 +183,7 @@ class Explainer:
         """One solve, restricted around a heuristic counterfactual when possible
         (see :mod:`cfopt.query_tightening`), falling back to the full problem."""
         bounds = None
-        if self.tighten_per_query and m.global_layer_bounds:
+        if self.tighten_per_query and m.global_layer_bounds and m.uses_space_encoding:
             candidate = greedy_counterfactual(m)
             if candidate is not None:
                 radius = objective_value(m, candidate)

@@ -374,28 +374,22 @@ class FeatureSpace:
     def input_grids(self) -> list[tuple[float, float] | None]:
         """Per model input, ``(offset, step)`` when it only takes values
         ``offset + k * step`` (integral codes, one-hot columns), else ``None``."""
-        grids: list[tuple[float, float] | None] = []
-        for f in self:
-            if f.is_onehot:
-                grids.extend((0.0, 1.0) for _ in f.categories)
-            elif f.is_integral:
-                grids.append((-f.shift / f.scale, 1.0 / f.scale))
-            else:
-                grids.append(None)
-        return grids
+        from .encoding import space_specs, spec_grids
+
+        return spec_grids(self, space_specs(self))
 
     def input_supports(self) -> list[np.ndarray | None]:
         """Per model input, the sorted distinct training values (in model-input units)
         of a continuous feature when the space was inferred from data, else ``None``."""
-        out: list[np.ndarray | None] = []
-        for f in self:
-            if f.is_onehot:
-                out.extend(None for _ in f.categories)
-            else:
-                values = self._supports.get(f.name)
-                out.append(None if values is None or f.is_integral
-                           else (values - f.shift) / f.scale)
-        return out
+        from .encoding import space_specs, spec_supports
+
+        return spec_supports(self, space_specs(self))
+
+    def support(self, name: str) -> np.ndarray | None:
+        """Sorted distinct training values of a continuous feature (raw units), when the
+        space was inferred from data (not kept by ``to_json``)."""
+        f = self[name]
+        return None if f.kind is not Kind.CONTINUOUS else self._supports.get(name)
 
     def transform(self, X: pd.DataFrame | pd.Series | Mapping, *,
                   check_bounds: bool = True) -> np.ndarray:

@@ -42,10 +42,11 @@ import pyomo.environ as pyo
 from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 
 from .bound_tightening import BoundTighteningReport, layer_bounds, tighten_relu_bounds
+from .encoding import space_specs, spec_bounds, spec_grids, spec_supports
 from .features import FeatureSpace, as_frame
 from .formulations.actionability import add_actionability, add_max_changes
 from .formulations.distances import feature_weights, objective_expression, parse_objective
-from .formulations.features import add_feature_variables
+from .formulations.features import add_feature_variables, encode_inputs
 from .formulations.predictors import PredictorConstr, add_predictor
 from .formulations.validity import add_validity, set_target
 from .models import ModelAdapter, parse_model
@@ -81,7 +82,9 @@ class CounterfactualModel(pyo.ConcreteModel):
         if not isinstance(space, FeatureSpace):
             raise TypeError(f"space must be a cfopt.FeatureSpace, got {type(space).__name__}")
         adapter = parse_model(model)
-        if adapter.n_inputs != space.n_inputs:
+        own_specs = getattr(adapter, "input_specs", None)
+        specs = own_specs(space) if own_specs is not None else space_specs(space)
+        if adapter.n_inputs != len(specs):
             raise ValueError(f"the {adapter.kind} model takes {adapter.n_inputs} inputs but "
                              f"the feature space encodes {space.n_inputs} "
                              f"({', '.join(space.input_names)})")
@@ -92,14 +95,16 @@ class CounterfactualModel(pyo.ConcreteModel):
         self._adapter = adapter
         self._weights = weight_map
         self._terms = terms
+        self._specs = specs
         self._factual: pd.DataFrame | None = None
         self._factual_class: Any = None
         self._target: tuple = ()
 
-        inputs = add_feature_variables(self, space)
-        self._predictor = add_predictor(self, adapter, inputs, name="predictor",
-                                        input_grids=space.input_grids(),
-                                        input_supports=space.input_supports())
+        add_feature_variables(self, space)
+        self._predictor = add_predictor(
+            self, adapter, encode_inputs(self, space, specs), name="predictor",
+            input_bounds=spec_bounds(space, specs), input_grids=spec_grids(space, specs),
+            input_supports=spec_supports(space, specs))
         self.bound_tightening: BoundTighteningReport = tighten_relu_bounds(
             self, self._predictor, method=bound_tightening or "interval")
         add_actionability(self, space)
@@ -156,6 +161,16 @@ class CounterfactualModel(pyo.ConcreteModel):
     def global_layer_bounds(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Pre-activation bounds of each network layer valid over the whole feature box."""
         return self._global_bounds
+
+    @property
+    def input_specs(self) -> list:
+        """How each model input is computed from the raw features."""
+        return list(self._specs)
+
+    @property
+    def uses_space_encoding(self) -> bool:
+        """The model consumes ``space.transform`` (not its own preprocessing)."""
+        return self._specs == space_specs(self._space)
 
     @property
     def max_objective(self) -> float:
@@ -253,7 +268,9 @@ class CounterfactualModel(pyo.ConcreteModel):
 
     def classify(self, rows: pd.DataFrame) -> np.ndarray:
         """:meth:`predict` for rows that are already valid (decoded or validated)."""
-        labels = self._adapter.predict(self._space.encode(rows))
+        raw = getattr(self._adapter, "predict_raw", None)
+        labels = (raw(rows) if raw is not None
+                  else self._adapter.predict(self._space.encode(rows)))
         return np.array([v.item() if isinstance(v, np.generic) else v for v in labels],
                         dtype=object)
 

@@ -12,13 +12,16 @@ Declares, on a block ``m`` for a :class:`~cfopt.features.FeatureSpace`:
   \text{onehot}_{f,l}`, exactly 1 when the level changes (a category change counts once).
 
 The model inputs are the expressions :math:`(x_f - \text{shift}_f)/\text{scale}_f` and
-:math:`\text{onehot}_{f,l}`, in ``space.input_names`` order.
+:math:`\text{onehot}_{f,l}`, in ``space.input_names`` order, or, for a model with its
+own preprocessing (an sklearn Pipeline), that preprocessing's input specs
+(:func:`encode_inputs`).
 """
 
 from __future__ import annotations
 
 import pyomo.environ as pyo
 
+from ..encoding import InputSpec, space_specs
 from ..features import FeatureSpace, Kind
 
 
@@ -46,10 +49,17 @@ def add_feature_variables(m: pyo.Block, space: FeatureSpace) -> list:
     m.category_changed = pyo.Expression(m.CATEGORICAL, rule=lambda b, name: 1 - sum(
         b.onehot0[name, level] * b.onehot[name, level] for level in space[name].categories))
 
-    inputs = []
-    for f in space:
-        if f.is_onehot:
-            inputs.extend(m.onehot[f.name, level] for level in f.categories)
+    return encode_inputs(m, space, space_specs(space))
+
+
+def encode_inputs(m: pyo.Block, space: FeatureSpace, specs: list[InputSpec]) -> list:
+    """Model-input expressions of the feature variables under ``specs``."""
+    inputs: list = []
+    for s in specs:
+        if s.kind == "indicator":
+            inputs.append(m.onehot[s.feature, s.level])
+        elif s.kind == "constant":
+            inputs.append(s.b)
         else:
-            inputs.append((m.x[f.name] - f.shift) / f.scale)
+            inputs.append(s.a * m.x[s.feature] + s.b)
     return inputs

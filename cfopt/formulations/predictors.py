@@ -184,10 +184,8 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
         raise TypeError(f"no formulation registered for {type(adapter.structure).__name__}")
     if input_grids is not None and len(input_grids) != n:
         raise ValueError(f"input_grids has {len(input_grids)} entries for {n} inputs")
-    options = {"grids": input_grids}
-    if input_supports is not None:
-        options["supports"] = input_supports
-    sub = builder(block, name, adapter.structure, input_bounds, **options)
+    sub = builder(block, name, adapter.structure, input_bounds, grids=input_grids,
+                  supports=input_supports)
     if inputs is not None:
         block.add_component(f"{name}_link", pyo.Constraint(
             range(n), rule=lambda b, i: sub.inputs[i] == inputs[i]))
@@ -203,7 +201,8 @@ def _affine_bounds(weight: np.ndarray, bias: np.ndarray, bounds: Bounds) -> Boun
 
 @register_formulation(ReLUNetwork)
 def _build_network(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds,
-                   grids: Sequence[Grid] | None = None) -> pyo.Block:
+                   grids: Sequence[Grid] | None = None,
+                   supports: Sequence[np.ndarray | None] | None = None) -> pyo.Block:
     if net.is_linear:
         return _build_linear(block, name, net, bounds)
     from omlt import OmltBlock

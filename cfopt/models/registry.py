@@ -97,6 +97,12 @@ def _lightgbm(model: Any) -> ModelAdapter:
     return LightGBMAdapter(model)
 
 
+def _pipeline(model: Any) -> ModelAdapter:
+    from .pipeline import PipelineAdapter
+
+    return PipelineAdapter(model)
+
+
 register_model("torch.nn", "Sequential", _torch)
 register_model("onnx", "ModelProto", _onnx)
 register_model("sklearn.neural_network", "MLPClassifier", _sk_mlp)
@@ -109,3 +115,4 @@ register_model("sklearn.ensemble", "ExtraTreesClassifier", _sk_trees)
 register_model("sklearn.ensemble", "GradientBoostingClassifier", _sk_trees)
 register_model("xgboost", "XGBClassifier", _xgboost)
 register_model("lightgbm", "LGBMClassifier", _lightgbm)
+register_model("sklearn.pipeline", "Pipeline", _pipeline)

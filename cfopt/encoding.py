@@ -1,0 +1,99 @@
+"""How model inputs are computed from raw features: one :class:`InputSpec` per input.
+
+The feature space's own transform (min-max / standard scaling, one-hot columns) and an
+sklearn preprocessing pipeline are both lists of input specs, each an exact function of
+one raw feature: ``a * code + b`` (numeric codes), the indicator of one category, or a
+constant. The MILP links its inputs to the feature variables through them, and tree
+splits use them to know which inputs move on a grid (integral codes, indicators).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from .features import FeatureSpace
+
+Grid = tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input: ``affine`` (``a * code + b`` of a numeric feature),
+    ``indicator`` (1 iff the categorical ``feature`` takes ``level``) or ``constant``
+    (``b``)."""
+
+    kind: Literal["affine", "indicator", "constant"]
+    feature: str | None = None
+    a: float = 1.0
+    b: float = 0.0
+    level: Any = None
+
+
+def space_specs(space: FeatureSpace) -> list[InputSpec]:
+    """The feature space's own transform as input specs."""
+    specs = []
+    for f in space:
+        if f.is_onehot:
+            specs.extend(InputSpec("indicator", f.name, level=c) for c in f.categories)
+        else:
+            specs.append(InputSpec("affine", f.name, 1.0 / f.scale, -f.shift / f.scale))
+    return specs
+
+
+def spec_bounds(space: FeatureSpace, specs: list[InputSpec]) -> list[tuple[float, float]]:
+    out = []
+    for s in specs:
+        if s.kind == "affine":
+            f = space[s.feature]
+            lo, hi = s.a * f.lower + s.b, s.a * f.upper + s.b
+            out.append((min(lo, hi), max(lo, hi)))
+        elif s.kind == "indicator":
+            out.append((0.0, 1.0))
+        else:
+            out.append((s.b, s.b))
+    return out
+
+
+def spec_grids(space: FeatureSpace, specs: list[InputSpec]) -> list[Grid]:
+    """Per input, ``(offset, step)`` when it moves on a grid, else ``None``."""
+    out: list[Grid] = []
+    for s in specs:
+        if s.kind == "indicator":
+            out.append((0.0, 1.0))
+        elif s.kind == "constant":
+            out.append((s.b, 1.0))
+        elif space[s.feature].is_integral and s.a != 0:
+            out.append((s.b, abs(s.a)))
+        else:
+            out.append(None)
+    return out
+
+
+def spec_supports(space: FeatureSpace, specs: list[InputSpec]) -> list[np.ndarray | None]:
+    """Per continuous input, the sorted training values (input units), if known."""
+    out: list[np.ndarray | None] = []
+    for s in specs:
+        values = space.support(s.feature) if s.kind == "affine" else None
+        out.append(None if values is None else np.sort(s.a * values + s.b))
+    return out
+
+
+def encode(space: FeatureSpace, specs: list[InputSpec], frame: pd.DataFrame) -> np.ndarray:
+    """Model inputs of valid raw rows under ``specs``."""
+    out = np.zeros((len(frame), len(specs)))
+    for k, s in enumerate(specs):
+        if s.kind == "constant":
+            out[:, k] = s.b
+            continue
+        f = space[s.feature]
+        values = frame[s.feature].to_numpy()
+        if s.kind == "indicator":
+            out[:, k] = [float(v == s.level) for v in values]
+        else:
+            out[:, k] = s.a * np.array([f.to_code(v) for v in values], dtype=float) + s.b
+    return out
