@@ -1,0 +1,230 @@
+"""Tree-ensemble benchmark: one counterfactual per rejected applicant.
+
+German credit (bundled; 70/30 split) and CARLA Adult (adult_train / adult_test), min-max
+feature space; random forests (10/50/100/200 trees, depth 4/6/8/unlimited), gradient
+boosting (50/100/200 trees, depth 3/4), XGBoost and LightGBM (100 trees); the first
+N test points each model rejects; target class 1; weighted L1 (min-max units).
+cfopt on HiGHS (and Gurobi where its licence allows) beside DiCE's random and genetic
+methods on the same models and points. Every CE is re-checked with the library's own
+``predict``. Writes ``benchmarks/results/trees.json`` (``--out`` to change).
+
+    python benchmarks/bench_trees.py [--n 10] [--datasets german,adult] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import environment, stats, write  # noqa: E402
+
+import cfopt  # noqa: E402
+
+#: refuse to build models with more leaves than this (MILP size)
+MAX_LEAVES = 60_000
+
+
+def load(name: str) -> tuple[pd.DataFrame, pd.Series, pd.DataFrame, pd.Series]:
+    if name == "german":
+        data = cfopt.datasets.load_german()
+        X = data.X.copy()
+        for c in ("telephone", "foreign_worker"):
+            X[c] = X[c].astype(str)
+        cut = int(0.7 * len(X))
+        return X.iloc[:cut], data.y.iloc[:cut], X.iloc[cut:], data.y.iloc[cut:]
+    train, test = cfopt.datasets.load_adult("train"), cfopt.datasets.load_adult("test")
+    return train.X, train.y, test.X, test.y
+
+
+def models(quick: bool) -> list[tuple[str, int, int | None, Any]]:
+    out: list[tuple[str, int, int | None, Any]] = []
+    rf_sizes = (10, 50, 100) if quick else (10, 50, 100, 200)
+    rf_depths = (4, 6) if quick else (4, 6, 8, None)
+    for n in rf_sizes:
+        for d in rf_depths:
+            out.append(("random_forest", n, d, lambda n=n, d=d: RandomForestClassifier(
+                n, max_depth=d, random_state=0, n_jobs=1)))
+    for n in ((50,) if quick else (50, 100, 200)):
+        for d in ((3,) if quick else (3, 4)):
+            out.append(("gradient_boosting", n, d, lambda n=n, d=d: GradientBoostingClassifier(
+                n_estimators=n, max_depth=d, random_state=0)))
+    try:
+        import xgboost
+
+        out.append(("xgboost", 100, 4, lambda: xgboost.XGBClassifier(
+            n_estimators=100, max_depth=4, random_state=0, n_jobs=1)))
+    except ImportError:
+        pass
+    try:
+        import lightgbm
+
+        out.append(("lightgbm", 100, None, lambda: lightgbm.LGBMClassifier(
+            n_estimators=100, num_leaves=16, random_state=0, n_jobs=1, verbose=-1)))
+    except ImportError:
+        pass
+    return out
+
+
+def n_leaves(model: Any) -> int:
+    structure = cfopt.parse_model(model).structure
+    return int(sum(len(t.leaves) for t in structure.trees))
+
+
+def l1(space: cfopt.FeatureSpace, x: pd.DataFrame, ce: pd.DataFrame) -> float:
+    """L1 in min-max units; a category change counts 1 (not 2 one-hot columns)."""
+    diff = np.abs(space.transform(x, check_bounds=False) - space.transform(ce, check_bounds=False))
+    moved_categories = sum(1.0 for f in space
+                           if f.is_onehot and x[f.name].iloc[0] != ce[f.name].iloc[0])
+    return float(diff.sum() - moved_categories)
+
+
+def changed(x: pd.DataFrame, ce: pd.DataFrame) -> int:
+    return int(sum(x[c].iloc[0] != ce[c].iloc[0] for c in x.columns))
+
+
+def run_cfopt(model, space, X, solver, time_limit) -> dict[str, Any]:
+    times, l1s, nch = [], [], []
+    valid = optimal = 0
+    t0 = time.perf_counter()
+    explainer = cfopt.Explainer(model, space, solver=solver, time_limit=time_limit)
+    build = time.perf_counter() - t0
+    for i in range(len(X)):
+        x = X.iloc[[i]]
+        t0 = time.perf_counter()
+        ce = explainer.explain(x, target=1)
+        times.append(time.perf_counter() - t0)
+        ok = ce.found and model.predict(space.transform(ce.counterfactual))[0] == 1
+        valid += ok
+        optimal += ce.status is cfopt.Status.OPTIMAL
+        if ok:
+            l1s.append(l1(space, x, ce.counterfactual))
+            nch.append(changed(x, ce.counterfactual))
+    return {"method": "cfopt", "solver": solver, "n": len(X), "validity": valid / len(X),
+            "optimal": optimal / len(X), **stats(times),
+            "mean_l1": float(np.mean(l1s)) if l1s else None,
+            "mean_changed": float(np.mean(nch)) if nch else None, "build_s": build}
+
+
+class _DiceModel:
+    def __init__(self, model, space) -> None:
+        self.model, self.space = model, space
+
+    def predict_proba(self, frame: pd.DataFrame) -> np.ndarray:
+        Z = self.space.transform(_coerce(frame[self.space.names], self.space),
+                                 check_bounds=False)
+        return self.model.predict_proba(Z)
+
+    def predict(self, frame: pd.DataFrame) -> np.ndarray:
+        return self.predict_proba(frame).argmax(axis=1)
+
+
+def _coerce(frame: pd.DataFrame, space: cfopt.FeatureSpace) -> pd.DataFrame:
+    frame = frame.copy()
+    for f in space:
+        if not f.labelled:
+            frame[f.name] = np.round(pd.to_numeric(frame[f.name])) if f.is_integral \
+                else pd.to_numeric(frame[f.name])
+    return frame
+
+
+def run_dice(method: str, model, space, train_X, train_y, X) -> dict[str, Any]:
+    import dice_ml
+
+    continuous = [f.name for f in space if not f.labelled]
+    frame = pd.concat([train_X, train_y.rename("label")], axis=1)
+    data = dice_ml.Data(dataframe=frame, continuous_features=continuous, outcome_name="label")
+    dice = dice_ml.Dice(data, dice_ml.Model(model=_DiceModel(model, space), backend="sklearn"),
+                        method=method)
+    times, l1s, nch = [], [], []
+    valid = 0
+    for i in range(len(X)):
+        x = X.iloc[[i]]
+        t0 = time.perf_counter()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = dice.generate_counterfactuals(x, total_CFs=1, desired_class=1,
+                                                    random_seed=i, verbose=False)
+            cf = out.cf_examples_list[0].final_cfs_df
+        except Exception:  # DiCE raises when it finds nothing
+            cf = None
+        times.append(time.perf_counter() - t0)
+        if cf is None or len(cf) == 0:
+            continue
+        row = _coerce(cf[space.names].iloc[[0]].reset_index(drop=True), space)
+        if model.predict(space.transform(row, check_bounds=False))[0] == 1:
+            valid += 1
+            l1s.append(l1(space, x, row))
+            nch.append(changed(x.reset_index(drop=True), row))
+    return {"method": f"dice-{method}", "solver": None, "n": len(X), "validity": valid / len(X),
+            "optimal": None, **stats(times), "mean_l1": float(np.mean(l1s)) if l1s else None,
+            "mean_changed": float(np.mean(nch)) if nch else None, "build_s": None}
+
+
+def show(row: dict[str, Any]) -> None:
+    print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=10)
+    parser.add_argument("--datasets", default="german,adult")
+    parser.add_argument("--solvers", default="highs,gurobi")
+    parser.add_argument("--time-limit", type=float, default=120.0)
+    parser.add_argument("--quick", action="store_true", help="a smaller model grid")
+    parser.add_argument("--dice", default="random,genetic")
+    parser.add_argument("--out", default="trees.json")
+    args = parser.parse_args(argv)
+    rows = []
+    for dataset in args.datasets.split(","):
+        train_X, train_y, test_X, _ = load(dataset)
+        space = cfopt.FeatureSpace.from_frame(train_X)
+        Z = space.transform(train_X)
+        inside = np.ones(len(test_X), dtype=bool)
+        for f in space:
+            if f.labelled:
+                inside &= test_X[f.name].isin(f.categories).to_numpy()
+            else:
+                inside &= ((test_X[f.name] >= f.lower) & (test_X[f.name] <= f.upper)).to_numpy()
+        test_X = test_X[inside]
+        for family, n_trees, depth, make in models(args.quick):
+            model = make().fit(Z, train_y)
+            rejected = test_X[model.predict(space.transform(test_X)) == 0].head(args.n)
+            rejected = rejected.reset_index(drop=True)
+            base = {"dataset": dataset, "model": family, "n_trees": n_trees,
+                    "max_depth": depth, "leaves": n_leaves(model)}
+            if base["leaves"] > MAX_LEAVES:
+                rows.append({**base, "skipped": f"more than {MAX_LEAVES} leaves"})
+                show(rows[-1])
+                continue
+            for solver in args.solvers.split(","):
+                try:
+                    row = run_cfopt(model, space, rejected, solver, args.time_limit)
+                except (cfopt.SolverLicenseError, cfopt.SolverNotAvailableError) as exc:
+                    row = {"method": "cfopt", "solver": solver, "skipped": str(exc)[:200]}
+                rows.append({**base, **row})
+                show(rows[-1])
+            if args.dice and (family != "random_forest" or (n_trees, depth) == (100, 6)):
+                for method in args.dice.split(","):
+                    rows.append({**base, **run_dice(method, model, space, train_X, train_y,
+                                                    rejected)})
+                    show(rows[-1])
+            write(args.out, {**environment(), "setup": {
+                "target": 1, "objective": "L1, min-max units (category change = 1)",
+                "time_limit_s": args.time_limit, "queries_per_model": args.n,
+                "quick_grid": args.quick}, "rows": rows})
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
