@@ -109,7 +109,7 @@ def run_cfopt(model, space, X, solver, time_limit) -> dict[str, Any]:
         if ok:
             l1s.append(l1(space, x, ce.counterfactual))
             nch.append(changed(x, ce.counterfactual))
-    return {"method": "cfopt", "solver": solver, "n": len(X), "validity": valid / len(X),
+    return {"method": "cfopt", "solver": solver, "n": len(X), "validity": float(valid / len(X)),
             "optimal": optimal / len(X), **stats(times),
             "mean_l1": float(np.mean(l1s)) if l1s else None,
             "mean_changed": float(np.mean(nch)) if nch else None, "build_s": build}
@@ -147,16 +147,20 @@ def run_dice(method: str, model, space, train_X, train_y, X) -> dict[str, Any]:
                         method=method)
     times, l1s, nch = [], [], []
     valid = 0
+    errors: list[str] = []
     for i in range(len(X)):
         x = X.iloc[[i]]
+        seed = {"random_seed": i} if method == "random" else {}  # genetic takes no seed
+        np.random.seed(i)
         t0 = time.perf_counter()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 out = dice.generate_counterfactuals(x, total_CFs=1, desired_class=1,
-                                                    random_seed=i, verbose=False)
+                                                    verbose=False, **seed)
             cf = out.cf_examples_list[0].final_cfs_df
-        except Exception:  # DiCE raises when it finds nothing
+        except Exception as exc:  # DiCE raises when it finds nothing
+            errors.append(f"{type(exc).__name__}: {exc}"[:120])
             cf = None
         times.append(time.perf_counter() - t0)
         if cf is None or len(cf) == 0:
@@ -168,7 +172,8 @@ def run_dice(method: str, model, space, train_X, train_y, X) -> dict[str, Any]:
             nch.append(changed(x.reset_index(drop=True), row))
     return {"method": f"dice-{method}", "solver": None, "n": len(X), "validity": valid / len(X),
             "optimal": None, **stats(times), "mean_l1": float(np.mean(l1s)) if l1s else None,
-            "mean_changed": float(np.mean(nch)) if nch else None, "build_s": None}
+            "mean_changed": float(np.mean(nch)) if nch else None, "build_s": None,
+            "errors": sorted(set(errors))}
 
 
 def show(row: dict[str, Any]) -> None:
