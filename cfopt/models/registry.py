@@ -7,6 +7,7 @@ library is already imported (which it is, if the user holds such a model).
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable
@@ -55,64 +56,29 @@ def parse_model(model: Any) -> ModelAdapter:
                                 f"{', '.join(supported_models())}, ONNX files")
 
 
-def _torch(model: Any) -> ModelAdapter:
-    from .torch_sequential import TorchSequentialAdapter
+def _lazy(module: str, adapter: str) -> Parser:
+    """A parser importing ``adapter`` from ``cfopt.models.<module>`` on first use."""
 
-    return TorchSequentialAdapter(model)
+    def parse(model: Any) -> ModelAdapter:
+        return getattr(importlib.import_module(f"{__package__}.{module}"), adapter)(model)
 
-
-def _onnx(model: Any) -> ModelAdapter:
-    from .onnx_graph import OnnxAdapter
-
-    return OnnxAdapter(model)
+    return parse
 
 
-def _sk_mlp(model: Any) -> ModelAdapter:
-    from .sklearn_models import SklearnMLPAdapter
-
-    return SklearnMLPAdapter(model)
-
-
-def _sk_linear(model: Any) -> ModelAdapter:
-    from .sklearn_models import SklearnLinearAdapter
-
-    return SklearnLinearAdapter(model)
-
-
-def _sk_trees(model: Any) -> ModelAdapter:
-    from .trees import SklearnTreeAdapter
-
-    return SklearnTreeAdapter(model)
-
-
-def _xgboost(model: Any) -> ModelAdapter:
-    from .boosters import XGBoostAdapter
-
-    return XGBoostAdapter(model)
-
-
-def _lightgbm(model: Any) -> ModelAdapter:
-    from .boosters import LightGBMAdapter
-
-    return LightGBMAdapter(model)
-
-
-def _pipeline(model: Any) -> ModelAdapter:
-    from .pipeline import PipelineAdapter
-
-    return PipelineAdapter(model)
-
-
-register_model("torch.nn", "Sequential", _torch)
-register_model("onnx", "ModelProto", _onnx)
-register_model("sklearn.neural_network", "MLPClassifier", _sk_mlp)
-register_model("sklearn.linear_model._base", "LinearClassifierMixin", _sk_linear)
-register_model("sklearn.svm", "SVC", _sk_linear)
-register_model("sklearn.svm", "NuSVC", _sk_linear)
-register_model("sklearn.tree", "DecisionTreeClassifier", _sk_trees)
-register_model("sklearn.ensemble", "RandomForestClassifier", _sk_trees)
-register_model("sklearn.ensemble", "ExtraTreesClassifier", _sk_trees)
-register_model("sklearn.ensemble", "GradientBoostingClassifier", _sk_trees)
-register_model("xgboost", "XGBClassifier", _xgboost)
-register_model("lightgbm", "LGBMClassifier", _lightgbm)
-register_model("sklearn.pipeline", "Pipeline", _pipeline)
+for _module, _cls, _where, _adapter in [
+    ("torch.nn", "Sequential", "torch_sequential", "TorchSequentialAdapter"),
+    ("onnx", "ModelProto", "onnx_graph", "OnnxAdapter"),
+    ("sklearn.neural_network", "MLPClassifier", "sklearn_models", "SklearnMLPAdapter"),
+    ("sklearn.linear_model._base", "LinearClassifierMixin", "sklearn_models",
+     "SklearnLinearAdapter"),
+    ("sklearn.svm", "SVC", "sklearn_models", "SklearnLinearAdapter"),
+    ("sklearn.svm", "NuSVC", "sklearn_models", "SklearnLinearAdapter"),
+    ("sklearn.tree", "DecisionTreeClassifier", "trees", "SklearnTreeAdapter"),
+    ("sklearn.ensemble", "RandomForestClassifier", "trees", "SklearnTreeAdapter"),
+    ("sklearn.ensemble", "ExtraTreesClassifier", "trees", "SklearnTreeAdapter"),
+    ("sklearn.ensemble", "GradientBoostingClassifier", "trees", "SklearnTreeAdapter"),
+    ("xgboost", "XGBClassifier", "boosters", "XGBoostAdapter"),
+    ("lightgbm", "LGBMClassifier", "boosters", "LightGBMAdapter"),
+    ("sklearn.pipeline", "Pipeline", "pipeline", "PipelineAdapter"),
+]:
+    register_model(_module, _cls, _lazy(_where, _adapter))
