@@ -45,7 +45,8 @@ class Explainer:
         objective, weights, max_changes, margin, bound_tightening: see
             :class:`~cfopt.CounterfactualModel`.
         time_limit: seconds per solve (``None``: no limit); on expiry the incumbent is
-            returned with status ``FEASIBLE`` (not proven optimal).
+            returned with status ``FEASIBLE`` (not proven optimal). A query may solve up
+            to ``verify_retries + 1`` times (each within the limit).
         mip_gap: relative gap at which the solver stops (reported as optimal).
         threads: solver threads per query (default 1: no oversubscription when
             queries run in parallel processes).
@@ -209,7 +210,9 @@ class Explainer:
                 return dataclasses.replace(outcome, status=Status.NO_SOLUTION)
             settings = dataclasses.replace(settings, time_limit=left)
         again = self.backend.solve(m, settings)
-        return dataclasses.replace(again, wall_time=again.wall_time + outcome.wall_time)
+        times = [o.solver_time for o in (outcome, again) if o.solver_time is not None]
+        return dataclasses.replace(again, wall_time=again.wall_time + outcome.wall_time,
+                                   solver_time=sum(times) if times else None)
 
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,
                      errors: Literal["raise", "record"] = "raise",
