@@ -36,6 +36,9 @@ def _init_score(adapter: ModelAdapter, partial: TreeEnsemble) -> np.ndarray:
 
 
 class _BoosterAdapter(ModelAdapter):
+    #: keyword of the library's ``predict`` that returns raw margins
+    _margin_option: str
+
     def __init__(self, model: Any, trees: list[Tree], n_classes: int, rule: str,
                  float32: bool) -> None:
         self.model = model
@@ -50,9 +53,16 @@ class _BoosterAdapter(ModelAdapter):
     def predict(self, Z: np.ndarray) -> np.ndarray:
         return np.asarray(self.model.predict(np.atleast_2d(Z)))
 
+    def output(self, Z: np.ndarray) -> np.ndarray:
+        Z = np.atleast_2d(Z)
+        out = self.model.predict(Z, **{self._margin_option: True})
+        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)
+
 
 class XGBoostAdapter(_BoosterAdapter):
     """``xgboost.XGBClassifier`` with the ``gbtree`` booster."""
+
+    _margin_option = "output_margin"
 
     def __init__(self, model: Any) -> None:
         if not hasattr(model, "classes_"):
@@ -84,18 +94,12 @@ class XGBoostAdapter(_BoosterAdapter):
                               value=values))
         super().__init__(model, trees, n_classes, rule="lt", float32=True)
 
-    @property
-    def kind(self) -> str:
-        return "XGBClassifier"
-
-    def output(self, Z: np.ndarray) -> np.ndarray:
-        out = np.asarray(self.model.predict(np.atleast_2d(Z), output_margin=True),
-                         dtype=np.float64)
-        return out.reshape(len(np.atleast_2d(Z)), -1)
 
 
 class LightGBMAdapter(_BoosterAdapter):
     """``lightgbm.LGBMClassifier`` with numerical splits."""
+
+    _margin_option = "raw_score"
 
     def __init__(self, model: Any) -> None:
         if not hasattr(model, "booster_"):
@@ -134,12 +138,3 @@ class LightGBMAdapter(_BoosterAdapter):
         add(root)
         return Tree(np.asarray(feature), np.asarray(threshold, dtype=np.float64),
                     np.asarray(left), np.asarray(right), np.asarray(values))
-
-    @property
-    def kind(self) -> str:
-        return "LGBMClassifier"
-
-    def output(self, Z: np.ndarray) -> np.ndarray:
-        out = np.asarray(self.model.predict(np.atleast_2d(Z), raw_score=True),
-                         dtype=np.float64)
-        return out.reshape(len(np.atleast_2d(Z)), -1)
