@@ -43,8 +43,10 @@ class Diagnosis:
     unreachable: bool = False
     undecided: bool = False
 
-    def message(self, target: tuple) -> str:
-        head = f"no counterfactual can be classified as {list(target)}"
+    def message(self, target: str) -> str:
+        """The error message; ``target`` describes the goal (e.g. ``"be classified as
+        [1]"``, as :meth:`CounterfactualModel.describe_target` gives it)."""
+        head = f"no counterfactual can {target}"
         if self.unreachable:
             return (f"{head}: no point inside the feature bounds reaches the target, even "
                     f"with every actionability and user constraint relaxed; widen the "

@@ -97,7 +97,8 @@ class Explainer:
 
         Args:
             x: one row (DataFrame, Series or dict) in raw units with category labels.
-            target: a class label, a list of labels, or ``None`` (any other class).
+            target: a class label, a list of labels, or ``None`` (any other class);
+                for a regressor, the interval ``(low, high)`` (``None``: open side).
             **options: ``time_limit``, ``mip_gap`` (this query only), ``max_changes``
                 (if the explainer was built with a cap).
 
@@ -140,7 +141,7 @@ class Explainer:
                 row = m.decode()
                 predicted = m.classify(row)[0]
                 problems = m.violations(row)
-                verified = predicted in target_labels and not problems
+                verified = m.is_target(predicted) and not problems
                 if verified:
                     break
                 m.margin = margin_used * 10
@@ -151,12 +152,12 @@ class Explainer:
         message = ""
         if status is Status.INFEASIBLE:
             diagnosis = diagnose(m, self.backend, settings)
-            raise InfeasibleError(diagnosis.message(target_labels), groups=diagnosis.groups,
+            raise InfeasibleError(diagnosis.message(m.describe_target()), groups=diagnosis.groups,
                                   details=diagnosis.members)
         if status.has_solution and not verified:
             status = Status.VERIFICATION_FAILED
-            message = (f"the solver's point is classified as {predicted!r} by the real model "
-                       f"(target {list(target_labels)}) or breaks {problems} even with margin "
+            message = (f"the solver's point is predicted as {predicted!r} by the real model "
+                       f"(the target: {m.describe_target()}) or breaks {problems} even with margin "
                        f"{margin_used:g}; no counterfactual returned")
             row = None
         elif status is Status.FEASIBLE:

@@ -48,7 +48,7 @@ from .formulations.actionability import add_actionability, add_max_changes
 from .formulations.distances import feature_weights, objective_expression, parse_objective
 from .formulations.features import add_feature_variables, encode_inputs
 from .formulations.predictors import PredictorConstr, add_predictor
-from .formulations.validity import add_validity, set_target
+from .formulations.validity import add_validity, set_target, set_target_interval
 from .models import ModelAdapter, parse_model
 
 #: constraint groups a diagnosis may relax (validity and feature structure never are)
@@ -203,9 +203,13 @@ class CounterfactualModel(pyo.ConcreteModel):
 
     def set_target(self, target: Any = None) -> tuple:
         """Set the target class(es): a label, a list of labels, or ``None`` (any class
-        other than the factual's). Returns the target labels."""
+        other than the factual's); for a regressor, the interval ``(low, high)`` the
+        prediction must reach (``None`` for an open side). Returns the target."""
         if self._factual is None:
             raise RuntimeError("set the factual (set_factual) before the target")
+        if self._adapter.is_regressor:
+            self._target = self._set_interval(target)
+            return self._target
         classes = self._adapter.classes
         if target is None:
             labels = tuple(c for c in classes if c != self._factual_class)
@@ -225,6 +229,44 @@ class CounterfactualModel(pyo.ConcreteModel):
         set_target(self, self._adapter, indices)
         self._target = tuple(classes[i] for i in indices)
         return self._target
+
+    def _set_interval(self, target: Any) -> tuple[float, float]:
+        if not isinstance(target, (tuple, list)) or len(target) != 2:
+            raise ValueError(f"a regressor's target is an interval (low, high) with None for "
+                             f"an open side, e.g. (250.0, None); got {target!r}")
+        bounds = []
+        for side, v, default in (("low", target[0], -math.inf), ("high", target[1], math.inf)):
+            if v is None:
+                v = default
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                    or math.isnan(v):
+                raise ValueError(f"the target interval's {side} end must be a number or None, "
+                                 f"got {v!r}")
+            bounds.append(float(v))
+        low, high = bounds
+        if not low < high:
+            raise ValueError(f"the target interval ({low:g}, {high:g}) is empty; give low < "
+                             f"high")
+        if low <= self._factual_class <= high:
+            raise ValueError(f"the factual's prediction {self._factual_class:g} already lies in "
+                             f"the target interval [{low:g}, {high:g}]")
+        set_target_interval(self, self._predictor.output_bounds(), low, high)
+        return (low, high)
+
+    def describe_target(self) -> str:
+        """The current target in words (``be classified as [...]`` / ``reach a
+        prediction in [low, high]``)."""
+        if self._adapter.is_regressor:
+            low, high = self._target
+            return f"reach a prediction in [{low:g}, {high:g}]"
+        return f"be classified as {list(self._target)}"
+
+    def is_target(self, prediction: Any) -> bool:
+        """Whether a real-model prediction meets the current target."""
+        if self._adapter.is_regressor:
+            low, high = self._target
+            return bool(low <= prediction <= high)
+        return prediction in self._target
 
     def set_max_changes(self, limit: int | None) -> None:
         """Change the cap on changed features (the model must have been built with one)."""

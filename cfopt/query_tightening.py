@@ -39,9 +39,10 @@ if TYPE_CHECKING:
     from .problem import CounterfactualModel
 
 
-def _score(net: ReLUNetwork, z: np.ndarray, decision: str, targets: list[int],
+def _score(net: ReLUNetwork, z: np.ndarray, decision: str, targets: list,
            with_grad: bool = True) -> tuple[float, np.ndarray | None]:
-    """Target score (how much the target wins) and its gradient at ``z``."""
+    """Target score (how much the target wins; for a regressor with ``targets = [low,
+    high]``, the distance inside the interval) and its gradient at ``z``."""
     h = z
     masks = []
     for layer in net.layers:
@@ -53,7 +54,12 @@ def _score(net: ReLUNetwork, z: np.ndarray, decision: str, targets: list[int],
             mask = None
             h = pre
         masks.append(mask)
-    if decision == "sign":
+    if decision == "regression":
+        low, high = targets
+        sign = 1.0 if h[0] - low <= high - h[0] else -1.0
+        score = min(h[0] - low, high - h[0])
+        g = np.array([sign])
+    elif decision == "sign":
         sign = 1.0 if targets[0] == 1 else -1.0
         score = sign * h[0]
         g = np.array([sign])
@@ -91,7 +97,8 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
         return None
     space = m.space
     decision = m.adapter.decision
-    targets = [m.adapter.class_index(t) for t in m.target]
+    targets = (list(m.target) if m.adapter.is_regressor
+               else [m.adapter.class_index(t) for t in m.target])
     margin = float(pyo.value(m.margin))
     goal = 2.0 * margin
     weights = m.weights

@@ -11,6 +11,7 @@ from sklearn.datasets import make_classification
 from sklearn.ensemble import (
     ExtraTreesClassifier,
     GradientBoostingClassifier,
+    HistGradientBoostingClassifier,
     RandomForestClassifier,
 )
 from sklearn.tree import DecisionTreeClassifier
@@ -27,6 +28,8 @@ FAMILIES = {
     "extra-trees": lambda: ExtraTreesClassifier(20, max_depth=5, random_state=0),
     "boosting": lambda: GradientBoostingClassifier(n_estimators=30, max_depth=3,
                                                    random_state=0),
+    "hist-boosting": lambda: HistGradientBoostingClassifier(max_iter=30, max_depth=3,
+                                                            random_state=0),
 }
 
 
@@ -47,7 +50,7 @@ def continuous_data():
 
 
 def expected_output(model, Z):
-    if isinstance(model, GradientBoostingClassifier):
+    if isinstance(model, (GradientBoostingClassifier, HistGradientBoostingClassifier)):
         out = model.decision_function(Z)
         return out.reshape(len(Z), -1)
     return model.predict_proba(Z)
@@ -76,7 +79,7 @@ def test_block_reproduces_the_library(german, german_trees, family):
     assert predictor.get_error(Z) <= 1e-9
 
 
-@pytest.mark.parametrize("family", ["forest", "boosting"])
+@pytest.mark.parametrize("family", ["forest", "boosting", "hist-boosting"])
 def test_continuous_inputs_and_multiclass(continuous_data, family):
     frame, y = continuous_data
     space = cfopt.FeatureSpace.from_frame(frame)

@@ -18,8 +18,11 @@ where :math:`[\ell_j, u_j]` are the input's bounds (per-split big-M) and
   or the float32 rounding midpoint next to it): :math:`h_n = \beta - \delta^-`,
   :math:`r_n = \beta + \delta^+` with :math:`\delta^\pm` = ``split_epsilon`` ×
   (input width), or half the distance to the nearest training value on that side when
-  the data are known (``supports``), so no training point falls in the gap; points
-  strictly inside :math:`(h_n, r_n)` are excluded.
+  the data are known (``supports``), so no training point falls in the gap (a
+  training value on :math:`\beta`, up to a few ulps, is kept on the side the library
+  sends :math:`\beta` to: :math:`h_n \approx \beta` or :math:`r_n \approx \beta`);
+  points strictly inside
+  :math:`(h_n, r_n)` are excluded.
 
 Libraries that round inputs to float32 before comparing (sklearn) are modelled as such:
 grid values are assigned to the side their float32 rounding falls on, and continuous
@@ -72,13 +75,24 @@ def _split_sides(theta: float, rule: str, grid: Grid, eps: float, float32: bool,
     if grid is None:
         beta = _boundary(theta, rule, float32)
         below_gap = above_gap = eps
+        floor = 1e-7 * max(1.0, abs(beta))
         if support is not None and len(support):
-            k = int(np.searchsorted(support, beta))  # support[:k] < beta <= support[k:]
+            # training values within a few ulps of the boundary sit *on* it (the model
+            # input may be computed as (x - shift) / scale by the library and as
+            # a x + b here): they keep the side the library sends the boundary to
+            tol = 1e-12 * max(1.0, abs(beta))
+            k = int(np.searchsorted(support, beta - tol))  # support[:k] < beta - tol
+            on = int(np.searchsorted(support, beta + tol, side="right"))
             if k > 0:
                 below_gap = min(eps, (beta - support[k - 1]) / 2)
-            if k < len(support):
-                above_gap = min(eps, (support[k] - beta) / 2)
-        floor = 1e-7 * max(1.0, abs(beta))
+            if on < len(support):
+                above_gap = min(eps, (support[on] - beta) / 2)
+            if on > k:
+                if _goes_left(beta, theta, rule, float32):
+                    h = max(beta, float(support[on - 1]))
+                    return h, h + max(above_gap, floor)
+                r = min(beta, float(support[k]))
+                return r - max(below_gap, floor), r
         return beta - max(below_gap, floor), beta + max(above_gap, floor)
     offset, step = grid
     k = math.floor((theta - offset) / step)

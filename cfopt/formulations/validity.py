@@ -17,13 +17,22 @@ and for every other class :math:`j \notin T`
    \qquad M_{cj} = \mu + u_j - l_c
 
 with :math:`[l, u]` the logits' bounds, so the argmax lies in T with margin
-:math:`\mu`. Changing the target only changes Param values (no rebuild).
+:math:`\mu`.
+
+Regressors (``"regression"``, one output :math:`y`): for the target interval
+:math:`[a, b]` in the mutable ``m.target_low`` / ``m.target_high``,
+
+.. math:: a + \mu \le y \le b - \mu
+
+(an open side is set beyond the output's bounds, so its constraint is slack).
+Changing the target only changes Param values (no rebuild).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pyomo.environ as pyo
 
 from ..models import ModelAdapter
@@ -32,6 +41,14 @@ from ..models import ModelAdapter
 def add_validity(m: pyo.Block, outputs: pyo.Var, output_bounds: Sequence[tuple[float, float]],
                  adapter: ModelAdapter, margin: float) -> None:
     m.margin = pyo.Param(mutable=True, initialize=margin)
+    if adapter.decision == "regression":
+        lo, hi = output_bounds[0]
+        m.target_low = pyo.Param(mutable=True, initialize=lo - margin - 1.0)
+        m.target_high = pyo.Param(mutable=True, initialize=hi + margin + 1.0)
+        m.validity = pyo.Constraint(
+            ["low", "high"], rule=lambda b, side: b.target_low + b.margin <= outputs[0]
+            if side == "low" else outputs[0] <= b.target_high - b.margin)
+        return
     if adapter.decision == "sign":
         m.target_sign = pyo.Param(mutable=True, initialize=1.0)
         m.validity = pyo.Constraint(expr=m.target_sign * outputs[0] >= m.margin)
@@ -55,6 +72,8 @@ def add_validity(m: pyo.Block, outputs: pyo.Var, output_bounds: Sequence[tuple[f
 
 def set_target(m: pyo.Block, adapter: ModelAdapter, target_indices: Sequence[int]) -> None:
     """Set the target class indices (a non-empty proper subset of the classes)."""
+    if adapter.decision == "regression":
+        raise ValueError("a regressor's target is an interval; use set_target_interval")
     if adapter.decision == "sign":
         (index,) = target_indices
         m.target_sign = 1.0 if index == 1 else -1.0
@@ -62,3 +81,12 @@ def set_target(m: pyo.Block, adapter: ModelAdapter, target_indices: Sequence[int
     chosen = set(target_indices)
     for c in m.CLASSES:
         m.target_mask[c] = 1.0 if c in chosen else 0.0
+
+
+def set_target_interval(m: pyo.Block, output_bounds: Sequence[tuple[float, float]],
+                        low: float, high: float) -> None:
+    """Set a regressor's target interval ``[low, high]`` (``±inf`` for an open side)."""
+    lo, hi = output_bounds[0]
+    slack = (hi - lo) + 1e3 * pyo.value(m.margin) + 1.0  # beyond any retry's margin
+    m.target_low = low if np.isfinite(low) else lo - slack
+    m.target_high = high if np.isfinite(high) else hi + slack

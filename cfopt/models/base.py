@@ -7,8 +7,9 @@ a parser reads the user's fitted object once into a :class:`ModelAdapter`, which
 * the *real* model, used for every prediction that verifies a counterfactual.
 
 The MILP reasons on *logits* (the last affine layer's outputs). A model's decision
-rule on logits is either ``"sign"`` (one logit, class index 1 iff logit > 0) or
-``"argmax"`` (one logit per class, ties to the lowest index).
+rule on logits is ``"sign"`` (one logit, class index 1 iff logit > 0),
+``"argmax"`` (one logit per class, ties to the lowest index) or ``"regression"`` (one
+output, the prediction itself; no classes).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-Decision = Literal["sign", "argmax"]
+Decision = Literal["sign", "argmax", "regression"]
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,9 @@ class ModelAdapter(ABC):
     Attributes:
         model: the user's original object.
         structure: the float64 structure the formulations encode.
-        classes: class labels; ``classes[i]`` is the label of class index ``i``.
-        decision: ``"sign"`` or ``"argmax"`` (see module docstring).
+        classes: class labels; ``classes[i]`` is the label of class index ``i``
+            (empty for a regressor).
+        decision: ``"sign"``, ``"argmax"`` or ``"regression"`` (module docstring).
     """
 
     model: Any
@@ -119,9 +121,14 @@ class ModelAdapter(ABC):
         """Short human name of the model type."""
         return type(self.model).__name__
 
+    @property
+    def is_regressor(self) -> bool:
+        return self.decision == "regression"
+
     @abstractmethod
     def predict(self, Z: np.ndarray) -> np.ndarray:
-        """Class labels predicted by the real model on model-input rows (as deployed)."""
+        """Class labels (regressors: values) predicted by the real model on model-input
+        rows (as deployed)."""
 
     @abstractmethod
     def output(self, Z: np.ndarray) -> np.ndarray:

@@ -42,13 +42,24 @@ class _BoosterAdapter(ModelAdapter):
     def __init__(self, model: Any, trees: list[Tree], n_classes: int, rule: str,
                  float32: bool) -> None:
         self.model = model
-        self.classes = tuple(model.classes_.tolist())
-        self.decision = "sign" if n_classes <= 2 else "argmax"
+        self.classes = tuple(model.classes_.tolist()) if n_classes else ()
+        if not n_classes:
+            self.decision = "regression"
+        else:
+            self.decision = "sign" if n_classes <= 2 else "argmax"
         n_out = 1 if n_classes <= 2 else n_classes
         n_inputs = int(model.n_features_in_)
         partial = TreeEnsemble(tuple(trees), n_inputs, np.zeros(n_out), rule, float32)
         self.structure = TreeEnsemble(tuple(trees), n_inputs, _init_score(self, partial),
                                       rule, float32)
+        if not n_classes:
+            probe = np.random.default_rng(1).normal(size=(4, n_inputs))
+            if not np.allclose(self.output(probe)[:, 0], self.model.predict(probe),
+                               rtol=1e-6, atol=1e-6):
+                raise UnsupportedModelError(f"{self.kind}'s objective predicts through a "
+                                            f"non-identity link (e.g. poisson, gamma, "
+                                            f"logistic); cfopt encodes identity-link "
+                                            f"regression objectives")
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         return np.asarray(self.model.predict(np.atleast_2d(Z)))
@@ -59,20 +70,28 @@ class _BoosterAdapter(ModelAdapter):
         return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)
 
 
+def _n_classes(model: Any) -> int:
+    """Number of classes (0 for a regressor); refuses an unfitted model."""
+    try:
+        model.n_features_in_  # noqa: B018 (raises, or is missing, before fitting)
+    except Exception:  # each library raises its own NotFittedError
+        raise UnsupportedModelError(f"{type(model).__name__} is not fitted; fit it first"
+                                    ) from None
+    return len(model.classes_) if hasattr(model, "classes_") else 0
+
+
 class XGBoostAdapter(_BoosterAdapter):
-    """``xgboost.XGBClassifier`` with the ``gbtree`` booster."""
+    """``xgboost.XGBClassifier`` / ``XGBRegressor`` with the ``gbtree`` booster."""
 
     _margin_option = "output_margin"
 
     def __init__(self, model: Any) -> None:
-        if not hasattr(model, "classes_"):
-            raise UnsupportedModelError("XGBClassifier is not fitted; fit it first")
+        n_classes = _n_classes(model)
         learner = json.loads(model.get_booster().save_raw("json"))["learner"]
         booster = learner["gradient_booster"]
         if booster.get("name") != "gbtree":
             raise UnsupportedModelError(f"XGBoost booster {booster.get('name')!r} is not "
                                         f"supported; use booster='gbtree'")
-        n_classes = len(model.classes_)
         n_out = 1 if n_classes <= 2 else n_classes
         raw_trees = booster["model"]["trees"]
         tree_info = booster["model"]["tree_info"]
@@ -97,15 +116,13 @@ class XGBoostAdapter(_BoosterAdapter):
 
 
 class LightGBMAdapter(_BoosterAdapter):
-    """``lightgbm.LGBMClassifier`` with numerical splits."""
+    """``lightgbm.LGBMClassifier`` / ``LGBMRegressor`` with numerical splits."""
 
     _margin_option = "raw_score"
 
     def __init__(self, model: Any) -> None:
-        if not hasattr(model, "booster_"):
-            raise UnsupportedModelError("LGBMClassifier is not fitted; fit it first")
+        n_classes = _n_classes(model)
         dump = model.booster_.dump_model()
-        n_classes = len(model.classes_)
         n_out = 1 if n_classes <= 2 else n_classes
         per_iter = int(dump["num_tree_per_iteration"])
         trees = [self._tree(info["tree_structure"], i % per_iter if n_out > 1 else 0, n_out)

@@ -69,16 +69,21 @@ for _module, _cls, _where, _adapter in [
     ("torch.nn", "Sequential", "torch_sequential", "TorchSequentialAdapter"),
     ("onnx", "ModelProto", "onnx_graph", "OnnxAdapter"),
     ("sklearn.neural_network", "MLPClassifier", "sklearn_models", "SklearnMLPAdapter"),
+    ("sklearn.neural_network", "MLPRegressor", "sklearn_models", "SklearnMLPAdapter"),
+    ("sklearn.linear_model._base", "LinearModel", "sklearn_models", "SklearnLinearAdapter"),
     ("sklearn.linear_model._base", "LinearClassifierMixin", "sklearn_models",
      "SklearnLinearAdapter"),
     ("sklearn.svm", "SVC", "sklearn_models", "SklearnLinearAdapter"),
     ("sklearn.svm", "NuSVC", "sklearn_models", "SklearnLinearAdapter"),
-    ("sklearn.tree", "DecisionTreeClassifier", "trees", "SklearnTreeAdapter"),
-    ("sklearn.ensemble", "RandomForestClassifier", "trees", "SklearnTreeAdapter"),
-    ("sklearn.ensemble", "ExtraTreesClassifier", "trees", "SklearnTreeAdapter"),
-    ("sklearn.ensemble", "GradientBoostingClassifier", "trees", "SklearnTreeAdapter"),
-    ("xgboost", "XGBClassifier", "boosters", "XGBoostAdapter"),
-    ("lightgbm", "LGBMClassifier", "boosters", "LightGBMAdapter"),
+    *[("sklearn.tree", f"DecisionTree{kind}", "trees", "SklearnTreeAdapter")
+      for kind in ("Classifier", "Regressor")],
+    *[("sklearn.ensemble", f"{family}{kind}", "trees", "SklearnTreeAdapter")
+      for family in ("RandomForest", "ExtraTrees", "GradientBoosting", "HistGradientBoosting")
+      for kind in ("Classifier", "Regressor")],
+    *[("xgboost", f"XGB{kind}", "boosters", "XGBoostAdapter")
+      for kind in ("Classifier", "Regressor")],
+    *[("lightgbm", f"LGBM{kind}", "boosters", "LightGBMAdapter")
+      for kind in ("Classifier", "Regressor")],
     ("sklearn.pipeline", "Pipeline", "pipeline", "PipelineAdapter"),
 ]:
     register_model(_module, _cls, _lazy(_where, _adapter))

@@ -1,4 +1,5 @@
-"""scikit-learn classifiers: ``MLPClassifier`` (ReLU) and linear classifiers."""
+"""scikit-learn networks and linear models: ``MLPClassifier`` / ``MLPRegressor`` (ReLU),
+linear classifiers and linear regressors."""
 
 from __future__ import annotations
 
@@ -17,37 +18,49 @@ def _check_fitted(model: Any, attr: str) -> None:
 
 
 class SklearnMLPAdapter(ModelAdapter):
-    """``sklearn.neural_network.MLPClassifier`` with ``relu`` (or identity) activation.
+    """``sklearn.neural_network.MLPClassifier`` / ``MLPRegressor`` with ``relu`` (or
+    identity) activation.
 
     Binary: one logit, class ``classes_[1]`` iff logit > 0 (``predict_proba`` > 0.5);
-    multiclass: softmax over logits, argmax.
+    multiclass: softmax over logits, argmax; regressor (one target): the output is the
+    prediction.
     """
 
     def __init__(self, model: Any) -> None:
         _check_fitted(model, "coefs_")
+        name = type(model).__name__
         if model.activation not in ("relu", "identity"):
             raise UnsupportedModelError(
-                f"MLPClassifier(activation={model.activation!r}) is not piecewise linear; "
+                f"{name}(activation={model.activation!r}) is not piecewise linear; "
                 f"cfopt encodes activation='relu' (or 'identity') exactly")
-        if model.out_activation_ == "logistic" and model.n_outputs_ > 1:
-            raise UnsupportedModelError("multilabel MLPClassifier is not supported")
+        regression = not hasattr(model, "classes_")
+        if model.n_outputs_ > 1 and (regression or model.out_activation_ == "logistic"):
+            raise UnsupportedModelError(f"multi-output {name} is not supported")
         self.model = model
         n = len(model.coefs_)
         hidden_relu = model.activation == "relu"
         self.structure = ReLUNetwork(tuple(
             DenseLayer(np.asarray(w, dtype=np.float64).T, b, hidden_relu and i < n - 1)
             for i, (w, b) in enumerate(zip(model.coefs_, model.intercepts_))))
-        self.classes = tuple(model.classes_.tolist())
-        self.decision = "sign" if model.out_activation_ == "logistic" else "argmax"
+        if regression:
+            self.classes, self.decision = (), "regression"
+        else:
+            self.classes = tuple(model.classes_.tolist())
+            self.decision = "sign" if model.out_activation_ == "logistic" else "argmax"
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         return np.asarray(self.model.predict(np.atleast_2d(Z)))
 
     def output(self, Z: np.ndarray) -> np.ndarray:
-        return self.model.predict_proba(np.atleast_2d(Z))
+        Z = np.atleast_2d(Z)
+        if self.is_regressor:
+            return np.asarray(self.model.predict(Z), dtype=np.float64).reshape(len(Z), 1)
+        return self.model.predict_proba(Z)
 
     def output_from_logits(self, logits: np.ndarray) -> np.ndarray:
         logits = np.atleast_2d(logits)
+        if self.is_regressor:
+            return logits
         if self.decision == "sign":
             p = sigmoid(logits[:, 0])
             return np.column_stack([1.0 - p, p])
@@ -60,7 +73,9 @@ class SklearnLinearAdapter(ModelAdapter):
     ``SVC(kernel="linear")``.
 
     The logits are ``decision_function``: binary → class ``classes_[1]`` iff > 0;
-    multiclass (one-vs-rest or multinomial) → argmax.
+    multiclass (one-vs-rest or multinomial) → argmax. Linear regressors with one target
+    (``LinearRegression``, ``Ridge``, ``Lasso``, ``ElasticNet``, ``LinearSVR``, any
+    ``LinearModel``): the output is ``predict`` = ``coef_ @ x + intercept_``.
     """
 
     def __init__(self, model: Any) -> None:
@@ -79,12 +94,19 @@ class SklearnLinearAdapter(ModelAdapter):
                                     (coef.shape[0],))
         self.model = model
         self.structure = ReLUNetwork((DenseLayer(coef, intercept, False),))
-        self.classes = tuple(model.classes_.tolist())
-        self.decision = "sign" if coef.shape[0] == 1 else "argmax"
+        if hasattr(model, "classes_"):
+            self.classes = tuple(model.classes_.tolist())
+            self.decision = "sign" if coef.shape[0] == 1 else "argmax"
+        elif coef.shape[0] != 1:
+            raise UnsupportedModelError(f"multi-output {name} is not supported")
+        else:
+            self.classes, self.decision = (), "regression"
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         return np.asarray(self.model.predict(np.atleast_2d(Z)))
 
     def output(self, Z: np.ndarray) -> np.ndarray:
-        out = np.asarray(self.model.decision_function(np.atleast_2d(Z)), dtype=np.float64)
+        Z = np.atleast_2d(Z)
+        out = np.asarray(self.model.predict(Z) if self.is_regressor
+                         else self.model.decision_function(Z), dtype=np.float64)
         return out.reshape(len(out), -1)

@@ -7,7 +7,8 @@ with the model's aggregation folded in, so that
 
 reproduces the library's own scores: averaged class probabilities for decision trees,
 random forests and extra trees (``predict_proba``), raw scores for gradient boosting
-(``decision_function``: prior score + learning rate x leaf values).
+(``decision_function``: prior score + learning rate x leaf values), and ``predict`` for
+regressors.
 """
 
 from __future__ import annotations
@@ -101,28 +102,76 @@ def _class_fractions(tree: Any) -> np.ndarray:
     return value / total
 
 
-class SklearnTreeAdapter(ModelAdapter):
-    """sklearn ``DecisionTreeClassifier``, ``RandomForestClassifier``,
-    ``ExtraTreesClassifier`` (outputs: class probabilities, averaged over trees;
-    argmax, ties to the lowest index) and ``GradientBoostingClassifier`` (outputs:
-    ``decision_function``; binary: class 1 iff > 0, multiclass: argmax).
+def _check_constant_init(name: str, init: np.ndarray) -> np.ndarray:
+    if not np.allclose(init, init[0], rtol=0, atol=1e-9):
+        raise UnsupportedModelError(f"{name} has an init estimator whose score depends on the "
+                                    f"input; only constant priors (the default, or "
+                                    f"init='zero') are encoded")
+    return init[0]
 
-    sklearn compares features in float32; a counterfactual is verified with the
-    model's own ``predict``.
+
+def _hist_tree(predictor: Any, column: int, n_out: int) -> Tree:
+    nodes = predictor.nodes
+    if nodes["is_categorical"].any():
+        raise UnsupportedModelError("HistGradientBoosting categorical splits are not "
+                                    "supported; one-hot encode the categories instead")
+    leaf = nodes["is_leaf"].astype(bool)
+    values = np.zeros((len(nodes), n_out))
+    values[leaf, column] = nodes["value"][leaf]
+    return Tree(feature=np.where(leaf, -1, nodes["feature_idx"].astype(int)),
+                threshold=np.where(leaf, 0.0, nodes["num_threshold"].astype(np.float64)),
+                left=np.where(leaf, -1, nodes["left"].astype(int)),
+                right=np.where(leaf, -1, nodes["right"].astype(int)), value=values)
+
+
+class SklearnTreeAdapter(ModelAdapter):
+    """sklearn trees and tree ensembles, read from their fitted arrays.
+
+    * ``DecisionTreeClassifier``, ``RandomForestClassifier``, ``ExtraTreesClassifier``:
+      outputs are the class probabilities averaged over trees (``predict_proba``);
+      argmax, ties to the lowest index.
+    * ``GradientBoostingClassifier``, ``HistGradientBoostingClassifier``: outputs are
+      ``decision_function`` (prior score + leaf values x learning rate); binary: class 1
+      iff > 0, multiclass: argmax.
+    * ``DecisionTreeRegressor``, ``RandomForestRegressor``, ``ExtraTreesRegressor``,
+      ``GradientBoostingRegressor``, ``HistGradientBoostingRegressor`` (identity-link
+      losses): the output is ``predict``; a counterfactual's target is an interval.
+
+    The constant prior of boosting is measured as the library's score minus the sum of
+    leaf values. sklearn's classic trees compare ``float32(x) <= threshold``; the
+    histogram trees compare ``x <= threshold`` in float64. A counterfactual is verified
+    with the model's own ``predict``.
     """
 
     def __init__(self, model: Any) -> None:
         name = type(model).__name__
-        if not hasattr(model, "classes_"):
+        if not hasattr(model, "n_features_in_"):
             raise UnsupportedModelError(f"{name} is not fitted; fit it before explaining")
-        if getattr(model, "n_outputs_", 1) != 1:
+        if getattr(model, "n_outputs_", 1) != 1 or getattr(model, "n_trees_per_iteration_",
+                                                              1) < 1:
             raise UnsupportedModelError(f"multi-output {name} is not supported")
         self.model = model
-        self.classes = tuple(model.classes_.tolist())
+        regression = not hasattr(model, "classes_")
+        self.classes = () if regression else tuple(model.classes_.tolist())
         k = len(self.classes)
         n_inputs = int(model.n_features_in_)
-        if hasattr(model, "estimators_") and hasattr(model, "learning_rate"):  # boosting
+        if regression:
+            self.decision = "regression"
+        elif hasattr(model, "learning_rate"):
             self.decision = "sign" if k == 2 else "argmax"
+        else:
+            self.decision = "argmax"
+        if hasattr(model, "_predictors"):  # histogram gradient boosting
+            loss = getattr(model, "loss", "")
+            if regression and loss not in ("squared_error", "absolute_error", "quantile"):
+                raise UnsupportedModelError(f"{name}(loss={loss!r}) predicts through a "
+                                            f"non-identity link; cfopt encodes squared_error, "
+                                            f"absolute_error and quantile losses")
+            n_out = len(model._predictors[0])
+            trees = [_hist_tree(p, c, n_out) for stage in model._predictors
+                     for c, p in enumerate(stage)]
+            self.structure = self._with_prior(trees, n_inputs, n_out)
+        elif hasattr(model, "estimators_") and hasattr(model, "learning_rate"):  # boosting
             lr = float(model.learning_rate)
             stages = np.asarray(model.estimators_)
             trees = []
@@ -131,31 +180,32 @@ class SklearnTreeAdapter(ModelAdapter):
                     values = np.zeros((est.tree_.node_count, stages.shape[1]))
                     values[:, c] = lr * est.tree_.value[:, 0, 0]
                     trees.append(_sklearn_tree(est, values))
-            probe = np.zeros((2, n_inputs))
-            probe[1] = 1.0
-            partial = TreeEnsemble(tuple(trees), n_inputs, np.zeros(stages.shape[1]))
-            init = self._decision(probe) - partial.outputs(probe)
-            if not np.allclose(init[0], init[1], rtol=0, atol=1e-12):
-                raise UnsupportedModelError(f"{name} has an init estimator whose score "
-                                            f"depends on the input; only constant priors "
-                                            f"(the default, or init='zero') are encoded")
-            self.structure = TreeEnsemble(tuple(trees), n_inputs, init[0])
+            self.structure = self._with_prior(trees, n_inputs, stages.shape[1])
         else:
-            self.decision = "argmax"
             estimators = getattr(model, "estimators_", [model])
             weight = 1.0 / len(estimators)
-            trees = [_sklearn_tree(est, weight * _class_fractions(est)) for est in estimators]
-            self.structure = TreeEnsemble(tuple(trees), n_inputs, np.zeros(k))
+            trees = [_sklearn_tree(est, weight * (
+                est.tree_.value[:, 0, :] if regression else _class_fractions(est)))
+                for est in estimators]
+            self.structure = TreeEnsemble(tuple(trees), n_inputs, np.zeros(max(k, 1)))
 
-    def _decision(self, Z: np.ndarray) -> np.ndarray:
-        out = np.asarray(self.model.decision_function(Z), dtype=np.float64)
-        return out.reshape(len(Z), -1)
+    def _with_prior(self, trees: list[Tree], n_inputs: int, n_out: int) -> TreeEnsemble:
+        """The ensemble with its constant prior, measured on random probes."""
+        float32 = not hasattr(self.model, "_predictors")
+        partial = TreeEnsemble(tuple(trees), n_inputs, np.zeros(n_out), float32=float32)
+        probe = np.random.default_rng(0).normal(size=(4, n_inputs))
+        init = _check_constant_init(self.kind, self.output(probe) - partial.outputs(probe))
+        return TreeEnsemble(tuple(trees), n_inputs, init, float32=float32)
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         return np.asarray(self.model.predict(np.atleast_2d(Z)))
 
     def output(self, Z: np.ndarray) -> np.ndarray:
         Z = np.atleast_2d(Z)
-        if self.decision == "sign" or hasattr(self.model, "learning_rate"):
-            return self._decision(Z)
-        return np.asarray(self.model.predict_proba(Z), dtype=np.float64)
+        if self.decision == "regression":
+            out = self.model.predict(Z)
+        elif hasattr(self.model, "learning_rate"):
+            out = self.model.decision_function(Z)
+        else:
+            out = self.model.predict_proba(Z)
+        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)
