@@ -11,9 +11,12 @@ validity margin (at most ``verify_retries`` times), else it is reported as
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Literal
 
 import pandas as pd
@@ -23,11 +26,13 @@ from .bound_tightening import apply_layer_bounds
 from .diagnosis import diagnose
 from .errors import InfeasibleError
 from .features import FeatureSpace, as_frame
+from .models.trees import TreeEnsemble
 from .problem import CounterfactualModel
 from .query_tightening import greedy_counterfactual, objective_value, radius_bounds
 from .results import Counterfactual
 from .solvers import SolveOutcome, SolverBackend, SolverSettings, make_solver
 from .status import Status
+from .tree_pruning import greedy_tree_counterfactual, pruned_leaves, query_box
 
 _QUERY_OPTIONS = ("time_limit", "mip_gap", "max_changes")
 
@@ -54,7 +59,8 @@ class Explainer:
         solver_options: raw solver options passed through by name.
         verify_retries: re-solves with a 10x margin when verification fails.
         tighten_per_query: restrict each solve around a heuristic counterfactual
-            (exact; see :mod:`cfopt.query_tightening`).
+            (exact; see :mod:`cfopt.query_tightening` for networks and
+            :mod:`cfopt.tree_pruning` for tree ensembles).
         verbose: print solver logs.
 
     Attributes:
@@ -183,26 +189,16 @@ class Explainer:
     def _solve(self, m: CounterfactualModel, settings: SolverSettings,
                details: dict[str, Any]) -> SolveOutcome:
         """One solve, restricted around a heuristic counterfactual when possible
-        (see :mod:`cfopt.query_tightening`), falling back to the full problem."""
-        bounds = None
-        if self.tighten_per_query and m.global_layer_bounds and m.uses_space_encoding:
-            candidate = greedy_counterfactual(m)
-            if candidate is not None:
-                radius = objective_value(m, candidate)
-                bounds = radius_bounds(m, radius)
-                details["heuristic_objective"] = radius
-        if bounds is None:
+        (:mod:`cfopt.query_tightening`, :mod:`cfopt.tree_pruning`), falling back to the
+        full problem when the restricted one is infeasible."""
+        restriction = self._restriction(m, details) if self.tighten_per_query else None
+        if restriction is None:
             return self.backend.solve(m, settings)
         t0 = time.perf_counter()
-        try:
-            details["stable_neurons"] = apply_layer_bounds(m.predictor_constr, bounds)
-            m.cutoff = radius * (1 + 1e-6) + 1e-9
+        with restriction as exact:
             outcome = self.backend.solve(m, settings)
-        finally:
-            apply_layer_bounds(m.predictor_constr, m.global_layer_bounds)
-            m.cutoff = m.max_objective
         details["restricted"] = True
-        if outcome.status is not Status.INFEASIBLE:
+        if outcome.status is not Status.INFEASIBLE or exact:
             return outcome
         details["fallback"] = True
         if settings.time_limit is not None:
@@ -214,6 +210,29 @@ class Explainer:
         times = [o.solver_time for o in (outcome, again) if o.solver_time is not None]
         return dataclasses.replace(again, wall_time=again.wall_time + outcome.wall_time,
                                    solver_time=sum(times) if times else None)
+
+    def _restriction(self, m: CounterfactualModel, details: dict[str, Any]
+                     ) -> AbstractContextManager[bool] | None:
+        """The per-query restriction of this query (entering it yields whether it is
+        exact even when infeasible), or ``None``."""
+        if isinstance(m.adapter.structure, TreeEnsemble):
+            candidate = greedy_tree_counterfactual(m)
+            radius = math.inf
+            if candidate is not None:
+                radius = objective_value(m, candidate)
+                details["heuristic_objective"] = radius
+            return _pruned(m, radius, details)
+        if m.global_layer_bounds and m.uses_space_encoding:
+            candidate = greedy_counterfactual(m)
+            if candidate is None:
+                return None
+            radius = objective_value(m, candidate)
+            bounds = radius_bounds(m, radius)
+            if bounds is None:
+                return None
+            details["heuristic_objective"] = radius
+            return _relu_bounds(m, radius, bounds, details)
+        return None
 
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,
                      errors: Literal["raise", "record"] = "raise",
@@ -242,3 +261,31 @@ class Explainer:
                     status=Status.INFEASIBLE, verified=False, objective=None, bound=None,
                     solver=self.backend.name, margin=self.margin, message=str(exc)))
         return results
+
+
+@contextlib.contextmanager
+def _relu_bounds(m: CounterfactualModel, radius: float, bounds: list,
+                 details: dict[str, Any]) -> Iterator[bool]:
+    """Layer bounds valid within ``radius`` of the factual, and the objective cut-off."""
+    try:
+        details["stable_neurons"] = apply_layer_bounds(m.predictor_constr, bounds)
+        m.cutoff = radius * (1 + 1e-6) + 1e-9
+        yield False
+    finally:
+        apply_layer_bounds(m.predictor_constr, m.global_layer_bounds)
+        m.cutoff = m.max_objective
+
+
+@contextlib.contextmanager
+def _pruned(m: CounterfactualModel, radius: float, details: dict[str, Any]) -> Iterator[bool]:
+    """Tree leaves unreachable within ``radius`` (and actionability) fixed to 0, and the
+    objective cut-off; exact even when infeasible if ``radius`` is infinite."""
+    finite = math.isfinite(radius)
+    try:
+        with pruned_leaves(m.predictor_constr.block, query_box(m, radius)) as n:
+            details["pruned_leaves"] = n
+            if finite:
+                m.cutoff = radius * (1 + 1e-6) + 1e-9
+            yield not finite
+    finally:
+        m.cutoff = m.max_objective

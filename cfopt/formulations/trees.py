@@ -104,16 +104,20 @@ def _split_sides(theta: float, rule: str, grid: Grid, eps: float, float32: bool,
 
 def _reachable_splits(tree: Tree, rule: str, bounds: Bounds, grids: Sequence[Grid],
                       eps: Sequence[float], float32: bool,
-                      supports: Sequence[np.ndarray | None]) -> tuple[list[int], list[tuple]]:
-    """Reachable leaves, and per reachable internal node (node, input, left-max,
-    right-min, left leaves, right leaves), by interval propagation from the root."""
+                      supports: Sequence[np.ndarray | None]
+                      ) -> tuple[list[int], list[tuple], dict[int, dict]]:
+    """Reachable leaves, per reachable internal node (node, input, left-max, right-min,
+    left leaves, right leaves), and per leaf its box (input -> (lo, hi) on its path),
+    by interval propagation from the root."""
     leaves: list[int] = []
     splits: list[tuple] = []
+    boxes: dict[int, dict] = {}
 
     def visit(node: int, box: dict[int, tuple[float, float]]) -> list[int]:
         j = int(tree.feature[node])
         if j < 0:
             leaves.append(node)
+            boxes[node] = box
             return [node]
         lo, hi = box.get(j, bounds[j])
         h, r = _split_sides(float(tree.threshold[node]), rule, grids[j], eps[j], float32,
@@ -127,7 +131,7 @@ def _reachable_splits(tree: Tree, rule: str, bounds: Bounds, grids: Sequence[Gri
         return below + above
 
     visit(0, {})
-    return leaves, splits
+    return leaves, splits, boxes
 
 
 @register_formulation(TreeEnsemble)
@@ -144,19 +148,26 @@ def _build_trees(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bo
     sub = pyo.Block()
     block.add_component(name, sub)
     sub.inputs = pyo.Var(range(n), bounds=lambda _, i: bounds[i])
-    sub.LEAVES = pyo.Set(initialize=[(t, leaf) for t, (leaves, _) in enumerate(structure)
+    sub.LEAVES = pyo.Set(initialize=[(t, leaf) for t, (leaves, *_) in enumerate(structure)
                                      for leaf in leaves], dimen=2, ordered=True)
     sub.leaf = pyo.Var(sub.LEAVES, domain=pyo.Binary)
+    #: per leaf, the input intervals on its path: {(tree, leaf): {input: (lo, hi)}}
+    sub.leaf_boxes = {(t, leaf): box for t, (_, _, boxes) in enumerate(structure)
+                      for leaf, box in boxes.items()}
     sub.one_leaf = pyo.Constraint(range(len(structure)), rule=lambda s, t: sum(
         s.leaf[t, leaf] for leaf in structure[t][0]) == 1)
     left_rows, right_rows = [], []
-    for t, (_, splits) in enumerate(structure):
+    sides: dict[int, set[float]] = {}
+    for t, (_, splits, _) in enumerate(structure):
         for node, j, h, r, below, above in splits:
+            sides.setdefault(j, set()).update((h, r))
             lb, ub = bounds[j]
             if below and h < ub:
                 left_rows.append((t, node, j, h, ub, below))
             if above and r > lb:
                 right_rows.append((t, node, j, r, lb, above))
+    #: per input, the values just left / right of every split on it (sorted)
+    sub.split_values = {j: np.array(sorted(v)) for j, v in sides.items()}
     sub.split_left = pyo.Constraint(
         [(t, node) for t, node, *_ in left_rows],
         rule=_rule({(t, node): row for t, node, *row in left_rows}, left=True))
@@ -165,7 +176,7 @@ def _build_trees(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bo
         rule=_rule({(t, node): row for t, node, *row in right_rows}, left=False))
     low = ensemble.init.copy()
     high = ensemble.init.copy()
-    for tree, (leaves, _) in zip(ensemble.trees, structure):
+    for tree, (leaves, *_) in zip(ensemble.trees, structure):
         values = tree.value[leaves]
         low += values.min(axis=0)
         high += values.max(axis=0)

@@ -1,0 +1,264 @@
+r"""Per-query leaf pruning for tree ensembles, around a heuristic counterfactual.
+
+The leaf-indicator block (:mod:`cfopt.formulations.trees`) is built once for the whole
+feature box. One query only reaches a small part of it:
+
+1. **Incumbent** (:func:`greedy_tree_counterfactual`): from the factual, each step
+   tries every single-feature move to a split side of the ensemble (the largest value
+   going left / the smallest going right of every threshold on that feature's inputs,
+   mapped back to raw codes) and every category switch, evaluated in one batch on the
+   float64 ensemble. If some move reaches the target with twice the margin, the
+   cheapest such move ends the walk; otherwise the move with the best ratio of score
+   gain to objective increase is taken. Its objective value is :math:`r`.
+2. **Query box** (:func:`query_box`): any counterfactual with objective
+   :math:`\le r` (objective :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}`) moves
+   numeric feature :math:`f` by at most :math:`\min(r/a, r/c) / w_f` raw units, and
+   switches categorical :math:`f` only if :math:`w_f \le \min(r/a, r/c)`; immutable
+   features stay, increase-/decrease-only features move one way. Mapped through the
+   input specs, this is a box on the model inputs.
+3. **Pruning** (:class:`pruned_leaves`): a leaf whose path interval misses the query
+   box on some input cannot be reached by such a counterfactual; its binary is bounded
+   to 0 for this solve (and freed afterwards), together with the cut
+   :math:`\text{objective} \le r`.
+
+The restricted problem has the same optimum as the original whenever the original
+optimum is :math:`\le r`; when it is infeasible (the heuristic point misses the MILP's
+margin or a user constraint), the caller solves the original problem. Without a
+heuristic point, :math:`r = \infty` and only actionability prunes (exact always).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import pyomo.environ as pyo
+
+from .encoding import encode
+from .models.trees import TreeEnsemble
+
+if TYPE_CHECKING:
+    from .problem import CounterfactualModel
+
+Box = list[tuple[float, float]]
+
+
+def _target_score(m: CounterfactualModel, out: np.ndarray) -> np.ndarray:
+    """How much each row of outputs meets the target by (>= margin: valid in the MILP)."""
+    adapter = m.adapter
+    if adapter.is_regressor:
+        low, high = m.target
+        return np.minimum(out[:, 0] - low, high - out[:, 0])
+    targets = [adapter.class_index(t) for t in m.target]
+    if adapter.decision == "sign":
+        return out[:, 0] if targets[0] == 1 else -out[:, 0]
+    others = [j for j in range(out.shape[1]) if j not in targets]
+    return out[:, targets].max(axis=1) - out[:, others].max(axis=1)
+
+
+class _Encoder:
+    """Model inputs and objective of raw feature codes (categoricals: level index),
+    vectorised over candidate moves of one feature."""
+
+    def __init__(self, m: CounterfactualModel) -> None:
+        self.m = m
+        self.space = m.space
+        self.features = list(m.space)
+        self.index = {f.name: i for i, f in enumerate(self.features)}
+        self.specs_of: dict[str, list[tuple[int, object]]] = {}
+        for k, spec in enumerate(m.input_specs):
+            if spec.feature is not None:
+                self.specs_of.setdefault(spec.feature, []).append((k, spec))
+        self.weights = np.array([m.weights[f.name] for f in self.features])
+        self.terms = m.objective_terms
+
+    def codes(self, row: pd.DataFrame) -> np.ndarray:
+        values = row.iloc[0]
+        return np.array([f.categories.index(values[f.name]) if f.is_onehot
+                         else f.to_code(values[f.name]) for f in self.features], dtype=float)
+
+    def row(self, codes: np.ndarray) -> pd.DataFrame:
+        return pd.DataFrame([{f.name: f.categories[int(c)] if f.is_onehot else f.from_code(c)
+                              for f, c in zip(self.features, codes)}],
+                            columns=self.space.names)
+
+    def inputs(self, z: np.ndarray, name: str, values: np.ndarray) -> np.ndarray:
+        """Copies of the input vector ``z`` with feature ``name`` set to each code."""
+        Z = np.repeat(z[None, :], len(values), axis=0)
+        f = self.space[name]
+        for k, spec in self.specs_of.get(name, []):
+            if spec.kind == "affine":
+                Z[:, k] = spec.a * values + spec.b
+            elif spec.kind == "indicator":
+                Z[:, k] = [float(f.categories[int(v)] == spec.level) for v in values]
+        return Z
+
+    def objective(self, delta: np.ndarray) -> np.ndarray:
+        """Objective of rows of per-feature weighted moves |code - code0| (category
+        changes as 0/1) — the MILP's objective (:func:`objective_expression`)."""
+        weighted = delta * self.weights
+        out = np.zeros(len(delta))
+        for term, coef in self.terms.items():
+            if term == "l1":
+                out += coef * weighted.sum(axis=1)
+            elif term == "l0":
+                out += coef * (delta > 0).sum(axis=1)
+            else:
+                out += coef * weighted.max(axis=1, initial=0.0)
+        return out
+
+
+def _moves(m: CounterfactualModel, enc: _Encoder, name: str, x0: float,
+           split_values: dict[int, np.ndarray]) -> np.ndarray:
+    """Candidate codes of one feature: the split sides of its inputs (raw codes)."""
+    f = m.space[name]
+    if f.is_onehot:
+        return np.arange(len(f.categories), dtype=float)
+    values = []
+    for k, spec in enc.specs_of.get(name, []):
+        if spec.kind == "affine" and spec.a != 0 and k in split_values:
+            values.append((split_values[k] - spec.b) / spec.a)
+    if not values:
+        return np.empty(0)
+    codes = np.concatenate(values)
+    if f.is_integral:
+        codes = np.unique(np.concatenate([np.floor(codes + 1e-9), np.ceil(codes - 1e-9)]))
+    codes = codes[(codes >= f.lower) & (codes <= f.upper)]
+    if f.direction == "increase":
+        codes = codes[codes >= x0]
+    elif f.direction == "decrease":
+        codes = codes[codes <= x0]
+    return np.unique(codes)
+
+
+def greedy_tree_counterfactual(m: CounterfactualModel, max_steps: int = 30
+                               ) -> pd.DataFrame | None:
+    """A cheap counterfactual of the current query for a tree-ensemble model (raw row,
+    verified by the real model, within bounds and actionability), or ``None``."""
+    ensemble = m.adapter.structure
+    if not isinstance(ensemble, TreeEnsemble) or m.factual is None or not m.target:
+        return None
+    enc = _Encoder(m)
+    split_values = getattr(m.predictor_constr.block, "split_values", {})
+    c0 = enc.codes(m.factual)
+    c = c0.copy()
+    z = encode(m.space, m.input_specs, m.factual)[0]
+    goal = 2.0 * float(pyo.value(m.margin))
+    cap = pyo.value(m.max_changes_limit) if hasattr(m, "max_changes") else math.inf
+    score = float(_target_score(m, ensemble.outputs(z[None, :]))[0])
+    candidates = {f.name: _moves(m, enc, f.name, c0[enc.index[f.name]], split_values)
+                  for f in m.space if not f.immutable}
+    for _ in range(max_steps):
+        delta = np.abs(c - c0)
+        current_cost = float(enc.objective(delta[None, :])[0])
+        n_changed = int((delta > 0).sum())
+        batches, owners = [], []
+        for name, codes in candidates.items():
+            i = enc.index[name]
+            codes = codes[codes != c[i]]
+            if not len(codes) or (delta[i] == 0 and n_changed >= cap):
+                continue
+            batches.append(enc.inputs(z, name, codes))
+            owners.extend((i, v) for v in codes)
+        if not batches:
+            return None
+        Z = np.vstack(batches)
+        scores = _target_score(m, ensemble.outputs(Z))
+        D = np.repeat(delta[None, :], len(owners), axis=0)
+        for r, (i, v) in enumerate(owners):
+            f = enc.features[i]
+            D[r, i] = float(v != c0[i]) if f.is_onehot else abs(v - c0[i])
+        costs = enc.objective(D)
+        valid = scores >= goal
+        if valid.any():
+            best = int(np.flatnonzero(valid)[np.argmin(costs[valid])])
+        else:
+            gain = scores - score
+            extra = costs - current_cost
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = np.where(extra > 0, gain / np.where(extra > 0, extra, 1.0), np.inf)
+            ratio = np.where(gain > 1e-12, ratio, -np.inf)
+            best = int(np.argmax(ratio))
+            if ratio[best] == -np.inf:  # no move improves the score
+                return None
+        i, v = owners[best]
+        c[i] = v
+        z = Z[best]
+        score = float(scores[best])
+        if score >= goal:
+            row = enc.row(c)
+            if m.is_target(m.classify(row)[0]) and not m.violations(row):
+                return row
+            return None
+    return None
+
+
+def query_box(m: CounterfactualModel, radius: float = math.inf) -> Box:
+    """Model-input intervals containing every counterfactual of objective ≤ ``radius``
+    that respects the actionability constraints (module docstring, step 2)."""
+    terms = m.objective_terms
+    reach = math.inf
+    for term in ("l1", "linf"):
+        if term in terms and terms[term] > 0:
+            reach = min(reach, radius / terms[term])
+    space, factual = m.space, m.factual.iloc[0]
+    feature_box: dict[str, tuple[float, float] | None] = {}
+    for f in space:
+        w = m.weights[f.name]
+        if f.is_onehot:  # None: free to switch
+            stays = f.immutable or (w > 0 and w > reach)
+            feature_box[f.name] = (0.0, 0.0) if stays else None
+            continue
+        x0 = f.to_code(factual[f.name])
+        step = reach / w if w > 0 else math.inf
+        lo, hi = max(f.lower, x0 - step), min(f.upper, x0 + step)
+        if f.immutable:
+            lo = hi = x0
+        elif f.direction == "increase":
+            lo = x0
+        elif f.direction == "decrease":
+            hi = x0
+        feature_box[f.name] = (lo, hi)
+    box = []
+    for spec, (glo, ghi) in zip(m.input_specs, m.predictor_constr.input_bounds):
+        if spec.kind == "affine":
+            lo, hi = feature_box[spec.feature]
+            a, b = spec.a * lo + spec.b, spec.a * hi + spec.b
+            box.append((max(glo, min(a, b)), min(ghi, max(a, b))))
+        elif spec.kind == "indicator" and feature_box[spec.feature] is not None:
+            v = float(factual[spec.feature] == spec.level)
+            box.append((v, v))
+        else:
+            box.append((glo, ghi))
+    return box
+
+
+class pruned_leaves:
+    """Context manager setting to 0 the upper bound of the leaves of ``block`` whose
+    path misses ``box`` (a tolerance of 1e-9 x width keeps boundary leaves); restores
+    it on exit. (A bound change, not ``fix``: persistent solvers re-send every
+    constraint holding a variable that becomes fixed.)"""
+
+    def __init__(self, block: pyo.Block, box: Box) -> None:
+        self.block = block
+        self.box = box
+        self.fixed: list = []
+
+    def __enter__(self) -> int:
+        tol = [1e-9 * max(1.0, hi - lo) for lo, hi in self.box]
+        for key, path in self.block.leaf_boxes.items():
+            for j, (lo, hi) in path.items():
+                qlo, qhi = self.box[j]
+                if lo > qhi + tol[j] or hi < qlo - tol[j]:
+                    var = self.block.leaf[key]
+                    var.setub(0)
+                    self.fixed.append(var)
+                    break
+        return len(self.fixed)
+
+    def __exit__(self, *exc: object) -> None:
+        for var in self.fixed:
+            var.setub(1)
+        self.fixed.clear()
