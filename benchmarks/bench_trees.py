@@ -30,8 +30,8 @@ from common import environment, stats, write  # noqa: E402
 
 import cfopt  # noqa: E402
 
-#: refuse to build models with more leaves than this (MILP size)
-MAX_LEAVES = 60_000
+#: refuse to build models with more leaves than this (MILP size; Pyomo build time/memory)
+MAX_LEAVES = 200_000
 
 
 def load(name: str) -> tuple[pd.DataFrame, pd.Series, pd.DataFrame, pd.Series]:
@@ -75,9 +75,14 @@ def models(quick: bool) -> list[tuple[str, int, int | None, Any]]:
     return out
 
 
-def n_leaves(model: Any) -> int:
+def size(model: Any) -> dict[str, int]:
+    """Leaves (binaries of the leaf-indicator formulation) and distinct (input,
+    threshold) pairs (binaries of Mišić's per-threshold formulation)."""
     structure = cfopt.parse_model(model).structure
-    return int(sum(len(t.leaves) for t in structure.trees))
+    thresholds = {(int(t.feature[n]), float(t.threshold[n])) for t in structure.trees
+                  for n in np.flatnonzero(t.feature >= 0)}
+    return {"leaves": int(sum(len(t.leaves) for t in structure.trees)),
+            "distinct_thresholds": len(thresholds)}
 
 
 def l1(space: cfopt.FeatureSpace, x: pd.DataFrame, ce: pd.DataFrame) -> float:
@@ -92,11 +97,12 @@ def changed(x: pd.DataFrame, ce: pd.DataFrame) -> int:
     return int(sum(x[c].iloc[0] != ce[c].iloc[0] for c in x.columns))
 
 
-def run_cfopt(model, space, X, solver, time_limit) -> dict[str, Any]:
+def run_cfopt(model, space, X, solver, time_limit, pruning=True) -> dict[str, Any]:
     times, l1s, nch = [], [], []
     valid = optimal = 0
     t0 = time.perf_counter()
-    explainer = cfopt.Explainer(model, space, solver=solver, time_limit=time_limit)
+    explainer = cfopt.Explainer(model, space, solver=solver, time_limit=time_limit,
+                                tighten_per_query=pruning)
     build = time.perf_counter() - t0
     for i in range(len(X)):
         x = X.iloc[[i]]
@@ -109,10 +115,11 @@ def run_cfopt(model, space, X, solver, time_limit) -> dict[str, Any]:
         if ok:
             l1s.append(l1(space, x, ce.counterfactual))
             nch.append(changed(x, ce.counterfactual))
-    return {"method": "cfopt", "solver": solver, "n": len(X), "validity": float(valid / len(X)),
-            "optimal": optimal / len(X), **stats(times),
+    return {"method": "cfopt", "solver": solver, "pruning": pruning, "n": len(X),
+            "validity": float(valid / len(X)), "optimal": optimal / len(X), **stats(times),
             "mean_l1": float(np.mean(l1s)) if l1s else None,
-            "mean_changed": float(np.mean(nch)) if nch else None, "build_s": build}
+            "mean_changed": float(np.mean(nch)) if nch else None, "build_s": build,
+            "times_s": [round(t, 4) for t in times]}
 
 
 class _DiceModel:
@@ -173,11 +180,12 @@ def run_dice(method: str, model, space, train_X, train_y, X) -> dict[str, Any]:
     return {"method": f"dice-{method}", "solver": None, "n": len(X), "validity": valid / len(X),
             "optimal": None, **stats(times), "mean_l1": float(np.mean(l1s)) if l1s else None,
             "mean_changed": float(np.mean(nch)) if nch else None, "build_s": None,
-            "errors": sorted(set(errors))}
+            "times_s": [round(t, 4) for t in times], "errors": sorted(set(errors))}
 
 
 def show(row: dict[str, Any]) -> None:
-    print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+    print({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()
+           if k != "times_s"}, flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -207,19 +215,22 @@ def main(argv: list[str] | None = None) -> None:
             rejected = test_X[model.predict(space.transform(test_X)) == 0].head(args.n)
             rejected = rejected.reset_index(drop=True)
             base = {"dataset": dataset, "model": family, "n_trees": n_trees,
-                    "max_depth": depth, "leaves": n_leaves(model)}
+                    "max_depth": depth, **size(model)}
             if base["leaves"] > MAX_LEAVES:
                 rows.append({**base, "skipped": f"more than {MAX_LEAVES} leaves"})
                 show(rows[-1])
                 continue
-            for solver in args.solvers.split(","):
+            runs = [(solver, True) for solver in args.solvers.split(",")]
+            if (family, n_trees, depth) == ("random_forest", 100, 6):
+                runs.append(("highs", False))  # the effect of per-query pruning
+            for solver, pruning in runs:
                 try:
-                    row = run_cfopt(model, space, rejected, solver, args.time_limit)
+                    row = run_cfopt(model, space, rejected, solver, args.time_limit, pruning)
                 except (cfopt.SolverLicenseError, cfopt.SolverNotAvailableError) as exc:
                     row = {"method": "cfopt", "solver": solver, "skipped": str(exc)[:200]}
                 rows.append({**base, **row})
                 show(rows[-1])
-            if args.dice and (family != "random_forest" or (n_trees, depth) == (100, 6)):
+            if args.dice:
                 for method in args.dice.split(","):
                     rows.append({**base, **run_dice(method, model, space, train_X, train_y,
                                                     rejected)})

@@ -25,7 +25,21 @@ from .errors import (
 )
 from .explainer import Explainer
 from .features import Feature, FeatureSpace, Kind
-from .formulations import PredictorConstr, add_predictor, register_formulation
+from .formulations import (
+    CausalModel,
+    ClusterHulls,
+    ConstraintBlock,
+    ConvexHull,
+    IfCategory,
+    IfIncreases,
+    LinearConstraint,
+    NearestNeighbourHull,
+    PredictorConstr,
+    Step,
+    StructuralEquation,
+    add_predictor,
+    register_formulation,
+)
 from .models import ModelAdapter, parse_model, register_model, supported_models
 from .problem import CounterfactualModel, build
 from .results import Counterfactual
@@ -35,9 +49,11 @@ from .status import Status
 __version__ = "0.1.0"
 
 __all__ = [
-    "BoundTighteningReport", "CfoptError", "Counterfactual", "CounterfactualModel",
-    "DataNotFoundError", "Diagnosis", "Explainer", "Feature", "FeatureSpace",
-    "InfeasibleError", "Kind", "ModelAdapter", "PredictorConstr", "SolverBackend",
+    "BoundTighteningReport", "CausalModel", "CfoptError", "ClusterHulls", "ConstraintBlock",
+    "ConvexHull", "Counterfactual", "CounterfactualModel", "DataNotFoundError", "Diagnosis",
+    "Explainer", "Feature", "FeatureSpace", "IfCategory", "IfIncreases", "InfeasibleError",
+    "Kind", "LinearConstraint", "ModelAdapter", "NearestNeighbourHull", "PredictorConstr",
+    "SolverBackend", "Step", "StructuralEquation",
     "SolverError", "SolverLicenseError", "SolverNotAvailableError", "SolverSettings",
     "Status", "UnsupportedModelError", "add_predictor", "build", "datasets", "diagnose",
     "make_solver", "parse_model", "register_formulation", "register_model",

@@ -15,7 +15,7 @@ import contextlib
 import dataclasses
 import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal
 
@@ -26,6 +26,7 @@ from .bound_tightening import apply_layer_bounds
 from .diagnosis import diagnose
 from .errors import InfeasibleError
 from .features import FeatureSpace, as_frame
+from .formulations.blocks import ConstraintBlock
 from .models.trees import TreeEnsemble
 from .problem import CounterfactualModel
 from .query_tightening import greedy_counterfactual, objective_value, radius_bounds
@@ -62,6 +63,8 @@ class Explainer:
             (exact; see :mod:`cfopt.query_tightening` for networks and
             :mod:`cfopt.tree_pruning` for tree ensembles).
         verbose: print solver logs.
+        constraints: declared constraint blocks (rules, causal equations, trust
+            regions), see :class:`~cfopt.CounterfactualModel`.
 
     Attributes:
         milp: the :class:`~cfopt.CounterfactualModel` (a Pyomo ``ConcreteModel``);
@@ -75,7 +78,8 @@ class Explainer:
                  time_limit: float | None = None, mip_gap: float = 1e-4,
                  threads: int | None = 1, seed: int | None = 0,
                  solver_options: Mapping[str, Any] | None = None, verify_retries: int = 3,
-                 tighten_per_query: bool = True, verbose: bool = False) -> None:
+                 tighten_per_query: bool = True, verbose: bool = False,
+                 constraints: Sequence[ConstraintBlock] = ()) -> None:
         self.settings = SolverSettings(time_limit=time_limit, mip_gap=mip_gap, threads=threads,
                                        seed=seed, options=dict(solver_options or {}),
                                        verbose=verbose)
@@ -88,7 +92,8 @@ class Explainer:
         self.backend = make_solver(solver)
         self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
                                         max_changes=max_changes, margin=margin,
-                                        bound_tightening=bound_tightening)
+                                        bound_tightening=bound_tightening,
+                                        constraints=constraints)
         self.margin = margin
         self._max_changes = max_changes
         self._build_pending = True

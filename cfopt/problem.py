@@ -23,17 +23,21 @@ Components (documented names, for users who add their own constraints):
 ``linf``               weighted L∞ distance (L∞ objective)
 ``objective``          the distance minimised
 ``objective_cutoff``   ``objective <= cutoff`` (mutable Param; inactive by default)
+``<name>``             one sub-block per declared constraint (``constraints=[...]``:
+                       rules, causal equations, trust regions; see
+                       :mod:`cfopt.formulations`)
 =====================  ==============================================================
 
 A constraint added to the model (``m.my_rule = pyo.Constraint(expr=...)``) takes part
-in every later solve, and in the diagnosis when the problem becomes infeasible.
+in every later solve, and in the diagnosis when the problem becomes infeasible, as does
+each declared constraint block.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -45,6 +49,7 @@ from .bound_tightening import BoundTighteningReport, layer_bounds, tighten_relu_
 from .encoding import space_specs, spec_bounds, spec_grids, spec_supports
 from .features import FeatureSpace, as_frame
 from .formulations.actionability import add_actionability, add_max_changes
+from .formulations.blocks import ConstraintBlock
 from .formulations.distances import feature_weights, objective_expression, parse_objective
 from .formulations.features import add_feature_variables, encode_inputs
 from .formulations.predictors import PredictorConstr, add_predictor
@@ -70,13 +75,17 @@ class CounterfactualModel(pyo.ConcreteModel):
             logit exceeds the others (or 0) by at least this much.
         bound_tightening: ``"lp"`` (OBBT on the LP relaxation, default),
             ``"interval"`` (interval bounds only) or ``None`` (same as interval).
+        constraints: declared constraint blocks
+            (:class:`~cfopt.formulations.blocks.ConstraintBlock`), each added as the
+            sub-block ``m.<name>`` and checked on every returned counterfactual.
     """
 
     def __init__(self, model: Any, space: FeatureSpace, *,
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range",
                  max_changes: int | None = None, margin: float = 1e-3,
-                 bound_tightening: str | None = "lp") -> None:
+                 bound_tightening: str | None = "lp",
+                 constraints: Sequence[ConstraintBlock] = ()) -> None:
         super().__init__(name="counterfactual")
         t0 = time.perf_counter()
         if not isinstance(space, FeatureSpace):
@@ -120,6 +129,9 @@ class CounterfactualModel(pyo.ConcreteModel):
         self._global_bounds = layer_bounds(self._predictor)
         self._builtin_components = frozenset(c.local_name for c in self.component_objects(
             descend_into=False))
+        self._constraints: dict[str, ConstraintBlock] = {}
+        for c in constraints:
+            self.add_constraint(c)
         self.build_time = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ access
@@ -177,8 +189,39 @@ class CounterfactualModel(pyo.ConcreteModel):
         """An upper bound on the objective over the feature box (the inactive cutoff)."""
         return self._max_objective
 
+    @property
+    def constraints(self) -> dict[str, ConstraintBlock]:
+        """The declared constraint blocks by name."""
+        return dict(self._constraints)
+
+    def add_constraint(self, constraint: ConstraintBlock) -> pyo.Block:
+        """Add a declared constraint as the sub-block ``m.<constraint.name>`` (a unique
+        name is chosen when it has none); it applies to every later query."""
+        if not isinstance(constraint, ConstraintBlock):
+            raise TypeError(f"constraints must be cfopt constraint blocks (LinearConstraint, "
+                            f"IfIncreases, CausalModel, ConvexHull, ...), got "
+                            f"{type(constraint).__name__}")
+        constraint.validate(self._space)
+        name = constraint.name
+        if name is None:
+            k = 1
+            while self.component(f"{constraint.kind}_{k}") is not None:
+                k += 1
+            name = constraint.name = f"{constraint.kind}_{k}"
+        if self.component(name) is not None:
+            raise ValueError(f"a component named {name!r} already exists in the model; "
+                             f"give the constraint another name")
+        block = pyo.Block()
+        self.add_component(name, block)
+        constraint.build(self, block)
+        self._constraints[name] = constraint
+        if self._factual is not None and self._target:
+            constraint.update(self, block)
+        return block
+
     def user_components(self) -> list[pyo.Component]:
-        """Active constraint components and blocks added after construction."""
+        """Active constraint components and blocks added after construction (declared
+        constraint blocks included)."""
         return [c for c in self.component_objects((pyo.Constraint, pyo.Block),
                                                   descend_into=False, active=True)
                 if c.local_name not in self._builtin_components]
@@ -209,6 +252,7 @@ class CounterfactualModel(pyo.ConcreteModel):
             raise RuntimeError("set the factual (set_factual) before the target")
         if self._adapter.is_regressor:
             self._target = self._set_interval(target)
+            self._update_constraints()
             return self._target
         classes = self._adapter.classes
         if target is None:
@@ -228,7 +272,12 @@ class CounterfactualModel(pyo.ConcreteModel):
             raise ValueError(f"a binary model has one target class, got {list(labels)}")
         set_target(self, self._adapter, indices)
         self._target = tuple(classes[i] for i in indices)
+        self._update_constraints()
         return self._target
+
+    def _update_constraints(self) -> None:
+        for name, c in self._constraints.items():
+            c.update(self, self.component(name))
 
     def _set_interval(self, target: Any) -> tuple[float, float]:
         if not isinstance(target, (tuple, list)) or len(target) != 2:
@@ -338,6 +387,8 @@ class CounterfactualModel(pyo.ConcreteModel):
         if hasattr(self, "max_changes") and changed > pyo.value(self.max_changes_limit):
             problems.append(f"{changed} features changed, above the cap of "
                             f"{pyo.value(self.max_changes_limit):g}")
+        for c in self._constraints.values():
+            problems.extend(c.violations(self, before, after))
         return problems
 
     def distances(self, row: pd.DataFrame) -> dict[str, float]:

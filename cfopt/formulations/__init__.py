@@ -5,10 +5,21 @@
 * :mod:`.trees` — the leaf-indicator formulation of tree ensembles;
 * :mod:`.validity` — the target class constraints;
 * :mod:`.distances` — L1 / L0 / L∞ terms and change indicators;
-* :mod:`.actionability` — immutable, monotone, max changes.
+* :mod:`.actionability` — immutable, monotone, max changes (from the feature space);
+* :mod:`.blocks` — :class:`ConstraintBlock`, the base of every declared constraint
+  (subclass it to add your own);
+* :mod:`.rules` — linear constraints and conditional rules by feature names, steps;
+* :mod:`.causal` — structural causal models (linear or learned equations);
+* :mod:`.trust_regions` — ε-convex hull, k-nearest-neighbour hull, cluster hulls.
 """
 
 from . import trees  # noqa: F401  (registers the tree-ensemble formulation)
+from .blocks import ConstraintBlock
+from .causal import CausalModel, StructuralEquation
 from .predictors import PredictorConstr, add_predictor, register_formulation
+from .rules import IfCategory, IfIncreases, LinearConstraint, Step
+from .trust_regions import ClusterHulls, ConvexHull, NearestNeighbourHull
 
-__all__ = ["PredictorConstr", "add_predictor", "register_formulation"]
+__all__ = ["CausalModel", "ClusterHulls", "ConstraintBlock", "ConvexHull", "IfCategory",
+           "IfIncreases", "LinearConstraint", "NearestNeighbourHull", "PredictorConstr",
+           "Step", "StructuralEquation", "add_predictor", "register_formulation"]

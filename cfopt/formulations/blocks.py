@@ -1,0 +1,82 @@
+"""The base of every declarative constraint a user composes into a counterfactual model.
+
+A :class:`ConstraintBlock` is declared once by feature names and becomes a Pyomo
+sub-block of the :class:`~cfopt.CounterfactualModel` named after it (``m.<name>``):
+
+* :meth:`build` adds its variables and constraints to that block; it may read the
+  model's feature variables ``m.x[f]``, ``m.onehot[f, l]``, ``m.x0``, ``m.onehot0``;
+* :meth:`update` is called for every query after the factual is set, to change the
+  block's mutable Params (so the model is never rebuilt);
+* :meth:`violations` checks a decoded raw counterfactual row against the factual
+  (never the solver's variables): every returned counterfactual passes it.
+
+Each block is one constraint group for the infeasibility diagnosis.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import pyomo.environ as pyo
+
+from ..features import FeatureSpace
+
+if TYPE_CHECKING:
+    from ..problem import CounterfactualModel
+
+#: tolerance, relative to a feature's range, of checks on decoded raw points
+CHECK_TOLERANCE = 1e-6
+
+
+class ConstraintBlock(ABC):
+    """A named, declarative constraint group (see the module docstring)."""
+
+    #: default block name prefix; instances get ``name`` (unique within a model)
+    kind: str = "constraint"
+
+    def __init__(self, name: str | None = None) -> None:
+        if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"constraint name {name!r} must be a Python identifier")
+        self.name = name
+
+    def validate(self, space: FeatureSpace) -> None:
+        """Raise ``ValueError`` naming the problem if the constraint does not fit
+        ``space`` (unknown features, wrong kinds)."""
+
+    @abstractmethod
+    def build(self, m: CounterfactualModel, block: pyo.Block) -> None:
+        """Add the constraint's components to ``block`` (a sub-block of ``m``)."""
+
+    def update(self, m: CounterfactualModel, block: pyo.Block) -> None:
+        """Per-query hook, after ``m``'s factual (and target) are set."""
+
+    @abstractmethod
+    def violations(self, m: CounterfactualModel, factual: pd.Series,
+                   row: pd.Series) -> list[str]:
+        """Messages for each way the raw ``row`` breaks the constraint."""
+
+
+def check_features(space: FeatureSpace, names: list[str], what: str, *,
+                   numeric: bool = False) -> None:
+    """``ValueError`` for unknown feature names (or categorical ones when ``numeric``)."""
+    for name in names:
+        if name not in space.names:
+            raise ValueError(f"{what}: unknown feature {name!r}; the feature space has "
+                             f"{space.names}")
+        if numeric and space[name].is_onehot:
+            raise ValueError(f"{what}: feature {name!r} is categorical; use its levels "
+                             f"(name, level) or a category rule instead")
+
+
+def code_change(space: FeatureSpace, name: str, factual: pd.Series, row: pd.Series) -> float:
+    """Change of a numeric feature's code from the factual to ``row``."""
+    f = space[name]
+    return f.to_code(row[name]) - f.to_code(factual[name])
+
+
+def tolerance(space: FeatureSpace, name: str) -> float:
+    f = space[name]
+    return CHECK_TOLERANCE * max(1.0, f.upper - f.lower) if not f.is_onehot else 1e-9
