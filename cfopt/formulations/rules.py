@@ -9,7 +9,8 @@ binaries by their code) and one-hot indicators :math:`o_{f,l}`:
   any linear rule a user needs (e.g. a budget on changes, bounds on one change).
 * :class:`IfIncreases` — "if :math:`f` increases then :math:`g` increases by at least
   :math:`k`": a binary :math:`u` with :math:`x_f - \hat x_f \le (u_f - l_f)\,u` and
-  :math:`x_g - \hat x_g \ge k\,u` (with :math:`u = 0`, :math:`f` may not increase).
+  :math:`x_g - \hat x_g \ge k - (k + u_g - l_g)(1 - u)` (with :math:`u = 0`, :math:`f`
+  may not increase and :math:`g` is free).
 * :class:`IfCategory` — "if :math:`f` changes to level :math:`c` then the features
   :math:`G` stay fixed": with :math:`t = o_{f,c} - \hat o_{f,c} \in \{0, 1\}` when
   the factual is not :math:`c` (and :math:`\le 0` otherwise),
@@ -140,8 +141,10 @@ class IfIncreases(ConstraintBlock):
         block.increases = pyo.Var(domain=pyo.Binary)
         block.trigger = pyo.Constraint(expr=m.x[self.feature] - m.x0[self.feature]
                                        <= (f.upper - f.lower) * block.increases)
+        g = m.space[self.then]
+        big_m = self.by + (g.upper - g.lower)
         block.consequence = pyo.Constraint(expr=m.x[self.then] - m.x0[self.then]
-                                           >= self.by * block.increases)
+                                           >= self.by - big_m * (1 - block.increases))
 
     def violations(self, m: CounterfactualModel, factual: pd.Series,
                    row: pd.Series) -> list[str]:
