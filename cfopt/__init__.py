@@ -11,7 +11,7 @@ Quick start::
     print(ce.changes())
 """
 
-from . import datasets
+from . import datasets, metrics
 from .bound_tightening import BoundTighteningReport, tighten_relu_bounds
 from .diagnosis import Diagnosis, diagnose
 from .errors import (
@@ -57,5 +57,5 @@ __all__ = [
     "SolverError", "SolverLicenseError", "SolverNotAvailableError", "SolverSettings",
     "Status", "UnsupportedModelError", "add_predictor", "build", "datasets", "diagnose",
     "make_solver", "parse_model", "register_formulation", "register_model",
-    "supported_models", "tighten_relu_bounds", "__version__",
+    "metrics", "supported_models", "tighten_relu_bounds", "__version__",
 ]
