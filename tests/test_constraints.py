@@ -191,6 +191,7 @@ def test_constraint_declarations_are_checked(german):
         (cfopt.IfIncreases("age", "age"), "cannot condition itself"),
         (cfopt.IfCategory("housing", "castle", fixed=["age"]), "not a level"),
         (cfopt.Step("purpose", 1), "categorical"),
+        (cfopt.ConvexHull(german.X.drop(columns=["age"])), "lack the feature column"),
         (cfopt.CausalModel([cfopt.StructuralEquation("age", ["duration"],
                                                      coefficients={"duration": 1})]),
          "must be continuous"),

@@ -69,6 +69,13 @@ class _Region(ConstraintBlock):
         self._classes: np.ndarray | None = None
 
     def validate(self, space: FeatureSpace) -> None:
+        # (re)computed per model: a region object may be reused with another model
+        self._classes = None
+        self._cache: dict[tuple, np.ndarray] = {}
+        missing = [n for n in space.names if n not in self.data.columns]
+        if missing:
+            raise ValueError(f"trust region {self.name!r}: the data lack the feature "
+                             f"column(s) {missing}")
         self._Z = space.transform(self.data[space.names], check_bounds=False)
         lo = np.array([b[0] for b in space.input_bounds()])
         hi = np.array([b[1] for b in space.input_bounds()])
@@ -244,7 +251,6 @@ class ClusterHulls(_Region):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{arg} must be a positive integer, got {v!r}")
         self.n_clusters, self.points_per_cluster, self.seed = n_clusters, points_per_cluster, seed
-        self._cache: dict[tuple, np.ndarray] = {}
 
     def build(self, m: CounterfactualModel, block: pyo.Block) -> None:
         n = m.space.n_inputs
