@@ -69,9 +69,7 @@ class _Region(ConstraintBlock):
         self._classes: np.ndarray | None = None
 
     def validate(self, space: FeatureSpace) -> None:
-        # (re)computed per model: a region object may be reused with another model
-        self._classes = None
-        self._cache: dict[tuple, np.ndarray] = {}
+        self._classes = None  # per model: a region object may be reused with another
         missing = [n for n in space.names if n not in self.data.columns]
         if missing:
             raise ValueError(f"trust region {self.name!r}: the data lack the feature "
@@ -114,16 +112,15 @@ class _Region(ConstraintBlock):
         return encode_inputs(m, m.space, space_specs(m.space))
 
     def _add_slack(self, block: pyo.Block, n: int) -> None:
+        """``s = s_pos - s_neg`` with ``||s||_1 <= epsilon`` or ``||s||_inf <= epsilon``."""
         block.epsilon = pyo.Param(mutable=True, initialize=self.epsilon)
         block.INPUTS = pyo.RangeSet(0, n - 1)
+        block.s_pos = pyo.Var(block.INPUTS, bounds=(0, None))
+        block.s_neg = pyo.Var(block.INPUTS, bounds=(0, None))
         if self.norm == "l1":
-            block.s_pos = pyo.Var(block.INPUTS, bounds=(0, None))
-            block.s_neg = pyo.Var(block.INPUTS, bounds=(0, None))
             block.slack_norm = pyo.Constraint(expr=pyo.quicksum(
                 block.s_pos[j] + block.s_neg[j] for j in block.INPUTS) <= block.epsilon)
         else:
-            block.s_pos = pyo.Var(block.INPUTS, bounds=(0, None))
-            block.s_neg = pyo.Var(block.INPUTS, bounds=(0, None))
             block.slack_norm = pyo.Constraint(block.INPUTS, rule=lambda b, j:
                                               b.s_pos[j] + b.s_neg[j] <= b.epsilon)
 
@@ -251,6 +248,10 @@ class ClusterHulls(_Region):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{arg} must be a positive integer, got {v!r}")
         self.n_clusters, self.points_per_cluster, self.seed = n_clusters, points_per_cluster, seed
+
+    def validate(self, space: FeatureSpace) -> None:
+        super().validate(space)
+        self._cache: dict[tuple, np.ndarray] = {}  # clusters per target, per model
 
     def build(self, m: CounterfactualModel, block: pyo.Block) -> None:
         n = m.space.n_inputs
