@@ -12,6 +12,7 @@ Quick start::
 """
 
 from . import datasets, metrics
+from .baselines import DiverseNeighbours, DiverseNeighboursResult
 from .bound_tightening import BoundTighteningReport, tighten_relu_bounds
 from .diagnosis import Diagnosis, diagnose
 from .errors import (
@@ -58,4 +59,5 @@ __all__ = [
     "Status", "UnsupportedModelError", "add_predictor", "build", "datasets", "diagnose",
     "make_solver", "parse_model", "register_formulation", "register_model",
     "metrics", "supported_models", "tighten_relu_bounds", "__version__",
+    "DiverseNeighbours", "DiverseNeighboursResult",
 ]

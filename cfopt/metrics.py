@@ -19,6 +19,10 @@ features split into continuous :math:`C` (numeric, unlabelled) and categorical
 * ``ynn``: the fraction of a counterfactual's ``n`` nearest data points (encoding,
   L1) that the model classifies like the counterfactual.
 
+Set metrics of Leofante & Potyka (AAAI 2024), with distances in min-max units (a
+category change counts 1; :func:`distance_weights`) under L1 or L2: ``k_distance``,
+``k_diversity``, ``setdist_sum`` and ``setdist_max`` (Eqs. 4-5, 12-13).
+
 Validity and constraint violations come from the model and the problem
 (:meth:`Counterfactual.verified`, :meth:`CounterfactualModel.violations`).
 """
@@ -139,3 +143,98 @@ def summary(space: FeatureSpace, factual: pd.DataFrame,
             "cont_proximity": cont_proximity(space, factual, counterfactuals),
             "sparsity": sparsity(space, factual, counterfactuals),
             **diversity(space, counterfactuals)}
+
+
+# --------------------------------------------------------------------------------------
+# Distances in min-max units and the set metrics of Leofante & Potyka (AAAI 2024)
+
+_NORMS = ("l1", "l2")
+
+
+def _check_norm(norm: str) -> None:
+    if norm not in _NORMS:
+        raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
+
+
+def distance_weights(space: FeatureSpace, norm: str = "l1") -> np.ndarray:
+    r"""Per model input, the factor :math:`a_j` that turns model-input differences into
+    min-max units: :math:`d(x, y) = \|(z(x) - z(y)) \odot a\|_p` with :math:`z` =
+    ``space.transform``.
+
+    A numeric feature (continuous, integer, binary, ordinal code) contributes
+    :math:`|\Delta\,\mathrm{code}| / \mathrm{range}` (its data range, else its bounds'
+    width; the weights of cfopt's default L1 objective); a categorical feature
+    contributes 1 when its level differs (each of its two changed one-hot columns is
+    weighted 1/2 under L1 and :math:`1/\sqrt2` under L2), so a category change counts
+    once under both norms.
+    """
+    _check_norm(norm)
+    onehot = 0.5 if norm == "l1" else 1.0 / np.sqrt(2.0)
+    weights: list[float] = []
+    for f in space:
+        if f.is_onehot:
+            weights.extend(onehot for _ in f.categories)
+        else:
+            weights.append(f.scale / f.weight_spread)
+    return np.array(weights)
+
+
+def distance_matrix(space: FeatureSpace, A: pd.DataFrame, B: pd.DataFrame,
+                    norm: str = "l1") -> np.ndarray:
+    """Pairwise distances (len(A), len(B)) between raw rows in min-max units
+    (see :func:`distance_weights`), ``norm`` ``"l1"`` or ``"l2"``."""
+    a = distance_weights(space, norm)
+    ua = space.transform(A, check_bounds=False) * a
+    ub = space.transform(B, check_bounds=False) * a
+    diff = ua[:, None, :] - ub[None, :, :]
+    if norm == "l1":
+        return np.abs(diff).sum(axis=2)
+    return np.sqrt((diff ** 2).sum(axis=2))
+
+
+def _nonempty(frame: pd.DataFrame, what: str) -> None:
+    if not len(frame):
+        raise ValueError(f"{what} is empty; the set metrics need at least one counterfactual")
+
+
+def k_distance(space: FeatureSpace, factual: pd.DataFrame, counterfactuals: pd.DataFrame,
+               norm: str = "l1") -> float:
+    r"""k-distance (Leofante & Potyka, Eq. 12, after Mohammadi et al. 2021): the mean
+    distance :math:`\frac1{|S|}\sum_j d(x, x'_j)` of the counterfactuals to the factual."""
+    _nonempty(counterfactuals, "the counterfactual set")
+    return float(distance_matrix(space, factual.iloc[[0]], counterfactuals, norm).mean())
+
+
+def k_diversity(space: FeatureSpace, counterfactuals: pd.DataFrame,
+                norm: str = "l1") -> float | None:
+    r"""k-diversity (Leofante & Potyka, Eq. 13): the mean pairwise distance
+    :math:`\binom{|S|}{2}^{-1}\sum_{j<l} d(x'_j, x'_l)`; ``None`` with fewer than two
+    counterfactuals (the authors' code counts such a set as 0)."""
+    if len(counterfactuals) < 2:
+        return None
+    D = distance_matrix(space, counterfactuals, counterfactuals, norm)
+    return float(D[np.triu_indices(len(D), k=1)].mean())
+
+
+def setdist_sum(space: FeatureSpace, first: pd.DataFrame, second: pd.DataFrame,
+                norm: str = "l1") -> float:
+    r"""set-distance\ :sub:`Σ` (Leofante & Potyka, Eq. 4): the symmetrised mean distance
+    of each counterfactual to its nearest member of the other set,
+    :math:`\frac12\,\mathrm{mean}_{c_1\in S_1}\min_{c_2\in S_2} d(c_1, c_2) +
+    \frac12\,\mathrm{mean}_{c_2\in S_2}\min_{c_1\in S_1} d(c_1, c_2)`."""
+    _nonempty(first, "the first set")
+    _nonempty(second, "the second set")
+    D = distance_matrix(space, first, second, norm)
+    return float(0.5 * D.min(axis=1).mean() + 0.5 * D.min(axis=0).mean())
+
+
+def setdist_max(space: FeatureSpace, first: pd.DataFrame, second: pd.DataFrame,
+                norm: str = "l1") -> float:
+    r"""set-distance\ :sub:`max` (Leofante & Potyka, Eq. 5): as :func:`setdist_sum` with
+    the maximum instead of the mean,
+    :math:`\frac12\max_{c_1}\min_{c_2} d + \frac12\max_{c_2}\min_{c_1} d` (a symmetrised
+    Hausdorff distance)."""
+    _nonempty(first, "the first set")
+    _nonempty(second, "the second set")
+    D = distance_matrix(space, first, second, norm)
+    return float(0.5 * D.min(axis=1).max() + 0.5 * D.min(axis=0).max())
