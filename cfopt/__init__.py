@@ -11,7 +11,7 @@ Quick start::
     print(ce.changes())
 """
 
-from . import datasets, metrics
+from . import datasets, diversity, metrics
 from .baselines import DiverseNeighbours, DiverseNeighboursResult
 from .bound_tightening import BoundTighteningReport, tighten_relu_bounds
 from .diagnosis import Diagnosis, diagnose
@@ -31,6 +31,7 @@ from .formulations import (
     ClusterHulls,
     ConstraintBlock,
     ConvexHull,
+    DiversityCuts,
     IfCategory,
     IfIncreases,
     LinearConstraint,
@@ -43,21 +44,21 @@ from .formulations import (
 )
 from .models import ModelAdapter, parse_model, register_model, supported_models
 from .problem import CounterfactualModel, build
-from .results import Counterfactual
+from .results import Counterfactual, CounterfactualSet
 from .solvers import SolverBackend, SolverSettings, make_solver
 from .status import Status
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BoundTighteningReport", "CausalModel", "CfoptError", "ClusterHulls", "ConstraintBlock",
-    "ConvexHull", "Counterfactual", "CounterfactualModel", "DataNotFoundError", "Diagnosis",
-    "Explainer", "Feature", "FeatureSpace", "IfCategory", "IfIncreases", "InfeasibleError",
-    "Kind", "LinearConstraint", "ModelAdapter", "NearestNeighbourHull", "PredictorConstr",
-    "SolverBackend", "Step", "StructuralEquation",
-    "SolverError", "SolverLicenseError", "SolverNotAvailableError", "SolverSettings",
-    "Status", "UnsupportedModelError", "add_predictor", "build", "datasets", "diagnose",
-    "make_solver", "parse_model", "register_formulation", "register_model",
-    "metrics", "supported_models", "tighten_relu_bounds", "__version__",
-    "DiverseNeighbours", "DiverseNeighboursResult",
+    "add_predictor", "BoundTighteningReport", "build", "CausalModel", "CfoptError",
+    "ClusterHulls", "ConstraintBlock", "ConvexHull", "Counterfactual", "CounterfactualModel",
+    "CounterfactualSet", "DataNotFoundError", "datasets", "diagnose", "Diagnosis",
+    "DiverseNeighbours", "DiverseNeighboursResult", "diversity", "DiversityCuts", "Explainer",
+    "Feature", "FeatureSpace", "IfCategory", "IfIncreases", "InfeasibleError", "Kind",
+    "LinearConstraint", "make_solver", "metrics", "ModelAdapter", "NearestNeighbourHull",
+    "parse_model", "PredictorConstr", "register_formulation", "register_model",
+    "SolverBackend", "SolverError", "SolverLicenseError", "SolverNotAvailableError",
+    "SolverSettings", "Status", "Step", "StructuralEquation", "supported_models",
+    "tighten_relu_bounds", "UnsupportedModelError", "__version__",
 ]

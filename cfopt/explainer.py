@@ -30,7 +30,7 @@ from .formulations.blocks import ConstraintBlock
 from .models.trees import TreeEnsemble
 from .problem import CounterfactualModel
 from .query_tightening import greedy_counterfactual, objective_value, radius_bounds
-from .results import Counterfactual
+from .results import Counterfactual, CounterfactualSet
 from .solvers import SolveOutcome, SolverBackend, SolverSettings, make_solver
 from .status import Status
 from .tree_pruning import greedy_tree_counterfactual, pruned_leaves, query_box
@@ -102,34 +102,64 @@ class Explainer:
     def space(self) -> FeatureSpace:
         return self.milp.space
 
-    def explain(self, x: pd.DataFrame | pd.Series | Mapping, target: Any = None,
-                **options: Any) -> Counterfactual:
-        """The closest counterfactual of one raw row ``x``.
+    def explain(self, x: pd.DataFrame | pd.Series | Mapping, target: Any = None, *,
+                n: int | None = None, diversity: str | None = None,
+                **options: Any) -> Counterfactual | CounterfactualSet:
+        """The closest counterfactual of one raw row ``x``, or a diverse set of ``n``.
 
         Args:
             x: one row (DataFrame, Series or dict) in raw units with category labels.
             target: a class label, a list of labels, or ``None`` (any other class);
                 for a regressor, the interval ``(low, high)`` (``None``: open side).
+            n: give it (or ``diversity``) for a :class:`~cfopt.CounterfactualSet` of up to
+                ``n`` counterfactuals (default 5 when only ``diversity`` is given).
+            diversity: ``"nogood"`` (default for sets), ``"distance"``, ``"epsilon"`` or
+                ``"pool"``, see :func:`cfopt.diversity.explain_diverse`.
             **options: ``time_limit``, ``mip_gap`` (this query only), ``max_changes``
-                (if the explainer was built with a cap).
+                (if the explainer was built with a cap); for sets also
+                ``min_distance``, ``epsilon``, ``hamming``, ``pool_mode``, ``pool_gap``.
 
         Raises:
             ValueError: bad input (columns, NaN, categories, bounds, target).
             InfeasibleError: no counterfactual exists; the message names the
                 conflicting constraint groups.
         """
+        if n is not None or diversity is not None:
+            from .diversity import explain_diverse
+
+            return explain_diverse(self, x, target, n=5 if n is None else n,
+                                   method=diversity or "nogood", **options)
         unknown = sorted(set(options) - set(_QUERY_OPTIONS))
         if unknown:
             raise TypeError(f"unknown option(s) {unknown} for explain(); accepted: "
-                            f"{list(_QUERY_OPTIONS)}")
+                            f"{list(_QUERY_OPTIONS)} (and n, diversity)")
         t0 = time.perf_counter()
+        settings = self.start_query(x, target, options)
+        return self.answer(settings, t0)
+
+    def start_query(self, x: pd.DataFrame | pd.Series | Mapping, target: Any,
+                    options: Mapping[str, Any]) -> SolverSettings:
+        """Set the factual, the target and this query's options on the model; returns
+        the query's solver settings."""
         settings = dataclasses.replace(
             self.settings, **{k: v for k, v in options.items() if k in ("time_limit", "mip_gap")})
         m = self.milp
-        factual = m.set_factual(x)
-        target_labels = m.set_target(target)
+        m.set_factual(x)
+        m.set_target(target)
         if "max_changes" in options or hasattr(m, "max_changes"):
             m.set_max_changes(options.get("max_changes", self._max_changes))
+        return settings
+
+    def answer(self, settings: SolverSettings, t0: float, *,
+               diagnose_infeasible: bool = True) -> Counterfactual:
+        """Solve the model as it stands (factual and target set), verify and decode.
+
+        ``t0`` is when the query started (for the total time). An infeasible model
+        raises :class:`InfeasibleError` with the diagnosis, or, with
+        ``diagnose_infeasible=False``, returns a result with status ``INFEASIBLE``.
+        """
+        m = self.milp
+        factual, target_labels = m.factual, m.target
         build_time = time.perf_counter() - t0
         one_off = 0.0
         if self._build_pending:
@@ -162,9 +192,11 @@ class Explainer:
         status = last.status
         message = ""
         if status is Status.INFEASIBLE:
-            diagnosis = diagnose(m, self.backend, settings)
-            raise InfeasibleError(diagnosis.message(m.describe_target()), groups=diagnosis.groups,
-                                  details=diagnosis.members)
+            if diagnose_infeasible:
+                diagnosis = diagnose(m, self.backend, settings)
+                raise InfeasibleError(diagnosis.message(m.describe_target()),
+                                      groups=diagnosis.groups, details=diagnosis.members)
+            message = "the solver proved that no counterfactual satisfies the constraints"
         if status.has_solution and not verified:
             status = Status.VERIFICATION_FAILED
             message = (f"the solver's point is predicted as {predicted!r} by the real model "
@@ -221,14 +253,14 @@ class Explainer:
         """The per-query restriction of this query (entering it yields whether it is
         exact even when infeasible), or ``None``."""
         if isinstance(m.adapter.structure, TreeEnsemble):
-            candidate = greedy_tree_counterfactual(m)
+            candidate = _admissible(m, greedy_tree_counterfactual(m))
             radius = math.inf
             if candidate is not None:
                 radius = objective_value(m, candidate)
                 details["heuristic_objective"] = radius
             return _pruned(m, radius, details)
         if m.global_layer_bounds and m.uses_space_encoding:
-            candidate = greedy_counterfactual(m)
+            candidate = _admissible(m, greedy_counterfactual(m))
             if candidate is None:
                 return None
             radius = objective_value(m, candidate)
@@ -268,17 +300,27 @@ class Explainer:
         return results
 
 
+def _admissible(m: CounterfactualModel, candidate: pd.DataFrame | None
+                ) -> pd.DataFrame | None:
+    """The heuristic candidate if it meets the declared constraints (else its objective
+    would not bound the constrained optimum)."""
+    if candidate is None or m.violations(candidate):
+        return None
+    return candidate
+
+
 @contextlib.contextmanager
 def _relu_bounds(m: CounterfactualModel, radius: float, bounds: list,
                  details: dict[str, Any]) -> Iterator[bool]:
     """Layer bounds valid within ``radius`` of the factual, and the objective cut-off."""
+    previous = pyo.value(m.cutoff)
     try:
         details["stable_neurons"] = apply_layer_bounds(m.predictor_constr, bounds)
-        m.cutoff = radius * (1 + 1e-6) + 1e-9
+        m.cutoff = min(previous, radius * (1 + 1e-6) + 1e-9)
         yield False
     finally:
         apply_layer_bounds(m.predictor_constr, m.global_layer_bounds)
-        m.cutoff = m.max_objective
+        m.cutoff = previous
 
 
 @contextlib.contextmanager
@@ -286,11 +328,12 @@ def _pruned(m: CounterfactualModel, radius: float, details: dict[str, Any]) -> I
     """Tree leaves unreachable within ``radius`` (and actionability) fixed to 0, and the
     objective cut-off; exact even when infeasible if ``radius`` is infinite."""
     finite = math.isfinite(radius)
+    previous = pyo.value(m.cutoff)
     try:
         with pruned_leaves(m.predictor_constr.block, query_box(m, radius)) as n:
             details["pruned_leaves"] = n
             if finite:
-                m.cutoff = radius * (1 + 1e-6) + 1e-9
+                m.cutoff = min(previous, radius * (1 + 1e-6) + 1e-9)
             yield not finite
     finally:
-        m.cutoff = m.max_objective
+        m.cutoff = previous

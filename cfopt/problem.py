@@ -219,6 +219,14 @@ class CounterfactualModel(pyo.ConcreteModel):
             constraint.update(self, block)
         return block
 
+    def remove_constraint(self, name: str) -> ConstraintBlock:
+        """Remove the declared constraint block ``name``; returns it."""
+        if name not in self._constraints:
+            raise KeyError(f"no declared constraint named {name!r}; the model has "
+                           f"{sorted(self._constraints)}")
+        self.del_component(name)
+        return self._constraints.pop(name)
+
     def user_components(self) -> list[pyo.Component]:
         """Active constraint components and blocks added after construction (declared
         constraint blocks included)."""

@@ -140,3 +140,104 @@ class Counterfactual:
         if self.counterfactual is None:
             return head
         return f"{head}\n{self.changes().to_string()}"
+
+
+@dataclass
+class CounterfactualSet:
+    """A set of counterfactuals of one query (:func:`cfopt.diversity.explain_diverse`).
+
+    Attributes:
+        members: the verified counterfactuals, in the order found (each a
+            :class:`Counterfactual` with its own status, objective and bound).
+        method: ``"nogood"``, ``"distance"``, ``"epsilon"`` or ``"pool"``.
+        requested: how many were asked for.
+        cfd: the exact counterfactual distance (Leofante & Potyka Def. 1): the proven
+            optimal objective of the unrestricted query, or ``None`` when the first
+            solve was not proven optimal.
+        epsilon: the relative slack of ``"epsilon"`` enumeration (members cost at most
+            (1 + ε)·cfd), else ``None``.
+        stopped: why the search ended (``"complete"`` when ``requested`` were found).
+        total_time: wall seconds of the whole query.
+        details: method settings (minimum distance, Hamming distance, pool options).
+    """
+
+    factual: pd.DataFrame
+    target: tuple
+    members: list[Counterfactual]
+    method: str
+    requested: int
+    cfd: float | None = None
+    epsilon: float | None = None
+    stopped: str = ""
+    total_time: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def __iter__(self):
+        return iter(self.members)
+
+    def __getitem__(self, i: int) -> Counterfactual:
+        return self.members[i]
+
+    @property
+    def counterfactuals(self) -> pd.DataFrame:
+        """The members' raw rows, one per counterfactual (original names, labels)."""
+        if not self.members:
+            return pd.DataFrame(columns=self.factual.columns)
+        return pd.concat([c.counterfactual for c in self.members], ignore_index=True)
+
+    @property
+    def costs(self) -> list[float]:
+        """Each member's objective value (computed from its raw values)."""
+        return [float(c.objective) for c in self.members]
+
+    @property
+    def excess(self) -> list[float | None]:
+        """Each member's cost above ``cfd`` (0 for a strong counterfactual, Def. 2)."""
+        if self.cfd is None:
+            return [None] * len(self.members)
+        return [max(0.0, c - self.cfd) for c in self.costs]
+
+    @property
+    def strong(self) -> list[bool | None]:
+        """Whether each member is a strong counterfactual: cost = cfd (within 1e-6)."""
+        return [None if e is None else e <= 1e-6 * max(1.0, self.cfd) for e in self.excess]
+
+    @property
+    def safety(self) -> list[float | None]:
+        """δ-safety of each member (Leofante & Potyka Def. 5, Prop. 2):
+        δ = cfd + ε·cfd − cost ≥ 0 — the member stays an ε-approximate answer for
+        every input within δ/2 of the factual. ``"epsilon"`` sets only."""
+        if self.cfd is None or self.epsilon is None:
+            return [None] * len(self.members)
+        return [self.cfd * (1 + self.epsilon) - c for c in self.costs]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "requested": self.requested,
+            "found": len(self.members),
+            "stopped": self.stopped,
+            "factual": _row_dict(self.factual),
+            "target": [_plain(t) for t in self.target],
+            "cfd": _plain(self.cfd),
+            "epsilon": _plain(self.epsilon),
+            "excess": [_plain(e) for e in self.excess],
+            "strong": self.strong,
+            "safety": [_plain(d) for d in self.safety],
+            "total_time": self.total_time,
+            "details": {k: _plain(v) for k, v in self.details.items()},
+            "members": [c.to_dict() for c in self.members],
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
+
+    def __repr__(self) -> str:
+        head = (f"CounterfactualSet(method={self.method!r}, found={len(self.members)}/"
+                f"{self.requested}, cfd={self.cfd}, stopped={self.stopped!r})")
+        if not self.members:
+            return head
+        return f"{head}\n{self.counterfactuals.to_string()}"

@@ -111,6 +111,26 @@ def grid(space: cfopt.FeatureSpace) -> pd.DataFrame:
                          for k, f in enumerate(space)})
 
 
+def valid_grid_points(explainer: cfopt.Explainer, x: pd.DataFrame, target_index: int,
+                      space: cfopt.FeatureSpace, margin: float) -> list[pd.DataFrame]:
+    """Every grid point a counterfactual of ``x`` may be under the MILP's definition:
+    the target logit beats the others (or 0) by ``margin``, and no declared constraint
+    (actionability, cap, constraint blocks) is violated. Sets the factual."""
+    points = grid(space)
+    m = explainer.milp
+    m.set_factual(x)
+    adapter = m.adapter
+    logits = adapter.structure.logits(space.transform(points, check_bounds=False))
+    if adapter.decision == "sign":
+        sign = 1.0 if target_index == 1 else -1.0
+        valid = sign * logits[:, 0] >= margin
+    else:
+        others = np.delete(logits, target_index, axis=1)
+        valid = (logits[:, target_index][:, None] - others >= margin).all(axis=1)
+    rows = [points.iloc[[k]].reset_index(drop=True) for k in np.flatnonzero(valid)]
+    return [row for row in rows if not m.violations(row)]
+
+
 def sample_rows(space: cfopt.FeatureSpace, n: int, seed: int = 0) -> pd.DataFrame:
     """Uniform random raw rows of a feature space (inside its bounds)."""
     rng = np.random.default_rng(seed)

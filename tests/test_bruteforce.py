@@ -13,7 +13,7 @@ from sklearn.neural_network import MLPClassifier
 
 import cfopt
 
-from .conftest import grid, train_torch
+from .conftest import train_torch, valid_grid_points
 
 MARGIN = 1e-3
 
@@ -22,24 +22,9 @@ def enumerate_minimum(explainer: cfopt.Explainer, x, target_index: int, norm: st
                       space: cfopt.FeatureSpace):
     """Minimum distance over all grid points valid for the MILP's definition:
     target logit beats the others (or 0) by the margin, actionability respected."""
-    points = grid(space)
     m = explainer.milp
-    m.set_factual(x)
-    adapter = m.adapter
-    logits = adapter.structure.logits(space.transform(points, check_bounds=False))
-    if adapter.decision == "sign":
-        sign = 1.0 if target_index == 1 else -1.0
-        valid = sign * logits[:, 0] >= MARGIN
-    else:
-        others = np.delete(logits, target_index, axis=1)
-        valid = (logits[:, target_index][:, None] - others >= MARGIN).all(axis=1)
-    best = np.inf
-    for k in np.flatnonzero(valid):
-        row = points.iloc[[k]].reset_index(drop=True)
-        if m.violations(row):
-            continue
-        best = min(best, m.distances(row)[norm])
-    return best
+    rows = valid_grid_points(explainer, x, target_index, space, MARGIN)
+    return min((m.distances(row)[norm] for row in rows), default=np.inf)
 
 
 def toy_space(toy, immutable=(), increase=()):

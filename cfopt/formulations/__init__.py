@@ -10,16 +10,20 @@
   (subclass it to add your own);
 * :mod:`.rules` — linear constraints and conditional rules by feature names, steps;
 * :mod:`.causal` — structural causal models (linear or learned equations);
-* :mod:`.trust_regions` — ε-convex hull, k-nearest-neighbour hull, cluster hulls.
+* :mod:`.trust_regions` — ε-convex hull, k-nearest-neighbour hull, cluster hulls;
+* :mod:`.diversity` — no-good and distance cuts against earlier counterfactuals.
 """
 
 from . import trees  # noqa: F401  (registers the tree-ensemble formulation)
 from .blocks import ConstraintBlock
 from .causal import CausalModel, StructuralEquation
+from .diversity import DiversityCuts
 from .predictors import PredictorConstr, add_predictor, register_formulation
 from .rules import IfCategory, IfIncreases, LinearConstraint, Step
 from .trust_regions import ClusterHulls, ConvexHull, NearestNeighbourHull
 
-__all__ = ["CausalModel", "ClusterHulls", "ConstraintBlock", "ConvexHull", "IfCategory",
-           "IfIncreases", "LinearConstraint", "NearestNeighbourHull", "PredictorConstr",
-           "Step", "StructuralEquation", "add_predictor", "register_formulation"]
+__all__ = [
+    "add_predictor", "CausalModel", "ClusterHulls", "ConstraintBlock", "ConvexHull",
+    "DiversityCuts", "IfCategory", "IfIncreases", "LinearConstraint", "NearestNeighbourHull",
+    "PredictorConstr", "register_formulation", "Step", "StructuralEquation",
+]

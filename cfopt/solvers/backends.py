@@ -4,6 +4,7 @@ solver through Pyomo's classic ``SolverFactory``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
@@ -13,6 +14,7 @@ import pyomo.environ as pyo
 from ..errors import SolverError, SolverLicenseError, SolverNotAvailableError
 from ..status import Status
 from .base import SolveOutcome, SolverBackend, SolverSettings
+from .pool import GUROBI_POOL_DEFAULTS, HighsIncumbents, gurobi_pool_options, read_gurobi_pool
 
 INSTALL_HINTS = {
     "highs": "install it with `pip install highspy`",
@@ -134,12 +136,27 @@ class HighsBackend(_ContribBackend):
 
     name = "highs"
     _pyomo_name = "highs"
+    has_pool = True
 
     def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
         opts: dict[str, Any] = {"output_flag": settings.verbose, "presolve": "off"}
         if settings.seed is not None:
             opts["random_seed"] = settings.seed
         return opts
+
+    def solve_pool(self, model: pyo.Block, settings: SolverSettings, size: int, *,
+                   mode: int = 2, gap: float | None = None) -> tuple[SolveOutcome, list]:
+        """The last ``size`` improving incumbents of one solve (``mode``, ``gap``: not
+        applicable to HiGHS)."""
+        if not self.available():
+            raise SolverNotAvailableError(f"solver {self.name!r} is not available: "
+                                          f"{INSTALL_HINTS[self.name]}")
+        solver = self._instance()
+        if solver._model is not model:
+            solver.set_instance(model)
+        with HighsIncumbents(solver) as incumbents:
+            outcome = self._solve(model, settings)
+        return outcome, incumbents.members(size) if outcome.status.has_solution else []
 
 
 class GurobiBackend(_ContribBackend):
@@ -151,6 +168,21 @@ class GurobiBackend(_ContribBackend):
 
     name = "gurobi"
     _pyomo_name = "gurobi_persistent"
+    has_pool = True
+
+    def solve_pool(self, model: pyo.Block, settings: SolverSettings, size: int, *,
+                   mode: int = 2, gap: float | None = None) -> tuple[SolveOutcome, list]:
+        """Gurobi's solution pool (``PoolSearchMode`` ``mode``, ``PoolGap`` ``gap``)."""
+        pool = gurobi_pool_options(size, mode, gap)
+        outcome = self._solve(model, dataclasses.replace(
+            settings, options={**pool, **settings.options}))
+        solver = self._instance()
+        try:
+            return outcome, read_gurobi_pool(solver) if outcome.status.has_solution else []
+        finally:
+            if solver._solver_model is not None:
+                for key, value in GUROBI_POOL_DEFAULTS.items():
+                    solver._solver_model.setParam(key, value)
 
     def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
         opts: dict[str, Any] = {"OutputFlag": int(settings.verbose)}

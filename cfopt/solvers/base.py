@@ -88,6 +88,8 @@ class SolverBackend(ABC):
     name: str
     #: True when re-solving after a parameter change does not re-send the model
     persistent: bool = False
+    #: True when :meth:`solve_pool` harvests the solver's own solution pool
+    has_pool: bool = False
 
     @abstractmethod
     def available(self) -> bool:
@@ -100,6 +102,15 @@ class SolverBackend(ABC):
     def solve(self, model: pyo.Block, settings: SolverSettings | None = None) -> SolveOutcome:
         """Solve ``model`` (its single active objective) under ``settings``."""
         return self._solve(model, settings or SolverSettings())
+
+    def solve_pool(self, model: pyo.Block, settings: SolverSettings, size: int, *,
+                   mode: int = 2, gap: float | None = None) -> tuple[SolveOutcome, list]:
+        """Solve once and harvest up to ``size`` solutions of the solver's own pool, best
+        first, as ``(objective, {var: value})`` (see :mod:`cfopt.solvers.pool`)."""
+        from ..errors import SolverError
+
+        raise SolverError(f"solver {self.name!r} has no solution pool cfopt can read; use "
+                          f"an iterative diversity method (no-good or distance cuts)")
 
     def reset(self) -> None:
         """Forget any loaded model (persistent backends); the next solve reloads it."""

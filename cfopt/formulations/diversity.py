@@ -1,0 +1,187 @@
+r"""Cuts that make the next counterfactual differ from those already found.
+
+Iterative diversity (Leofante & Potyka 2024 §4; CE-OCL §4.4 names it the alternative
+to solution pools) re-solves the counterfactual problem with one more cut per
+counterfactual :math:`c^{(1)}, \dots, c^{(m)}` found so far. :class:`DiversityCuts`
+is the constraint block holding those cuts; its methods add one cut each.
+
+**Exact change indicators.** ``changed[f]`` is 1 *iff* feature :math:`f` moves. For a
+numeric feature with range :math:`R_f = u_f - \ell_f` and smallest counted change
+:math:`\tau_f` (1 for integral features, ``CHANGE_TOLERANCE`` × :math:`R_f`
+for continuous ones), two direction binaries :math:`p_f + n_f = \text{changed}_f`:
+
+.. math:: x_f - \hat x_f \le R_f\,p_f,\quad \hat x_f - x_f \le R_f\,n_f,\quad
+          x_f - \hat x_f \ge \tau_f p_f - R_f n_f,\quad
+          \hat x_f - x_f \ge \tau_f n_f - R_f p_f
+
+(unchanged ⇒ :math:`x_f = \hat x_f`; changed ⇒ :math:`|x_f - \hat x_f| \ge \tau_f`);
+for a categorical feature, the model's ``category_changed[f]`` (already exact).
+Immutable features never change and get no indicator.
+
+**No-good cut** on a set :math:`S` of changed features (Hamming distance ≥ h between
+change patterns):
+
+.. math:: \sum_{f \in S} (1 - \text{changed}_f) + \sum_{f \notin S} \text{changed}_f \ge h.
+
+**Distance cut** to a point :math:`c` (weighted L1 ≥ :math:`\rho`): with
+:math:`0 \le e_f \le |x_f - c_f|` through a side binary :math:`s_f`,
+:math:`e_f \le x_f - c_f + 2R_f(1 - s_f)`, :math:`e_f \le c_f - x_f + 2R_f s_f`, and for a
+categorical feature the exact :math:`1 - \text{onehot}_{f, c_f}`:
+
+.. math:: \sum_{f\ \text{numeric}} w_f e_f + \sum_{f\ \text{categorical}} w_f
+          (1 - \text{onehot}_{f, c_f}) \ge \rho.
+
+The cuts are cleared at every new query (:meth:`update`), and :meth:`violations`
+re-checks each on the decoded raw row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import pyomo.environ as pyo
+
+from ..features import FeatureSpace
+from .blocks import ConstraintBlock, tolerance
+
+if TYPE_CHECKING:
+    from ..problem import CounterfactualModel
+
+#: smallest change of a continuous feature counted as a change, relative to its range
+#: (above :meth:`CounterfactualModel.decode`'s snapping to the factual, 1e-6 × range)
+CHANGE_TOLERANCE = 1e-5
+
+
+def changed_features(space: FeatureSpace, factual: pd.Series, row: pd.Series) -> frozenset[str]:
+    """Names of the features whose raw value differs between ``factual`` and ``row``."""
+    return frozenset(f.name for f in space if factual[f.name] != row[f.name])
+
+
+def weighted_l1(space: FeatureSpace, weights: Mapping[str, float], a: pd.Series,
+                b: pd.Series) -> float:
+    """:math:`\\sum_f w_f |a_f - b_f|` in raw codes; a category mismatch costs :math:`w_f`."""
+    total = 0.0
+    for f in space:
+        d = float(a[f.name] != b[f.name]) if f.is_onehot else \
+            abs(f.to_code(a[f.name]) - f.to_code(b[f.name]))
+        total += weights[f.name] * d
+    return total
+
+
+class DiversityCuts(ConstraintBlock):
+    """No-good and distance cuts against earlier counterfactuals (see the module).
+
+    Args:
+        weights: per-feature weights of the distance cuts (default: the model's
+            objective weights).
+        name: block name (default ``diversity``).
+    """
+
+    kind = "diversity"
+
+    def __init__(self, weights: Mapping[str, float] | None = None,
+                 name: str | None = "diversity") -> None:
+        super().__init__(name)
+        self._weights = dict(weights) if weights is not None else None
+        self._nogoods: list[tuple[frozenset[str], int]] = []
+        self._distances: list[tuple[pd.Series, float]] = []
+
+    def validate(self, space: FeatureSpace) -> None:
+        if self._weights is not None:
+            unknown = sorted(set(self._weights) - set(space.names))
+            if unknown:
+                raise ValueError(f"diversity weights given for unknown feature(s) {unknown}")
+
+    def build(self, m: CounterfactualModel, block: pyo.Block) -> None:
+        space = m.space
+        if self._weights is None:
+            self._weights = dict(m.weights)
+        else:
+            self._weights = {**m.weights, **self._weights}
+        mutable = [n for n in m.NUMERIC if not space[n].immutable]
+        span = {n: space[n].upper - space[n].lower for n in mutable}
+        step = {n: (1.0 if space[n].is_integral else CHANGE_TOLERANCE * span[n])
+                for n in mutable}
+        block.MUTABLE = pyo.Set(initialize=mutable, ordered=True)
+        block.up = pyo.Var(block.MUTABLE, domain=pyo.Binary)
+        block.down = pyo.Var(block.MUTABLE, domain=pyo.Binary)
+        block.one_way = pyo.Constraint(block.MUTABLE, rule=lambda b, n: b.up[n] + b.down[n] <= 1)
+        block.up_link = pyo.Constraint(block.MUTABLE, rule=lambda b, n:
+                                       m.x[n] - m.x0[n] <= span[n] * b.up[n])
+        block.down_link = pyo.Constraint(block.MUTABLE, rule=lambda b, n:
+                                         m.x0[n] - m.x[n] <= span[n] * b.down[n])
+        block.up_min = pyo.Constraint(block.MUTABLE, rule=lambda b, n: m.x[n] - m.x0[n] >=
+                                      step[n] * b.up[n] - span[n] * b.down[n])
+        block.down_min = pyo.Constraint(block.MUTABLE, rule=lambda b, n: m.x0[n] - m.x[n] >=
+                                        step[n] * b.down[n] - span[n] * b.up[n])
+        block.gap = pyo.VarList(domain=pyo.NonNegativeReals)
+        block.side = pyo.VarList(domain=pyo.Binary)
+        block.cuts = pyo.ConstraintList()
+        self._span = span
+
+    def update(self, m: CounterfactualModel, block: pyo.Block) -> None:
+        """A new query: drop the cuts of the previous one."""
+        self._nogoods.clear()
+        self._distances.clear()
+        for name in ("cuts", "gap", "side"):
+            block.del_component(name)
+        block.gap = pyo.VarList(domain=pyo.NonNegativeReals)
+        block.side = pyo.VarList(domain=pyo.Binary)
+        block.cuts = pyo.ConstraintList()
+
+    def _changed(self, m: CounterfactualModel, block: pyo.Block, name: str) -> object:
+        if m.space[name].is_onehot:
+            return m.category_changed[name]
+        return block.up[name] + block.down[name]
+
+    def add_nogood(self, m: CounterfactualModel, changed: frozenset[str],
+                   hamming: int = 1) -> None:
+        """The next counterfactual's set of changed features differs from ``changed``
+        in at least ``hamming`` features."""
+        block = m.component(self.name)
+        names = [n for n in m.space.names if not m.space[n].immutable]
+        block.cuts.add(sum((1 - self._changed(m, block, n)) if n in changed
+                           else self._changed(m, block, n) for n in names) >= hamming)
+        self._nogoods.append((frozenset(changed), hamming))
+
+    def add_distance(self, m: CounterfactualModel, point: pd.Series, radius: float) -> None:
+        """The next counterfactual lies at weighted L1 distance ≥ ``radius`` from the raw
+        row ``point``."""
+        block = m.component(self.name)
+        space, w = m.space, self._weights
+        terms = []
+        for f in space:
+            if f.immutable or w[f.name] == 0:
+                continue
+            if f.is_onehot:
+                terms.append(w[f.name] * (1 - m.onehot[f.name, point[f.name]]))
+                continue
+            c = f.to_code(point[f.name])
+            big = 2 * self._span[f.name]
+            e, s = block.gap.add(), block.side.add()
+            e.setub(self._span[f.name])
+            block.cuts.add(e <= m.x[f.name] - c + big * (1 - s))
+            block.cuts.add(e <= c - m.x[f.name] + big * s)
+            terms.append(w[f.name] * e)
+        block.cuts.add(sum(terms) >= radius)
+        self._distances.append((point.copy(), float(radius)))
+
+    def violations(self, m: CounterfactualModel, factual: pd.Series,
+                   row: pd.Series) -> list[str]:
+        space = m.space
+        problems = []
+        moved = changed_features(space, factual, row)
+        for changed, hamming in self._nogoods:
+            if len(moved ^ changed) < hamming:
+                problems.append(f"{self.name}: changes the features {sorted(moved)}, within "
+                                f"Hamming distance {hamming} of an earlier counterfactual's "
+                                f"{sorted(changed)}")
+        for point, radius in self._distances:
+            d = weighted_l1(space, self._weights, row, point)
+            slack = sum(self._weights[f.name] * tolerance(space, f.name) for f in space)
+            if d < radius - slack:
+                problems.append(f"{self.name}: at weighted L1 distance {d:g} from an earlier "
+                                f"counterfactual, below the required {radius:g}")
+        return problems
