@@ -37,6 +37,7 @@ from .formulations import (
     LinearConstraint,
     NearestNeighbourHull,
     PredictorConstr,
+    RobustPlausibleRegion,
     Step,
     StructuralEquation,
     add_predictor,
@@ -45,6 +46,17 @@ from .formulations import (
 from .models import ModelAdapter, parse_model, register_model, supported_models
 from .problem import CounterfactualModel, build
 from .results import Counterfactual, CounterfactualSet
+from .robust import (
+    MILPR,
+    RNCE,
+    NonRobustMILP,
+    Proplace,
+    RobustCounterfactual,
+    RobustnessCertificate,
+    RobustnessChecker,
+    RobustnessVerdict,
+    RobustStatus,
+)
 from .solvers import SolverBackend, SolverSettings, make_solver
 from .status import Status
 
@@ -62,3 +74,6 @@ __all__ = [
     "SolverSettings", "Status", "Step", "StructuralEquation", "supported_models",
     "tighten_relu_bounds", "UnsupportedModelError", "__version__",
 ]
+__all__ += ["MILPR", "NonRobustMILP", "Proplace", "RNCE", "RobustCounterfactual",
+            "RobustPlausibleRegion", "RobustStatus", "RobustnessCertificate",
+            "RobustnessChecker", "RobustnessVerdict"]

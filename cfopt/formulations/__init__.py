@@ -11,7 +11,9 @@
 * :mod:`.rules` — linear constraints and conditional rules by feature names, steps;
 * :mod:`.causal` — structural causal models (linear or learned equations);
 * :mod:`.trust_regions` — ε-convex hull, k-nearest-neighbour hull, cluster hulls;
-* :mod:`.diversity` — no-good and distance cuts against earlier counterfactuals.
+* :mod:`.diversity` — no-good and distance cuts against earlier counterfactuals;
+* :mod:`.robustness` — Δ-robustness under model shift: the exact linear adversary,
+  shifted network copies, PROPLACE's plausible region.
 """
 
 from . import trees  # noqa: F401  (registers the tree-ensemble formulation)
@@ -19,6 +21,7 @@ from .blocks import ConstraintBlock
 from .causal import CausalModel, StructuralEquation
 from .diversity import DiversityCuts
 from .predictors import PredictorConstr, add_predictor, register_formulation
+from .robustness import RobustPlausibleRegion
 from .rules import IfCategory, IfIncreases, LinearConstraint, Step
 from .trust_regions import ClusterHulls, ConvexHull, NearestNeighbourHull
 
@@ -27,3 +30,4 @@ __all__ = [
     "DiversityCuts", "IfCategory", "IfIncreases", "LinearConstraint", "NearestNeighbourHull",
     "PredictorConstr", "register_formulation", "Step", "StructuralEquation",
 ]
+__all__ += ["RobustPlausibleRegion"]

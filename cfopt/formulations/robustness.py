@@ -1,0 +1,410 @@
+r"""Δ-robustness of ReLU networks under model shift (PROPLACE, Jiang et al. 2024).
+
+A network :math:`M_\Theta` with one logit (class 1 iff the logit is > 0) and the model
+shift :math:`\Delta = \{\Theta' : \|\Theta' - \Theta\|_\infty \le \delta\}` (every weight
+and bias independently within ±δ; the interval abstraction, Def. 5-7). A point is
+Δ-robust for the target sign :math:`s \in \{+1, -1\}` when the minimum of
+:math:`s \cdot M_{\Theta'}(z)` over :math:`\Theta' \in \Delta` is ≥ 0 (Def. 7; the
+paper's eq. (6a) is the adversary, which *minimises*).
+
+**Exact linear adversary.** Each neuron's weight row is independent of every other
+neuron's, and post-ReLU values are ≥ 0, so the pre-activations reachable from given
+previous-layer values :math:`V \ge 0` are exactly
+
+.. math:: \hat h_j \in \left[W^0_j V + b^0_j - \delta(\mathbf 1^\top V + 1),\;
+          W^0_j V + b^0_j + \delta(\mathbf 1^\top V + 1)\right]
+
+(first layer: the fixed input :math:`z`, with :math:`\|z\|_1` in place of
+:math:`\mathbf 1^\top V`, since inputs may be negative). :func:`adversary_model` is
+this set with the big-M ReLU encoding: no bilinear terms, any MILP solver. Its
+objective is the least signed logit reachable from the last hidden layer,
+:math:`s(W^0 h + b^0) - \delta(\mathbf 1^\top h + 1)`.
+
+**Concrete parameters** (:func:`recover_parameters`): per neuron,
+:math:`W = W^0 + \sigma_j \operatorname{sign}(V)^\top`, :math:`b = b^0 + \sigma_j`
+with :math:`\sigma_j \in [-\delta, \delta]` reproduce any reachable pre-activation.
+
+**Interval screen** (:func:`interval_bounds`, :func:`attack`): interval bound
+propagation over the same sets gives a sound lower bound of the minimum logit
+(certainly robust when ≥ 0), and one concrete shifted model per point gives an
+upper bound (certainly not robust when < 0).
+
+**Master problem copies** (:func:`add_shifted_copy`): PROPLACE's Algorithm 1 keeps one
+network copy per collected model, each embedded with :func:`add_predictor` on the
+counterfactual's model inputs and required to reach the master margin σ.
+
+**Plausible region** (:class:`RobustPlausibleRegion`, Def. 10): the convex hull of the
+factual and its ``k`` Δ-robust nearest neighbours among the data the model predicts
+as the target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import pyomo.environ as pyo
+
+from ..models import ModelAdapter, ReLUNetwork
+from ..models.base import DenseLayer, decide
+from .features import encode_inputs
+from .predictors import PredictorConstr, add_predictor
+from .trust_regions import ConvexHull
+
+if TYPE_CHECKING:
+    from ..problem import CounterfactualModel
+
+Parameters = list[tuple[np.ndarray, np.ndarray]]
+
+
+def check_delta(delta: Any) -> float:
+    """δ as a float; ``ValueError`` naming the option unless it is positive and finite."""
+    if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating)) or \
+            not (math.isfinite(delta) and delta > 0):
+        raise ValueError(f"delta must be a positive number (the radius of the model shift "
+                         f"in every weight and bias), got {delta!r}")
+    return float(delta)
+
+
+def robust_network(model: Any) -> ModelAdapter:
+    """The parsed model if it is a ReLU network with one logit (class 1 iff > 0);
+    ``ValueError`` otherwise (the interval abstraction is defined for those)."""
+    from ..models import parse_model
+
+    adapter = parse_model(model)
+    if not isinstance(adapter.structure, ReLUNetwork):
+        raise ValueError(f"Δ-robustness needs a ReLU network (torch, ONNX, sklearn MLP); got a "
+                         f"{adapter.kind} ({type(adapter.structure).__name__})")
+    if adapter.decision != "sign" or adapter.n_logits != 1:
+        raise ValueError(f"Δ-robustness is implemented for binary networks with one logit; "
+                         f"the {adapter.kind} has {adapter.n_logits} outputs "
+                         f"(decision {adapter.decision!r})")
+    return adapter
+
+
+def network_key(net: ReLUNetwork) -> str:
+    """A fingerprint of a network's weights (cache key of per-model verdicts)."""
+    h = hashlib.sha1()
+    for layer in net.layers:
+        h.update(layer.weight.tobytes())
+        h.update(layer.bias.tobytes())
+    return h.hexdigest()
+
+
+def _signed(net: ReLUNetwork, sign: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The layers as (W, b), the output layer multiplied by the target sign."""
+    if sign not in (1, -1):
+        raise ValueError(f"the target sign must be +1 or -1, got {sign!r}")
+    params = [(layer.weight, layer.bias) for layer in net.layers]
+    w, b = params[-1]
+    params[-1] = (sign * w, sign * b)
+    return params
+
+
+def interval_bounds(net: ReLUNetwork, Z: np.ndarray, delta: float, sign: int = 1
+                    ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Interval bounds, per row of ``Z``, of every layer's pre-activation over Δ (the
+    reachable sets of the module docstring propagated as boxes); the last entry bounds
+    the signed logit, its lower end is a sound lower bound of the minimum.
+
+    Returns a list (one per layer) of ``(lower, upper)`` arrays of shape (n, width).
+    """
+    Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
+    params = _signed(net, sign)
+    w, b = params[0]
+    centre = Z @ w.T + b
+    radius = delta * (np.abs(Z).sum(axis=1, keepdims=True) + 1.0)
+    out = [(centre - radius, centre + radius)]
+    for w, b in params[1:]:
+        lo, hi = (np.maximum(v, 0.0) for v in out[-1])
+        a, c = w - delta, w + delta
+        lower = lo @ np.maximum(a, 0).T + hi @ np.minimum(a, 0).T + b - delta
+        upper = hi @ np.maximum(c, 0).T + lo @ np.minimum(c, 0).T + b + delta
+        out.append((lower, upper))
+    return out
+
+
+def attack_targets(net: ReLUNetwork, Z: np.ndarray, delta: float, sign: int = 1
+                   ) -> list[np.ndarray]:
+    """Hidden pre-activations, per row of ``Z``, of one concrete shifted model: every
+    neuron's pre-activation moves by ``±δ(‖V‖₁ + 1)`` against the derivative of the
+    signed logit with respect to its output under the nominal activation pattern
+    (realised by :func:`recover_parameters`). One (n, width) array per hidden layer."""
+    Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
+    params = _signed(net, sign)
+    h, active = Z, []
+    for w, b in params[:-1]:
+        pre = h @ w.T + b
+        active.append(pre > 0)
+        h = np.maximum(pre, 0.0)
+    # derivative of the signed logit w.r.t. each hidden layer's output
+    grads = [np.broadcast_to(params[-1][0][0], (len(Z), params[-1][0].shape[1]))]
+    for (w, _), act in zip(params[-2:0:-1], active[-1:0:-1]):
+        grads.insert(0, (grads[0] * act) @ w)
+    v, targets = Z, []
+    for (w, b), g in zip(params[:-1], grads):
+        pre = v @ w.T + b - delta * np.sign(g) * (np.abs(v).sum(axis=1, keepdims=True) + 1.0)
+        targets.append(pre)
+        v = np.maximum(pre, 0.0)
+    return targets
+
+
+def attack(net: ReLUNetwork, Z: np.ndarray, delta: float, sign: int = 1) -> np.ndarray:
+    """Signed logit, per row of ``Z``, of the concrete shifted model of
+    :func:`attack_targets` with the output moved by ``-δ(‖h‖₁ + 1)``: an upper bound
+    of the minimum over Δ."""
+    Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
+    w, b = _signed(net, sign)[-1]
+    targets = attack_targets(net, Z, delta, sign)
+    v = np.maximum(targets[-1], 0.0) if targets else np.abs(Z)
+    if not targets:  # linear model: the first layer's reach uses |z|
+        return (Z @ w.T + b)[:, 0] - delta * (v.sum(axis=1) + 1.0)
+    return (v @ w.T + b)[:, 0] - delta * (v.sum(axis=1) + 1.0)
+
+
+def adversary_model(net: ReLUNetwork, z: np.ndarray, delta: float, sign: int = 1
+                    ) -> pyo.ConcreteModel:
+    """The exact adversary at the fixed model input ``z`` as a MILP (module docstring).
+
+    Components: ``HIDDEN`` (layer, neuron) pairs; ``pre[l, j]`` the pre-activation
+    (bounds from :func:`interval_bounds`; layer 0: exactly its reachable interval);
+    ``post[l, j]`` = ReLU(pre) with the binary ``on[l, j]`` (big-M, fixed for
+    stable neurons); ``reach_low`` / ``reach_high`` the reachable interval of layers ≥ 1;
+    ``worst`` the least signed logit from the last hidden layer, minimised by
+    ``objective``.
+    """
+    z = np.asarray(z, dtype=np.float64).reshape(-1)
+    if z.shape[0] != net.n_inputs:
+        raise ValueError(f"the network takes {net.n_inputs} inputs, got {z.shape[0]}")
+    if net.is_linear:
+        raise ValueError("the network has no hidden layer; its minimum logit over Δ is "
+                         "given in closed form by interval_bounds")
+    params = _signed(net, sign)
+    bounds = [(lo[0], hi[0]) for lo, hi in interval_bounds(net, z[None, :], delta, sign)]
+    hidden = [(li, j) for li, (w, _) in enumerate(params[:-1]) for j in range(w.shape[0])]
+    m = pyo.ConcreteModel(name="adversary")
+    m.HIDDEN = pyo.Set(initialize=hidden, dimen=2, ordered=True)
+    m.pre = pyo.Var(m.HIDDEN, bounds=lambda _, li, j: (float(bounds[li][0][j]),
+                                                        float(bounds[li][1][j])))
+    m.post = pyo.Var(m.HIDDEN, bounds=lambda _, li, j: (0.0, max(0.0, float(bounds[li][1][j]))))
+    m.on = pyo.Var(m.HIDDEN, domain=pyo.Binary)
+    for li, j in hidden:
+        lo, hi = bounds[li][0][j], bounds[li][1][j]
+        if lo >= 0:
+            m.on[li, j].fix(1)
+        elif hi <= 0:
+            m.on[li, j].fix(0)
+
+    def previous(li: int) -> list:
+        return [m.post[li - 1, i] for i in range(params[li - 1][0].shape[0])]
+
+    def reach(li: int, j: int, side: int) -> Any:
+        w, b = params[li]
+        v = previous(li)
+        return (sum(float(w[j, i]) * v[i] for i in range(len(v))) + float(b[j])
+                + side * delta * (sum(v) + 1.0))
+
+    later = [(li, j) for li, j in hidden if li > 0]
+    m.LATER = pyo.Set(initialize=later, dimen=2, ordered=True)
+    m.reach_low = pyo.Constraint(m.LATER, rule=lambda _, li, j: m.pre[li, j] >= reach(li, j, -1))
+    m.reach_high = pyo.Constraint(m.LATER, rule=lambda _, li, j: m.pre[li, j] <= reach(li, j, 1))
+    m.relu_low = pyo.Constraint(m.HIDDEN, rule=lambda _, li, j: m.post[li, j] >= m.pre[li, j])
+    m.relu_active = pyo.Constraint(m.HIDDEN, rule=lambda _, li, j: m.post[li, j] <= m.pre[
+        li, j] - float(min(bounds[li][0][j], 0.0)) * (1 - m.on[li, j]))
+    m.relu_inactive = pyo.Constraint(m.HIDDEN, rule=lambda _, li, j: m.post[li, j] <= float(
+        max(bounds[li][1][j], 0.0)) * m.on[li, j])
+    last = len(params) - 1
+    w, b = params[-1]
+    v = previous(last)
+    m.worst = pyo.Expression(expr=sum(float(w[0, i]) * v[i] for i in range(len(v)))
+                             + float(b[0]) - delta * (sum(v) + 1.0))
+    m.objective = pyo.Objective(expr=m.worst, sense=pyo.minimize)
+    return m
+
+
+def adversary_targets(m: pyo.ConcreteModel) -> list[np.ndarray]:
+    """The adversary's pre-activations per hidden layer (solution values)."""
+    layers: dict[int, list[float]] = {}
+    for li, j in m.HIDDEN:
+        layers.setdefault(li, []).append(pyo.value(m.pre[li, j]))
+    return [np.array(layers[li]) for li in sorted(layers)]
+
+
+def recover_parameters(net: ReLUNetwork, z: np.ndarray, delta: float, targets: list[np.ndarray],
+                       sign: int = 1) -> Parameters:
+    """Concrete parameters in Δ reaching the hidden pre-activations ``targets`` at ``z``
+    (as closely as the box allows), with the worst output layer: per neuron
+    ``W = W⁰ + σ_j sign(V)ᵀ``, ``b = b⁰ + σ_j``, ``σ_j ∈ [-δ, δ]``, where ``V`` is the
+    previous layer's value under the parameters recovered so far (module docstring).
+    Returns (W, b) per layer in the network's own orientation (unsigned logit)."""
+    v = np.asarray(z, dtype=np.float64).reshape(-1)
+    out: Parameters = []
+    for layer, target in zip(net.layers[:-1], targets):
+        w0, b0 = layer.weight, layer.bias
+        norm = np.abs(v).sum() + 1.0
+        s = np.clip((target - (w0 @ v + b0)) / norm, -delta, delta)
+        w, b = w0 + np.outer(s, np.sign(v)), b0 + s
+        out.append((w, b))
+        v = np.maximum(w @ v + b, 0.0)
+    last = net.layers[-1]
+    s = -sign * delta
+    out.append((last.weight + s * np.sign(v)[None, :], last.bias + s))
+    return out
+
+
+def forward(params: Parameters, Z: np.ndarray) -> np.ndarray:
+    """Logits of the network with parameters ``params`` (plain numpy forward pass)."""
+    h = np.atleast_2d(np.asarray(Z, dtype=np.float64))
+    for k, (w, b) in enumerate(params):
+        h = h @ w.T + b
+        if k < len(params) - 1:
+            h = np.maximum(h, 0.0)
+    return h[:, 0]
+
+
+def max_shift(net: ReLUNetwork, params: Parameters) -> float:
+    """``‖Θ - Θ⁰‖_∞`` of concrete parameters."""
+    return max(max(float(np.abs(w - layer.weight).max()), float(np.abs(b - layer.bias).max()))
+               for layer, (w, b) in zip(net.layers, params))
+
+
+class ShiftedNetwork(ModelAdapter):
+    """A concrete network of Δ (one logit, class 1 iff > 0), as a model cfopt embeds."""
+
+    decision = "sign"
+    classes = (0, 1)
+
+    def __init__(self, params: Parameters) -> None:
+        self.params = [(np.asarray(w, dtype=np.float64), np.asarray(b, dtype=np.float64))
+                       for w, b in params]
+        self.structure = ReLUNetwork(tuple(
+            DenseLayer(w, b, relu=k < len(params) - 1) for k, (w, b) in enumerate(self.params)))
+        self.model = self.structure
+
+    def predict(self, Z: np.ndarray) -> np.ndarray:
+        return decide(self.output(Z), "sign")
+
+    def output(self, Z: np.ndarray) -> np.ndarray:
+        return forward(self.params, Z)[:, None]
+
+
+def layer_box_bounds(net: ReLUNetwork, lower: np.ndarray, upper: np.ndarray
+                     ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Interval bounds of every layer's pre-activation of a fixed network over the input
+    box ``[lower, upper]``."""
+    lo, hi = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
+    out = []
+    for layer in net.layers:
+        wp, wn = np.maximum(layer.weight, 0), np.minimum(layer.weight, 0)
+        pre_lo = wp @ lo + wn @ hi + layer.bias
+        pre_hi = wp @ hi + wn @ lo + layer.bias
+        out.append((pre_lo, pre_hi))
+        lo, hi = np.maximum(pre_lo, 0.0), np.maximum(pre_hi, 0.0)
+    return out
+
+
+def add_shifted_copy(m: CounterfactualModel, params: Parameters, name: str,
+                     box: tuple[np.ndarray, np.ndarray]) -> PredictorConstr:
+    """One more network copy in the master of Algorithm 1: the shifted model ``params``
+    embedded with :func:`add_predictor` on the counterfactual's model inputs
+    (``m.<name>``), its big-M constants from interval bounds over the input ``box``
+    (e.g. the plausible region's bounding box), and the constraint
+    ``m.<name>_valid``: target sign x logit ≥ ``m.margin`` (the master margin σ)."""
+    from ..bound_tightening import apply_layer_bounds
+
+    adapter = ShiftedNetwork(params)
+    pred = add_predictor(m, adapter, encode_inputs(m, m.space, m.input_specs), name=name)
+    apply_layer_bounds(pred, layer_box_bounds(adapter.structure, *box))
+    m.add_component(f"{name}_valid", pyo.Constraint(
+        expr=m.target_sign * pred.outputs[0] >= m.margin))
+    return pred
+
+
+def remove_shifted_copy(m: CounterfactualModel, name: str) -> None:
+    """Delete a copy added by :func:`add_shifted_copy`."""
+    for suffix in ("_valid", "_link", ""):
+        component = m.component(name + suffix)
+        if component is not None:
+            m.del_component(component)
+
+
+@dataclass
+class RegionReport:
+    """The current query's plausible region: robust neighbours found and checks made."""
+
+    neighbours: int
+    candidates: int
+    screened: int
+    milp_checks: int
+    seconds: float
+
+
+class RobustPlausibleRegion(ConvexHull):
+    """PROPLACE's plausible region (Def. 10): the convex hull (λ ≥ 0, Σλ = 1,
+    z(x') = Σ λ_l z_l) of the factual and its ``k`` Δ-robust nearest neighbours among
+    the data rows the model predicts as the target.
+
+    Neighbours are visited in KD-tree (Euclidean, model-input encoding) order and
+    checked by the interval screen, the exact MILP only when the screen is undecided
+    (:class:`cfopt.robust.RobustnessChecker`); verdicts are cached per (model, δ, target)
+    so a batch of queries checks each data row at most once.
+
+    Args:
+        data: raw rows (the feature space's columns), e.g. the training data.
+        delta: radius of the model shift (every weight and bias ±δ).
+        k: number of Δ-robust neighbours.
+        labels: observed labels of ``data``; by default the model's predictions.
+        solver: solver of the exact checks (name or backend).
+        epsilon, norm: an optional slack ball around the hull (as :class:`ConvexHull`).
+    """
+
+    kind = "plausible_region"
+
+    def __init__(self, data: pd.DataFrame, delta: float, k: int = 20, *, labels: Any = None,
+                 solver: Any = "highs", epsilon: float = 0.0, norm: str = "l1",
+                 name: str | None = None) -> None:
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"k must be a positive integer (number of Δ-robust neighbours), "
+                             f"got {k!r}")
+        super().__init__(data, labels=labels, epsilon=epsilon, norm=norm, max_points=int(k),
+                         include_factual=True, name=name)
+        self.delta = check_delta(delta)
+        self.k = int(k)
+        self.solver = solver
+        self._checkers: dict[str, Any] = {}
+        self.report: RegionReport | None = None
+
+    def checker(self, m: CounterfactualModel) -> Any:
+        """The robustness checker (and verdict cache) of ``m``'s network at this δ."""
+        from ..robust import RobustnessChecker
+
+        key = network_key(robust_network(m.adapter).structure)
+        if key not in self._checkers:
+            self._checkers[key] = RobustnessChecker(m.adapter, self.delta, solver=self.solver)
+        return self._checkers[key]
+
+    def update(self, m: CounterfactualModel, block: pyo.Block) -> None:
+        rows = self._candidates(m)
+        sign = 1 if m.target[0] == m.adapter.classes[1] else -1
+        z0 = m.space.encode(m.factual)[0]
+        found, report = self.checker(m).nearest_robust(
+            self._Z, rows, z0, self.k, sign=sign, cache_key=(id(self), self.name))
+        self.report = report
+        points = np.vstack([z0[None, :], self._Z[found]])
+        points = np.vstack([points, np.repeat(points[-1:], len(block.POINTS) - len(points),
+                                              axis=0)])
+        for i in range(points.shape[0]):
+            for j in range(points.shape[1]):
+                block.point[i, j] = float(points[i, j])
+
+    def box(self, m: CounterfactualModel) -> tuple[np.ndarray, np.ndarray]:
+        """The bounding box of the current reference points (model inputs), widened by
+        the slack radius: every point of the region lies in it."""
+        points = self._reference_sets(m)[0]
+        return points.min(axis=0) - self.epsilon, points.max(axis=0) + self.epsilon
+
+
