@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import environment, stats, write  # noqa: E402
+from common import dice_counterfactuals, environment, stats, write  # noqa: E402
 
 import cfopt  # noqa: E402
 
@@ -122,57 +121,18 @@ def run_cfopt(model, space, X, solver, time_limit, pruning=True) -> dict[str, An
             "times_s": [round(t, 4) for t in times]}
 
 
-class _DiceModel:
-    def __init__(self, model, space) -> None:
-        self.model, self.space = model, space
-
-    def predict_proba(self, frame: pd.DataFrame) -> np.ndarray:
-        Z = self.space.transform(_coerce(frame[self.space.names], self.space),
-                                 check_bounds=False)
-        return self.model.predict_proba(Z)
-
-    def predict(self, frame: pd.DataFrame) -> np.ndarray:
-        return self.predict_proba(frame).argmax(axis=1)
-
-
-def _coerce(frame: pd.DataFrame, space: cfopt.FeatureSpace) -> pd.DataFrame:
-    frame = frame.copy()
-    for f in space:
-        if not f.labelled:
-            frame[f.name] = np.round(pd.to_numeric(frame[f.name])) if f.is_integral \
-                else pd.to_numeric(frame[f.name])
-    return frame
-
-
 def run_dice(method: str, model, space, train_X, train_y, X) -> dict[str, Any]:
-    import dice_ml
-
-    continuous = [f.name for f in space if not f.labelled]
-    frame = pd.concat([train_X, train_y.rename("label")], axis=1)
-    data = dice_ml.Data(dataframe=frame, continuous_features=continuous, outcome_name="label")
-    dice = dice_ml.Dice(data, dice_ml.Model(model=_DiceModel(model, space), backend="sklearn"),
-                        method=method)
     times, l1s, nch = [], [], []
     valid = 0
     errors: list[str] = []
-    for i in range(len(X)):
-        x = X.iloc[[i]]
-        seed = {"random_seed": i} if method == "random" else {}  # genetic takes no seed
-        np.random.seed(i)
-        t0 = time.perf_counter()
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                out = dice.generate_counterfactuals(x, total_CFs=1, desired_class=1,
-                                                    verbose=False, **seed)
-            cf = out.cf_examples_list[0].final_cfs_df
-        except Exception as exc:  # DiCE raises when it finds nothing
-            errors.append(f"{type(exc).__name__}: {exc}"[:120])
-            cf = None
-        times.append(time.perf_counter() - t0)
-        if cf is None or len(cf) == 0:
+    for i, (row, seconds, error) in enumerate(
+            dice_counterfactuals(method, model, space, train_X, train_y, X)):
+        times.append(seconds)
+        if error is not None:
+            errors.append(error)
+        if row is None:
             continue
-        row = _coerce(cf[space.names].iloc[[0]].reset_index(drop=True), space)
+        x = X.iloc[[i]]
         if model.predict(space.transform(row, check_bounds=False))[0] == 1:
             valid += 1
             l1s.append(l1(space, x, row))

@@ -1,4 +1,4 @@
-"""Shared benchmark helpers: environment record, timing statistics, result files."""
+"""Shared benchmark helpers: environment record, timing statistics, result files, DiCE runs."""
 
 from __future__ import annotations
 
@@ -10,10 +10,16 @@ import platform
 import shutil
 import subprocess
 import sys
+import time
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
+
+import cfopt
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -92,3 +98,66 @@ def _default(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+class _DiceModel:
+    """A model over ``space.transform`` seen by DiCE as one over raw frames."""
+
+    def __init__(self, model: Any, space: cfopt.FeatureSpace) -> None:
+        self.model, self.space = model, space
+
+    def predict_proba(self, frame: pd.DataFrame) -> np.ndarray:
+        Z = self.space.transform(_coerce(frame[self.space.names], self.space),
+                                 check_bounds=False)
+        return self.model.predict_proba(Z)
+
+    def predict(self, frame: pd.DataFrame) -> np.ndarray:
+        return self.predict_proba(frame).argmax(axis=1)
+
+
+def _coerce(frame: pd.DataFrame, space: cfopt.FeatureSpace) -> pd.DataFrame:
+    frame = frame.copy()
+    for f in space:
+        if not f.labelled:
+            frame[f.name] = np.round(pd.to_numeric(frame[f.name])) if f.is_integral \
+                else pd.to_numeric(frame[f.name])
+    return frame
+
+
+def dice_counterfactuals(method: str, model: Any, space: cfopt.FeatureSpace,
+                         train_X: pd.DataFrame, train_y: pd.Series, X: pd.DataFrame,
+                         features_to_vary: str | Sequence[str] = "all"
+                         ) -> list[tuple[pd.DataFrame | None, float, str | None]]:
+    """One DiCE counterfactual (``total_CFs=1``, target class 1) per row of ``X``.
+
+    Returns per row: the counterfactual as a one-row raw frame (integral features
+    rounded; ``None`` when DiCE found nothing), the seconds DiCE took, and DiCE's error
+    (it raises when it finds nothing) or ``None``. Validity is left to the caller.
+    """
+    import dice_ml
+
+    continuous = [f.name for f in space if not f.labelled]
+    frame = pd.concat([train_X, train_y.rename("label")], axis=1)
+    data = dice_ml.Data(dataframe=frame, continuous_features=continuous, outcome_name="label")
+    dice = dice_ml.Dice(data, dice_ml.Model(model=_DiceModel(model, space), backend="sklearn"),
+                        method=method)
+    out: list[tuple[pd.DataFrame | None, float, str | None]] = []
+    for i in range(len(X)):
+        seed = {"random_seed": i} if method == "random" else {}  # genetic takes no seed
+        np.random.seed(i)
+        cf, error = None, None
+        t0 = time.perf_counter()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = dice.generate_counterfactuals(
+                    X.iloc[[i]], total_CFs=1, desired_class=1, verbose=False,
+                    features_to_vary=features_to_vary, **seed)
+            cf = result.cf_examples_list[0].final_cfs_df
+        except Exception as exc:  # DiCE raises when it finds nothing
+            error = f"{type(exc).__name__}: {exc}"[:120]
+        seconds = time.perf_counter() - t0
+        row = None if cf is None or len(cf) == 0 else \
+            _coerce(cf[space.names].iloc[[0]].reset_index(drop=True), space)
+        out.append((row, seconds, error))
+    return out
