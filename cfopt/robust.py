@@ -72,6 +72,9 @@ from .results import _plain, _row_dict
 from .solvers import SolverBackend, SolverSettings, make_solver
 from .status import Status
 
+#: per-row verdict codes of the data cache (besides 1 robust, 0 not robust)
+_UNSEEN, _UNDECIDED = -1, 2
+
 
 class RobustStatus(str, Enum):
     """Outcome of a robust counterfactual query.
@@ -248,7 +251,7 @@ class RobustnessChecker:
         t0 = time.perf_counter()
         rows = np.asarray(rows, dtype=int)
         key = (cache_key, sign, len(Z))
-        verdicts = self._verdicts.setdefault(key, np.full(len(Z), -1, dtype=np.int8))
+        verdicts = self._verdicts.setdefault(key, np.full(len(Z), _UNSEEN, dtype=np.int8))
         found: list[int] = []
         screened = checks = 0
         if not len(rows):
@@ -260,14 +263,13 @@ class RobustnessChecker:
             n = min(len(rows), seen + batch)
             _, idx = tree.query(z0, k=n)
             order = rows[np.atleast_1d(idx)[seen:n]]
-            unknown = order[verdicts[order] == -1]
+            unknown = order[verdicts[order] == _UNSEEN]
             if len(unknown):
                 lower, upper = self.screen(Z[unknown], sign)
-                verdicts[unknown[lower >= 0]] = 1
-                verdicts[unknown[upper < 0]] = 0
+                verdicts[unknown] = np.where(lower >= 0, 1, np.where(upper < 0, 0, _UNDECIDED))
                 screened += len(unknown)
             for r in order:
-                if verdicts[r] == -1:
+                if verdicts[r] == _UNDECIDED:
                     verdict = self.exact(Z[r], sign)
                     checks += 1
                     verdicts[r] = 1 if verdict.robust else 0

@@ -1,0 +1,274 @@
+"""PROPLACE: the exact Δ-robustness adversary, the plausible region, the cutting-set
+loop and its baselines."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import cfopt
+from cfopt.formulations.robustness import (
+    adversary_model,
+    adversary_targets,
+    attack,
+    forward,
+    interval_bounds,
+    max_shift,
+    recover_parameters,
+)
+from cfopt.robust import MILPR, RNCE, NonRobustMILP, Proplace, RobustnessChecker, RobustStatus
+
+from .conftest import train_torch
+
+
+def _net(sizes: tuple[int, ...], seed: int) -> torch.nn.Sequential:
+    torch.manual_seed(seed)
+    layers: list[torch.nn.Module] = []
+    for a, b in zip(sizes, sizes[1:]):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers[:-1]).double()
+
+
+def _params(net: torch.nn.Sequential) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy())
+            for m in net if isinstance(m, torch.nn.Linear)]
+
+
+def _vertex_minimum(params: list, z: np.ndarray, delta: float, sign: int) -> float:
+    """The minimum signed logit over every vertex of the parameter box (2-h-1 nets:
+    the minimum is attained at a vertex, see the test)."""
+    (w1, b1), (w2, b2) = params
+    h_all = []
+    n1 = w1.size + b1.size
+    for s in itertools.product((-delta, delta), repeat=n1):
+        s = np.array(s)
+        w = w1 + s[:w1.size].reshape(w1.shape)
+        h_all.append(np.maximum(w @ z + b1 + s[w1.size:], 0.0))
+    H = np.array(h_all)                                  # (vertices, hidden)
+    best = np.inf
+    for s in itertools.product((-delta, delta), repeat=w2.size + 1):
+        s = np.array(s)
+        out = sign * (H @ (w2[0] + s[:-1]) + b2[0] + s[-1])
+        best = min(best, float(out.min()))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_adversary_equals_vertex_enumeration(seed: int) -> None:
+    # For one hidden layer the minimum over the box is attained at a vertex: the output
+    # is linear in the output parameters, and each hidden neuron's ReLU(w·z + b) is a
+    # monotone function of an affine function of its own parameters.
+    net = _net((2, 3, 1), seed)
+    params = _params(net)
+    rng = np.random.default_rng(seed)
+    checker = RobustnessChecker(net, 0.1)
+    for _ in range(3):
+        z = rng.uniform(-1.5, 1.5, 2)  # negative inputs: the first layer uses |z|
+        for sign in (1, -1):
+            verdict = checker.exact(z, sign)
+            expected = _vertex_minimum(params, z, 0.1, sign)
+            assert verdict.bound == pytest.approx(expected, abs=1e-6)
+            assert verdict.value == pytest.approx(expected, abs=1e-6)
+            assert verdict.robust is (expected >= 0)
+
+
+def test_certificates_never_contradicted_by_sampled_models() -> None:
+    net = _net((4, 8, 8, 1), 3)
+    params = _params(net)
+    delta = 0.05
+    checker = RobustnessChecker(net, delta)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        z = rng.uniform(0, 1, 4)
+        verdict = checker.exact(z)
+        # 400 models: uniform in the box and on its vertices
+        worst = np.inf
+        for k in range(400):
+            draw = (lambda shape: rng.uniform(-delta, delta, shape)) if k % 2 else \
+                (lambda shape: delta * rng.choice([-1.0, 1.0], shape))
+            shifted = [(w + draw(w.shape), b + draw(b.shape)) for w, b in params]
+            worst = min(worst, float(forward(shifted, z[None, :])[0]))
+        assert verdict.bound <= worst + 1e-9
+        # the screen brackets the exact minimum
+        lower = interval_bounds(checker.net, z[None, :], delta)[-1][0][0, 0]
+        upper = attack(checker.net, z[None, :], delta)[0]
+        assert lower <= verdict.bound + 1e-9 and verdict.value <= upper + 1e-9
+
+
+def test_recovered_parameters_reproduce_the_adversary() -> None:
+    net = _net((5, 6, 4, 1), 7)
+    delta = 0.03
+    checker = RobustnessChecker(net, delta)
+    rng = np.random.default_rng(1)
+    for sign in (1, -1):
+        z = rng.uniform(-1, 1, 5)
+        model = adversary_model(checker.net, z, delta, sign)
+        outcome = checker.backend.solve(model, checker.settings)
+        assert outcome.status is cfopt.Status.OPTIMAL
+        params = recover_parameters(checker.net, z, delta, adversary_targets(model), sign)
+        assert max_shift(checker.net, params) <= delta * (1 + 1e-12)
+        assert sign * forward(params, z[None, :])[0] == pytest.approx(outcome.objective,
+                                                                      abs=1e-6)
+
+
+def test_same_certificate_on_highs_cbc_and_gurobi() -> None:
+    net = _net((4, 8, 8, 1), 5)
+    rng = np.random.default_rng(2)
+    Z = rng.uniform(0, 1, (3, 4))
+    results = {}
+    for solver in ("highs", "cbc", "gurobi"):
+        try:
+            checker = RobustnessChecker(net, 0.02, solver=solver)
+        except cfopt.SolverNotAvailableError:
+            assert solver == "gurobi"
+            continue
+        results[solver] = [checker.exact(z) for z in Z]
+    for solver, verdicts in results.items():
+        for v, ref in zip(verdicts, results["highs"]):
+            assert v.robust == ref.robust, solver
+            assert v.value == pytest.approx(ref.value, abs=1e-5), solver
+
+
+# ------------------------------------------------------------------- the loop
+@pytest.fixture(scope="module")
+def toy():
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.uniform(0, 1, (300, 4)), columns=["a", "b", "c", "d"])
+    y = ((X["a"] + X["b"] - 0.5 * X["c"] + 0.2 * rng.normal(size=300)) > 0.8).astype(int)
+    space = cfopt.FeatureSpace.from_frame(X)
+    net = train_torch(space.transform(X), y.to_numpy(), hidden=(8, 8), epochs=200)
+    Z = space.transform(X)
+    with torch.no_grad():
+        rejected = (net(torch.tensor(Z, dtype=torch.float32))[:, 0] <= 0).numpy()
+    return X, space, net, X[rejected].iloc[:3].reset_index(drop=True)
+
+
+def _sampled_logits(net: torch.nn.Module, z: np.ndarray, delta: float, n: int = 200,
+                    seed: int = 0) -> np.ndarray:
+    params = [(w.astype(np.float64), b.astype(np.float64)) for w, b in
+              [(m.weight.detach().numpy(), m.bias.detach().numpy()) for m in net
+               if isinstance(m, torch.nn.Linear)]]
+    rng = np.random.default_rng(seed)
+    return np.array([forward([(w + rng.uniform(-delta, delta, w.shape),
+                               b + rng.uniform(-delta, delta, b.shape)) for w, b in params],
+                             z[None, :])[0] for _ in range(n)])
+
+
+def test_proplace_certified_and_valid_under_sampled_models(toy) -> None:
+    X, space, net, queries = toy
+    delta = 0.05
+    outcomes = {}
+    for solver in ("highs", "cbc"):
+        method = Proplace(net, space, X, delta, k=10, solver=solver)
+        outcomes[solver] = method.explain_many(queries, target=1)
+    for r_h, r_c in zip(outcomes["highs"], outcomes["cbc"]):
+        for r in (r_h, r_c):
+            assert r.status is RobustStatus.CERTIFIED, r.message
+            assert r.certified and r.verified and r.certificate.bound >= 0
+            z = space.transform(r.counterfactual)[0]
+            assert (_sampled_logits(net, z, delta) > 0).all()
+        assert r_h.objective == pytest.approx(r_c.objective, rel=1e-3, abs=1e-4)
+    r = outcomes["highs"][0]
+    payload = json.loads(r.to_json())
+    assert payload["status"] == "certified" and payload["certificate"]["delta"] == delta
+    assert payload["certificate"]["iterations"] == r.certificate.iterations >= 1
+    assert len(r.certificate.models) == r.certificate.iterations - 1
+
+
+def test_proplace_on_gurobi_when_licensed(toy) -> None:
+    X, space, net, queries = toy
+    try:
+        method = Proplace(net, space, X, 0.05, k=10, solver="gurobi")
+        r = method.explain(queries.iloc[[0]], target=1)
+    except (cfopt.SolverNotAvailableError, cfopt.SolverLicenseError):
+        pytest.skip("Gurobi not available or the model exceeds its licence")
+    assert r.status is RobustStatus.CERTIFIED
+
+
+def test_region_cache_pays_once(toy) -> None:
+    X, space, net, queries = toy
+    method = Proplace(net, space, X, 0.05, k=10)
+    first = method.explain(queries.iloc[[0]], target=1)
+    again = method.explain(queries.iloc[[0]], target=1)
+    assert again.details["region_screened"] == 0 and again.details["region_milp_checks"] == 0
+    assert again.objective == pytest.approx(first.objective)
+
+
+def test_composes_with_immutables_max_changes_rules_and_trust_regions(toy) -> None:
+    X, _, net, queries = toy
+    space = cfopt.FeatureSpace.from_frame(X).immutable("d").increase_only("a")
+    rule = cfopt.LinearConstraint({"b": 1}, "<=", 0.3, relative=True, name="b_budget")
+    hull = cfopt.ConvexHull(X, epsilon=0.5, max_points=50, name="hull")
+    method = Proplace(net, space, X, 0.05, k=30, max_changes=3, constraints=[rule, hull])
+    statuses = []
+    for i in range(len(queries)):
+        r = method.explain(queries.iloc[[i]], target=1)
+        statuses.append(r.status)
+        if r.status is RobustStatus.INFEASIBLE:  # immutables can empty the region
+            assert r.counterfactual is None and "no point of the plausible region" in r.message
+            continue
+        assert r.certified, r.message
+        before, after = r.factual.iloc[0], r.counterfactual.iloc[0]
+        assert after["d"] == before["d"] and after["a"] >= before["a"]
+        assert after["b"] <= before["b"] + 0.3 + 1e-6
+        assert (r.counterfactual != r.factual).to_numpy().sum() <= 3
+    assert RobustStatus.CERTIFIED in statuses
+    assert "b_budget" in method.milp.constraints and "hull" in method.milp.constraints
+
+
+def test_no_robust_point_is_infeasible_not_a_hang(toy) -> None:
+    X, space, net, queries = toy
+    r = Proplace(net, space, X, 3.0, k=5).explain(queries.iloc[[0]], target=1)
+    assert r.status is RobustStatus.INFEASIBLE and r.counterfactual is None
+    assert "no Δ-robust data point" in r.message
+    plain = NonRobustMILP(net, space, 3.0).explain(queries.iloc[[0]], target=1)
+    assert plain.status is RobustStatus.NOT_ROBUST and plain.certificate.robust is False
+    assert plain.found  # still a valid (non-robust) counterfactual
+    capped = MILPR(net, space, 3.0, max_rounds=2).explain(queries.iloc[[0]], target=1)
+    assert capped.status in (RobustStatus.ITERATION_LIMIT, RobustStatus.INFEASIBLE)
+    assert not capped.certified
+    assert RNCE(net, space, X, 3.0).explain(queries.iloc[[0]], 1).status \
+        is RobustStatus.INFEASIBLE
+
+
+def test_iteration_cap_has_its_own_status(toy) -> None:
+    X, space, net, queries = toy
+    method = Proplace(net, space, X, 0.05, k=10, max_iterations=1)
+    statuses = {method.explain(queries.iloc[[i]], 1).status for i in range(len(queries))}
+    assert statuses <= {RobustStatus.CERTIFIED, RobustStatus.ITERATION_LIMIT}
+
+
+def test_baselines_certify(toy) -> None:
+    X, space, net, queries = toy
+    x = queries.iloc[[0]]
+    milpr = MILPR(net, space, 0.05).explain(x, 1)
+    rnce = RNCE(net, space, X, 0.05).explain(x, 1)
+    plain = NonRobustMILP(net, space, 0.05).explain(x, 1)
+    for r in (milpr, rnce):
+        assert r.certified, r.message
+        z = space.transform(r.counterfactual)[0]
+        assert (_sampled_logits(net, z, 0.05) > 0).all()
+    assert plain.found and plain.objective <= milpr.objective + 1e-6
+
+
+def test_bad_input_names_the_option(toy) -> None:
+    X, space, net, _ = toy
+    with pytest.raises(ValueError, match="delta"):
+        Proplace(net, space, X, 0.0)
+    with pytest.raises(ValueError, match="tolerance"):
+        Proplace(net, space, X, 0.05, sigma=0.01, tolerance=0.02)
+    with pytest.raises(ValueError, match="k must"):
+        Proplace(net, space, X, 0.05, k=0)
+    with pytest.raises(ValueError, match="max_iterations"):
+        Proplace(net, space, X, 0.05, max_iterations=0)
+    with pytest.raises(ValueError, match="growth"):
+        MILPR(net, space, 0.05, growth=1.0)
+    multiclass = train_torch(space.transform(X), np.arange(len(X)) % 3, hidden=(4,),
+                             n_classes=3, epochs=2)
+    with pytest.raises(ValueError, match="one logit"):
+        RobustnessChecker(multiclass, 0.05)
