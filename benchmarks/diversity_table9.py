@@ -372,7 +372,8 @@ def main(argv: list[str] | None = None) -> None:
         models[name] = {"rows": len(X), "features": X.shape[1], "train": len(train_X),
                         "test": len(test_X), "epochs": args.epochs, "batch": BATCH, "lr": LR,
                         "test_accuracy": accuracy,
-                        "train_s": None if cached else round(train_s, 1),
+                        "train_s": models.get(name, {}).get("train_s") if cached
+                        else round(train_s, 1),
                         "rejected_perturbations": rejected,
                         "factual_classes": [int(predict(space.transform(x))[0])
                                             for _, x, _ in pairs[::REPEATS]]}

@@ -317,23 +317,29 @@ class DiverseNeighbours:
         return any(f.immutable or f.direction != "any" for f in self.space)
 
     def _diverse(self, C: np.ndarray, dist: np.ndarray, z: np.ndarray) -> list[int]:
-        """Step 3 on candidates sorted by distance: positions of those kept."""
-        kept: list[int] = []
+        """Step 3 on candidates sorted by distance: positions of those kept. Greedy: the
+        first candidate not rejected by any kept one is kept next; each kept candidate
+        rejects the rest in one vectorised pass."""
         if self.diversity == "angle":
             U = (C - z) * self._weights
             U = U / np.linalg.norm(U, axis=1, keepdims=True)
-            for i in range(len(C)):
-                if all(abs(float(U[i] @ U[j])) <= self.beta for j in kept):
-                    kept.append(i)
-                if len(kept) == self.n:
-                    break
-            return kept
-        threshold = (1.0 + self.beta) * dist[0]
-        for i in range(len(C)):
-            if all(self._distances(C[j][None, :], C[i])[0] >= threshold for j in kept):
-                kept.append(i)
-            if len(kept) == self.n:
+
+            def rejects(j: int) -> np.ndarray:
+                return np.abs(U @ U[j]) > self.beta
+        else:
+            threshold = (1.0 + self.beta) * dist[0]
+
+            def rejects(j: int) -> np.ndarray:
+                return self._distances(C, C[j]) < threshold
+        kept: list[int] = []
+        rejected = np.zeros(len(C), dtype=bool)
+        while len(kept) < self.n:
+            free = np.flatnonzero(~rejected)
+            free = free[free > kept[-1]] if kept else free
+            if not len(free):
                 break
+            kept.append(int(free[0]))
+            rejected |= rejects(kept[-1])
         return kept
 
     def _search(self, z: np.ndarray, C: np.ndarray, dist: np.ndarray,
@@ -424,23 +430,23 @@ class DiverseNeighbours:
             predictions += searched
         t3 = time.perf_counter()
 
-        # re-check exactly the returned raw rows
-        counterfactuals = self.space.inverse_transform(points) if len(points) else \
-            pd.DataFrame(columns=self.space.names)
-        candidates = self.space.inverse_transform(C) if len(C) else \
-            pd.DataFrame(columns=self.space.names)
+        # re-check exactly the returned raw rows (decoded, then encoded as a user would)
+        names = self.space.names
         if len(points):
-            predicted = np.asarray(self._predict(
-                self.space.transform(counterfactuals, check_bounds=False)))
+            rows_out = self.space.inverse_transform(np.vstack([points, C]))
+            counterfactuals = rows_out.iloc[:len(points)].reset_index(drop=True)
+            candidates = rows_out.iloc[len(points):].reset_index(drop=True)
+            final = self.space.encode(counterfactuals)
+            predicted = np.asarray(self._predict(final))
             predictions += len(points)
         else:
-            predicted = np.array([])
+            counterfactuals = candidates = pd.DataFrame(columns=names)
+            final, predicted = np.zeros((0, len(z))), np.array([])
         ok = in_target(predicted) if len(predicted) else np.zeros(0, dtype=bool)
         n_dropped = int((~ok).sum())
         counterfactuals = counterfactuals[ok].reset_index(drop=True)
         candidates = candidates[ok].reset_index(drop=True)
-        final = self.space.transform(counterfactuals, check_bounds=False) \
-            if len(counterfactuals) else np.zeros((0, len(z)))
+        final = final[ok]
         t4 = time.perf_counter()
         return DiverseNeighboursResult(
             factual=factual.reset_index(drop=True), factual_class=factual_class,
