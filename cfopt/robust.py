@@ -678,7 +678,9 @@ class MILPR(_RobustMethod):
     """MILP-R (Jiang et al. 2023): the closest counterfactual with validity margin μ,
     raising μ until the exact check certifies Δ-robustness. Each round sets
     ``μ ← max(growth · μ, μ - v)`` with ``v`` the worst shifted model's signed logit at
-    the last point (the logit drop the shift caused there).
+    the last point (the logit drop the shift caused there); once a margin is
+    infeasible, μ bisects between the largest uncertified and the smallest infeasible
+    margin.
 
     Args:
         initial_margin: the first μ (logit units).
@@ -727,6 +729,8 @@ class MILPR(_RobustMethod):
         times = {"master": 0.0, "adversary": 0.0}
         certificate = RobustnessCertificate(self.delta, None, None, 0.0, None, times=times)
         margin = self.initial_margin
+        low: float | None = None   # largest margin solved but not certified
+        high: float | None = None  # smallest infeasible margin
         status, row, bound, message = RobustStatus.ITERATION_LIMIT, None, None, ""
         try:
             for rnd in range(1, self.max_rounds + 1):
@@ -739,6 +743,10 @@ class MILPR(_RobustMethod):
                 outcome = self.backend.solve(m, settings)
                 times["master"] += time.perf_counter() - s0
                 certificate.iterations = rnd
+                if outcome.status is Status.INFEASIBLE and low is not None:
+                    high = margin
+                    margin = (low + high) / 2
+                    continue
                 if not outcome.status.has_solution:
                     status = {Status.INFEASIBLE: RobustStatus.INFEASIBLE,
                               Status.NO_SOLUTION: RobustStatus.TIME_LIMIT}.get(
@@ -756,8 +764,11 @@ class MILPR(_RobustMethod):
                     status = RobustStatus.CERTIFIED
                     break
                 # the worst model lowers the logit from about μ to its value: ask for that drop
+                low = margin
                 drop = margin - verdict.value if verdict.value is not None else 0.0
                 margin = max(self.growth * margin, drop)
+                if high is not None:
+                    margin = min(margin, (low + high) / 2)
             else:
                 message = f"{self.max_rounds} margin rounds without a certificate"
         finally:
