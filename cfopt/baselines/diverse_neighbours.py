@@ -24,7 +24,12 @@ counterfactuals approximates the exhaustive ε-approximate explainer, which is r
 
 Distances are measured in min-max units (:func:`cfopt.metrics.distance_weights`: a
 numeric feature's change divided by its range, a category change counts 1), as the
-paper does on min-max scaled data, under L1 or L2.
+paper does on min-max scaled data, under L1 or L2. Where the authors' code
+(fraleo/robust_counterfactuals_aaai24) departs from the paper's text, this module
+follows the text: their neighbour search is always Euclidean (here: the chosen
+norm), and their binary search makes :math:`\lceil\log_2(D_{max}/\gamma)\rceil` steps
+for every candidate, with :math:`D_{max}` the distance of the α-th neighbour (here:
+each candidate's own segment, as in Algorithm 1).
 """
 
 from __future__ import annotations
@@ -201,7 +206,10 @@ class DiverseNeighbours:
     Raises:
         ValueError: unknown option values, a non-positive ``n``, ``alpha``, ``gamma``,
             or ``beta`` out of range; in ``fit`` / ``explain``: rows that fail the
-            space's validation (missing or extra columns, NaN, unseen categories).
+            space's validation (missing or extra columns, NaN, unseen categories), a
+            target the model never predicts or equal to the factual's class.
+        TypeError: unknown keyword, or a model without ``predict`` that is neither
+            callable nor parseable by cfopt.
     """
 
     def __init__(self, model: Any, space: FeatureSpace, *, norm: str = "l1", n: int = 5,
