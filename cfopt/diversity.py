@@ -4,7 +4,10 @@ Four methods (``Explainer.explain(x, n=..., diversity=...)``):
 
 * ``"nogood"`` (default): each next counterfactual is the optimum subject to changing a
   different *set of features* than every earlier one (Hamming distance ≥ ``hamming``
-  between change patterns; :meth:`DiversityCuts.add_nogood`).
+  between change patterns; :meth:`DiversityCuts.add_nogood`); after the first member,
+  a continuous feature counts as changed only when it moves by at least
+  ``min_change`` × its range (default 1 %), so members do not differ by negligible
+  moves.
 * ``"distance"``: each next counterfactual is the optimum at weighted L1 distance ≥
   ``min_distance`` from every earlier one (:meth:`DiversityCuts.add_distance`; default
   radius: the exact counterfactual distance cfd(x), so members are at least as far
@@ -14,7 +17,8 @@ Four methods (``Explainer.explain(x, n=..., diversity=...)``):
   cheapest counterfactual of each distinct set of changed features whose cost is at
   most (1 + ε)·cfd(x), in nondecreasing cost, up to ``n`` (the objective cut-off
   ``m.cutoff`` plus no-good cuts; each solve is optimal, so the order is by cost and
-  the enumeration stops exactly when no further set fits).
+  the enumeration stops exactly when no further set fits; exact on discrete features,
+  continuous moves below ``min_change`` × range excluded as for ``"nogood"``).
 * ``"pool"``: one solve whose solver-side solution pool is harvested
   (:meth:`SolverBackend.solve_pool`: Gurobi's pool, HiGHS's improving incumbents);
   each member decoded, de-duplicated and verified. A backend without a pool falls
@@ -35,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .formulations.diversity import DiversityCuts, changed_features
+from .formulations.diversity import MIN_CHANGE, DiversityCuts, changed_features
 from .query_tightening import objective_value
 from .results import Counterfactual, CounterfactualSet
 from .solvers import SolverSettings
@@ -47,9 +51,11 @@ if TYPE_CHECKING:
 
 METHODS = ("nogood", "distance", "epsilon", "pool")
 _QUERY = ("time_limit", "mip_gap", "max_changes")
-_SET = ("min_distance", "epsilon", "hamming", "pool_mode", "pool_gap")
-#: extra pool members asked for, to make up for duplicates and rejected members
-POOL_EXTRA = 10
+_SET = ("min_distance", "epsilon", "hamming", "min_change", "pool_mode", "pool_gap")
+#: extra pool members asked for, to make up for members that decode to the same raw
+#: point (they differ in auxiliary variables only) or fail verification (CE-OCL's code
+#: asks Gurobi for n + 100 and de-duplicates)
+POOL_EXTRA = 100
 
 
 def explain_diverse(explainer: Explainer, x: pd.DataFrame | pd.Series | Mapping,
@@ -59,6 +65,7 @@ def explain_diverse(explainer: Explainer, x: pd.DataFrame | pd.Series | Mapping,
 
     Options: ``min_distance`` (``"distance"``; default cfd(x)), ``epsilon``
     (``"epsilon"``; relative, default 0.1), ``hamming`` (``"nogood"``; default 1),
+    ``min_change`` (``"nogood"``, ``"epsilon"``; default 0.01 of the range),
     ``pool_mode`` / ``pool_gap`` (``"pool"``: Gurobi's PoolSearchMode, default 2 —
     the n best —, and PoolGap, default none), and the query options
     ``time_limit``, ``mip_gap``, ``max_changes`` (per solve).
@@ -83,12 +90,14 @@ def explain_diverse(explainer: Explainer, x: pd.DataFrame | pd.Series | Mapping,
         if explainer.backend.has_pool:
             return _harvest_pool(explainer, settings, n, t0, **settings_of)
         settings_of = {"fallback": f"solver {explainer.backend.name!r} has no solution pool; "
-                                   f"no-good cuts used instead", "hamming": 1}
+                                   f"no-good cuts used instead", "hamming": 1,
+                       "min_change": MIN_CHANGE}
         method = "nogood"
-    cuts = DiversityCuts(name=_free_name(m, "diversity"))
+    cuts = DiversityCuts(name=_free_name(m, "diversity"),
+                         min_change=settings_of.get("min_change", MIN_CHANGE))
+    first = explainer.answer(settings, t0)  # the unrestricted optimum: cfd(x)
     m.add_constraint(cuts)
     try:
-        first = explainer.answer(settings, t0)
         members = [first] if first.found else []
         cfd = first.objective if first.status is Status.OPTIMAL and first.found else None
         stopped = "complete" if first.found else first.status.value
@@ -177,13 +186,15 @@ def _harvest_pool(explainer: Explainer, settings: SolverSettings, n: int, t0: fl
 
 def _set_options(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """The set options that apply to ``method``, checked; others given are an error."""
-    applies = {"nogood": ("hamming",), "distance": ("min_distance",), "epsilon": ("epsilon",),
-               "pool": ("pool_mode", "pool_gap")}[method]
+    applies = {"nogood": ("hamming", "min_change"), "distance": ("min_distance",),
+               "epsilon": ("epsilon", "min_change"), "pool": ("pool_mode", "pool_gap")}[method]
     wrong = sorted(k for k in options if k in _SET and k not in applies)
     if wrong:
         raise TypeError(f"option(s) {wrong} do not apply to diversity={method!r} "
                         f"(it takes {list(applies)})")
     out: dict[str, Any] = {}
+    if method in ("nogood", "epsilon"):
+        out["min_change"] = options.get("min_change", MIN_CHANGE)  # checked by DiversityCuts
     if method == "nogood":
         h = options.get("hamming", 1)
         if isinstance(h, bool) or not isinstance(h, int) or h < 1:

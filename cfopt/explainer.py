@@ -65,6 +65,9 @@ class Explainer:
         verbose: print solver logs.
         constraints: declared constraint blocks (rules, causal equations, trust
             regions), see :class:`~cfopt.CounterfactualModel`.
+        tree_formulation: tree ensembles: ``"leaf"`` (default; fastest with per-query
+            pruning) or ``"threshold"`` (Mišić's, fastest without pruning; see
+            ``benchmarks/results/trees.json``).
 
     Attributes:
         milp: the :class:`~cfopt.CounterfactualModel` (a Pyomo ``ConcreteModel``);
@@ -79,7 +82,8 @@ class Explainer:
                  threads: int | None = 1, seed: int | None = 0,
                  solver_options: Mapping[str, Any] | None = None, verify_retries: int = 3,
                  tighten_per_query: bool = True, verbose: bool = False,
-                 constraints: Sequence[ConstraintBlock] = ()) -> None:
+                 constraints: Sequence[ConstraintBlock] = (),
+                 tree_formulation: str | None = None) -> None:
         self.settings = SolverSettings(time_limit=time_limit, mip_gap=mip_gap, threads=threads,
                                        seed=seed, options=dict(solver_options or {}),
                                        verbose=verbose)
@@ -93,7 +97,8 @@ class Explainer:
         self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
                                         max_changes=max_changes, margin=margin,
                                         bound_tightening=bound_tightening,
-                                        constraints=constraints)
+                                        constraints=constraints,
+                                        tree_formulation=tree_formulation)
         self.margin = margin
         self._max_changes = max_changes
         self._build_pending = True

@@ -78,6 +78,8 @@ class CounterfactualModel(pyo.ConcreteModel):
         constraints: declared constraint blocks
             (:class:`~cfopt.formulations.blocks.ConstraintBlock`), each added as the
             sub-block ``m.<name>`` and checked on every returned counterfactual.
+        tree_formulation: tree ensembles only: ``"leaf"`` (default) or ``"threshold"``
+            (:mod:`cfopt.formulations.trees`).
     """
 
     def __init__(self, model: Any, space: FeatureSpace, *,
@@ -85,7 +87,8 @@ class CounterfactualModel(pyo.ConcreteModel):
                  weights: str | Mapping[str, float] = "range",
                  max_changes: int | None = None, margin: float = 1e-3,
                  bound_tightening: str | None = "lp",
-                 constraints: Sequence[ConstraintBlock] = ()) -> None:
+                 constraints: Sequence[ConstraintBlock] = (),
+                 tree_formulation: str | None = None) -> None:
         super().__init__(name="counterfactual")
         t0 = time.perf_counter()
         if not isinstance(space, FeatureSpace):
@@ -113,7 +116,7 @@ class CounterfactualModel(pyo.ConcreteModel):
         self._predictor = add_predictor(
             self, adapter, encode_inputs(self, space, specs), name="predictor",
             input_bounds=spec_bounds(space, specs), input_grids=spec_grids(space, specs),
-            input_supports=spec_supports(space, specs))
+            input_supports=spec_supports(space, specs), formulation=tree_formulation)
         self.bound_tightening: BoundTighteningReport = tighten_relu_bounds(
             self, self._predictor, method=bound_tightening or "interval")
         add_actionability(self, space)

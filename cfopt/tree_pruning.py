@@ -237,14 +237,17 @@ def query_box(m: CounterfactualModel, radius: float = math.inf) -> Box:
 
 class pruned_leaves:
     """Context manager setting to 0 the upper bound of the leaves of ``block`` whose
-    path misses ``box`` (a tolerance of 1e-9 x width keeps boundary leaves); restores
-    it on exit. (A bound change, not ``fix``: persistent solvers re-send every
-    constraint holding a variable that becomes fixed.)"""
+    path misses ``box`` (a tolerance of 1e-9 x width keeps boundary leaves) and, in the
+    threshold formulation, fixing by bounds the split binaries the box decides (the
+    whole box left of a split: 1; right of it: 0); restores them on exit. (Bound
+    changes, not ``fix``: persistent solvers re-send every constraint holding a
+    variable that becomes fixed.)"""
 
     def __init__(self, block: pyo.Block, box: Box) -> None:
         self.block = block
         self.box = box
         self.fixed: list = []
+        self.raised: list = []
 
     def __enter__(self) -> int:
         tol = [1e-9 * max(1.0, hi - lo) for lo, hi in self.box]
@@ -256,9 +259,22 @@ class pruned_leaves:
                     var.setub(0)
                     self.fixed.append(var)
                     break
-        return len(self.fixed)
+        pruned = len(self.fixed)
+        for (j, q), (h, r) in getattr(self.block, "threshold_sides", {}).items():
+            qlo, qhi = self.box[j]
+            var = self.block.left_of[j, q]
+            if qhi <= h:
+                var.setlb(1)
+                self.raised.append(var)
+            elif qlo >= r:
+                var.setub(0)
+                self.fixed.append(var)
+        return pruned
 
     def __exit__(self, *exc: object) -> None:
         for var in self.fixed:
             var.setub(1)
+        for var in self.raised:
+            var.setlb(0)
         self.fixed.clear()
+        self.raised.clear()

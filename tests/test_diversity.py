@@ -126,6 +126,23 @@ def test_distance_cuts_hold_on_decoded_points(german_forest):
     assert (model.predict(space.transform(found.counterfactuals)) == 1).all()
 
 
+def test_nogood_members_move_continuous_features_by_min_change(german):
+    space = german_space(german)
+    for name in ("duration", "credit_amount", "age"):
+        space.set(name, kind="continuous")
+    model = LogisticRegression(max_iter=3000).fit(space.transform(german.X), german.y)
+    rejected = german.X[model.predict(space.transform(german.X)) == 0]
+    explainer = cfopt.Explainer(model, space)
+    x = rejected.iloc[[0]]
+    found = explainer.explain(x, target=1, n=4, min_change=0.05)
+    assert len(found) == 4
+    for ce in found.members[1:]:
+        for name in ("duration", "credit_amount", "age"):
+            f = space[name]
+            moved = abs(ce.counterfactual[name].iloc[0] - x[name].iloc[0])
+            assert moved == 0 or moved >= 0.05 * (f.upper - f.lower) * (1 - 1e-9)
+
+
 def test_default_distance_radius_is_cfd(german_forest):
     space, model, rejected = german_forest
     explainer = cfopt.Explainer(model, space)
@@ -232,6 +249,8 @@ def test_bad_set_options(german_forest):
         explainer.explain(x, n=2, diversity="pool", pool_mode=3)
     with pytest.raises(TypeError, match="unknown option"):
         explainer.explain(x, epsilon=0.1)
+    with pytest.raises(ValueError, match="min_change must be a fraction"):
+        explainer.explain(x, n=2, min_change=0)
 
 
 def test_set_serializes(german_forest):

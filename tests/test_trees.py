@@ -14,10 +14,11 @@ from sklearn.ensemble import (
     HistGradientBoostingClassifier,
     RandomForestClassifier,
 )
+from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
 import cfopt
-from cfopt.formulations.trees import in_split_gap
+from cfopt.formulations.trees import SPLIT_EPSILON, in_split_gap
 
 from .conftest import grid, sample_rows
 from .test_bruteforce import enumerate_minimum
@@ -68,19 +69,21 @@ def test_structure_reproduces_the_library(german, german_trees, family):
         assert (np.asarray(adapter.classes)[idx] == model.predict(Z)).all()
 
 
+@pytest.mark.parametrize("formulation", ["leaf", "threshold"])
 @pytest.mark.parametrize("family", list(FAMILIES))
-def test_block_reproduces_the_library(german, german_trees, family):
+def test_block_reproduces_the_library(german, german_trees, family, formulation):
     space, models = german_trees
     m = pyo.ConcreteModel()
     predictor = cfopt.add_predictor(m, models[family], input_bounds=space.input_bounds(),
-                                    input_grids=space.input_grids())
+                                    input_grids=space.input_grids(), formulation=formulation)
     Z = np.vstack([space.transform(german.X.iloc[:60]),
                    space.transform(sample_rows(space, 60, seed=3))])
     assert predictor.get_error(Z) <= 1e-9
 
 
+@pytest.mark.parametrize("formulation", ["leaf", "threshold"])
 @pytest.mark.parametrize("family", ["forest", "boosting", "hist-boosting"])
-def test_continuous_inputs_and_multiclass(continuous_data, family):
+def test_continuous_inputs_and_multiclass(continuous_data, family, formulation):
     frame, y = continuous_data
     space = cfopt.FeatureSpace.from_frame(frame)
     Z = space.transform(frame)
@@ -97,9 +100,9 @@ def test_continuous_inputs_and_multiclass(continuous_data, family):
                                rtol=0, atol=1e-9)
     m = pyo.ConcreteModel()
     predictor = cfopt.add_predictor(m, model, input_bounds=bounds, input_grids=grids,
-                                    input_supports=supports)
+                                    input_supports=supports, formulation=formulation)
     assert predictor.get_error(np.vstack([Z[:50], R[:50]])) <= 1e-9
-    explainer = cfopt.Explainer(model, space, time_limit=60)
+    explainer = cfopt.Explainer(model, space, time_limit=60, tree_formulation=formulation)
     for i in range(2):
         x = frame.iloc[[i]]
         current = explainer.milp.predict(x)[0]
@@ -124,12 +127,13 @@ def test_thirty_counterfactuals_verified_by_the_library(german, german_trees, fa
         assert not explainer.milp.violations(ce.counterfactual)
 
 
+@pytest.mark.parametrize("formulation", ["leaf", "threshold"])
 @pytest.mark.parametrize("family", ["forest", "boosting", "tree"])
-def test_tree_optimum_equals_enumeration(toy, family):
+def test_tree_optimum_equals_enumeration(toy, family, formulation):
     frame, y = toy
     space = cfopt.FeatureSpace.from_frame(frame)
     model = FAMILIES[family]().fit(space.transform(frame), y)
-    explainer = cfopt.Explainer(model, space, mip_gap=0.0)
+    explainer = cfopt.Explainer(model, space, mip_gap=0.0, tree_formulation=formulation)
     points = grid(space)
     assert len(points) == 120
     predictions = explainer.milp.predict(frame)
@@ -146,6 +150,37 @@ def test_tree_optimum_equals_enumeration(toy, family):
         assert ce.objective == pytest.approx(expected, rel=1e-9, abs=1e-12)
         checked += 1
     assert checked >= 10
+
+
+@pytest.mark.parametrize("tighten", [True, False])
+def test_formulations_agree_on_continuous_forest(german, tighten):
+    space = cfopt.FeatureSpace.from_frame(german.X)
+    for name in ("duration", "credit_amount", "age"):
+        space.set(name, kind="continuous")
+    Z = space.transform(german.X)
+    model = RandomForestClassifier(20, max_depth=6, random_state=1).fit(Z, german.y)
+    explainers = {f: cfopt.Explainer(model, space, mip_gap=0.0, tree_formulation=f,
+                                     tighten_per_query=tighten) for f in ("leaf", "threshold")}
+    rejected = german.X[model.predict(Z) == 0]
+    for i in range(5):
+        x = rejected.iloc[[i]]
+        leaf, threshold = (explainers[f].explain(x, target=1) for f in ("leaf", "threshold"))
+        assert leaf.status is threshold.status is cfopt.Status.OPTIMAL
+        # the threshold formulation also excludes the gaps of splits off the chosen
+        # paths: at most 2 x split_epsilon of range-weighted L1 per feature above
+        assert leaf.objective - 1e-9 <= threshold.objective <= \
+            leaf.objective + 2 * SPLIT_EPSILON * len(space) + 1e-9
+        assert model.predict(space.transform(threshold.counterfactual))[0] == 1
+
+
+def test_formulation_option_checked(german_trees, german):
+    space, models = german_trees
+    with pytest.raises(ValueError, match="unknown tree formulation 'misic'"):
+        cfopt.Explainer(models["forest"], space, tree_formulation="misic")
+    mlp_space = cfopt.FeatureSpace.from_frame(german.X)
+    linear = LogisticRegression(max_iter=2000).fit(mlp_space.transform(german.X), german.y)
+    with pytest.raises(ValueError, match="applies to tree ensembles"):
+        cfopt.Explainer(linear, mlp_space, tree_formulation="threshold")
 
 
 BOOSTERS = {

@@ -5,16 +5,20 @@ to solution pools) re-solves the counterfactual problem with one more cut per
 counterfactual :math:`c^{(1)}, \dots, c^{(m)}` found so far. :class:`DiversityCuts`
 is the constraint block holding those cuts; its methods add one cut each.
 
-**Exact change indicators.** ``changed[f]`` is 1 *iff* feature :math:`f` moves. For a
-numeric feature with range :math:`R_f = u_f - \ell_f` and smallest counted change
-:math:`\tau_f` (1 for integral features, ``CHANGE_TOLERANCE`` × :math:`R_f`
-for continuous ones), two direction binaries :math:`p_f + n_f = \text{changed}_f`:
+**Exact change indicators** (declared with the first no-good cut). ``changed[f]`` is 1
+*iff* feature :math:`f` moves by at least :math:`\tau_f`, and 0 iff it stays: for a
+numeric feature with range :math:`R_f = u_f - \ell_f`, :math:`\tau_f` = 1 for integral
+features and ``min_change`` × :math:`R_f` for continuous ones (default 1 %: a change
+smaller than that is not a different way to reach the target, and without a floor
+the next member differs by a change of 1e-5 of the range), two direction binaries
+:math:`p_f + n_f = \text{changed}_f`:
 
 .. math:: x_f - \hat x_f \le R_f\,p_f,\quad \hat x_f - x_f \le R_f\,n_f,\quad
           x_f - \hat x_f \ge \tau_f p_f - R_f n_f,\quad
           \hat x_f - x_f \ge \tau_f n_f - R_f p_f
 
-(unchanged ⇒ :math:`x_f = \hat x_f`; changed ⇒ :math:`|x_f - \hat x_f| \ge \tau_f`);
+(unchanged ⇒ :math:`x_f = \hat x_f`; changed ⇒ :math:`|x_f - \hat x_f| \ge \tau_f`:
+continuous moves in :math:`(0, \tau_f)` are excluded once a no-good cut exists);
 for a categorical feature, the model's ``category_changed[f]`` (already exact).
 Immutable features never change and get no indicator.
 
@@ -49,9 +53,9 @@ from .blocks import ConstraintBlock, tolerance
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel
 
-#: smallest change of a continuous feature counted as a change, relative to its range
-#: (above :meth:`CounterfactualModel.decode`'s snapping to the factual, 1e-6 × range)
-CHANGE_TOLERANCE = 1e-5
+#: default smallest change of a continuous feature counted as a change by no-good cuts,
+#: relative to its range
+MIN_CHANGE = 0.01
 
 
 def changed_features(space: FeatureSpace, factual: pd.Series, row: pd.Series) -> frozenset[str]:
@@ -76,14 +80,22 @@ class DiversityCuts(ConstraintBlock):
     Args:
         weights: per-feature weights of the distance cuts (default: the model's
             objective weights).
+        min_change: smallest move of a continuous feature, relative to its range, that
+            counts as a change for the no-good cuts.
         name: block name (default ``diversity``).
     """
 
     kind = "diversity"
 
-    def __init__(self, weights: Mapping[str, float] | None = None,
-                 name: str | None = "diversity") -> None:
+    def __init__(self, weights: Mapping[str, float] | None = None, *,
+                 min_change: float = MIN_CHANGE, name: str | None = "diversity") -> None:
         super().__init__(name)
+        if isinstance(min_change, bool) or not isinstance(min_change, (int, float)) or \
+                not 1e-5 <= min_change <= 1:
+            raise ValueError(f"min_change must be a fraction of the range in [1e-5, 1] (above "
+                             f"the 1e-6 at which a decoded value snaps to the factual), got "
+                             f"{min_change!r}")
+        self.min_change = float(min_change)
         self._weights = dict(weights) if weights is not None else None
         self._nogoods: list[tuple[frozenset[str], int]] = []
         self._distances: list[tuple[pd.Series, float]] = []
@@ -95,14 +107,16 @@ class DiversityCuts(ConstraintBlock):
                 raise ValueError(f"diversity weights given for unknown feature(s) {unknown}")
 
     def build(self, m: CounterfactualModel, block: pyo.Block) -> None:
-        space = m.space
-        if self._weights is None:
-            self._weights = dict(m.weights)
-        else:
-            self._weights = {**m.weights, **self._weights}
+        self._weights = {**m.weights, **(self._weights or {})}
+        self._span = {n: m.space[n].upper - m.space[n].lower for n in m.NUMERIC}
+        block.gap = pyo.VarList(domain=pyo.NonNegativeReals)
+        block.side = pyo.VarList(domain=pyo.Binary)
+        block.cuts = pyo.ConstraintList()
+
+    def _add_indicators(self, m: CounterfactualModel, block: pyo.Block) -> None:
+        space, span = m.space, self._span
         mutable = [n for n in m.NUMERIC if not space[n].immutable]
-        span = {n: space[n].upper - space[n].lower for n in mutable}
-        step = {n: (1.0 if space[n].is_integral else CHANGE_TOLERANCE * span[n])
+        step = {n: (1.0 if space[n].is_integral else self.min_change * span[n])
                 for n in mutable}
         block.MUTABLE = pyo.Set(initialize=mutable, ordered=True)
         block.up = pyo.Var(block.MUTABLE, domain=pyo.Binary)
@@ -116,10 +130,6 @@ class DiversityCuts(ConstraintBlock):
                                       step[n] * b.up[n] - span[n] * b.down[n])
         block.down_min = pyo.Constraint(block.MUTABLE, rule=lambda b, n: m.x0[n] - m.x[n] >=
                                         step[n] * b.down[n] - span[n] * b.up[n])
-        block.gap = pyo.VarList(domain=pyo.NonNegativeReals)
-        block.side = pyo.VarList(domain=pyo.Binary)
-        block.cuts = pyo.ConstraintList()
-        self._span = span
 
     def update(self, m: CounterfactualModel, block: pyo.Block) -> None:
         """A new query: drop the cuts of the previous one."""
@@ -141,6 +151,8 @@ class DiversityCuts(ConstraintBlock):
         """The next counterfactual's set of changed features differs from ``changed``
         in at least ``hamming`` features."""
         block = m.component(self.name)
+        if block.component("up") is None:
+            self._add_indicators(m, block)
         names = [n for n in m.space.names if not m.space[n].immutable]
         block.cuts.add(sum((1 - self._changed(m, block, n)) if n in changed
                            else self._changed(m, block, n) for n in names) >= hamming)

@@ -24,6 +24,7 @@ Every block exposes ``block.inputs[i]`` (model inputs) and ``block.outputs[j]``
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -137,7 +138,8 @@ class PredictorConstr:
 def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = None, *,
                   name: str = "predictor", input_bounds: Bounds | None = None,
                   input_grids: Sequence[Grid] | None = None,
-                  input_supports: Sequence[np.ndarray | None] | None = None) -> PredictorConstr:
+                  input_supports: Sequence[np.ndarray | None] | None = None,
+                  formulation: str | None = None) -> PredictorConstr:
     """Embed a learned model in ``block`` as the sub-block ``block.<name>``.
 
     Args:
@@ -155,6 +157,9 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
             splits on such inputs are encoded exactly, without an epsilon.
         input_supports: per continuous input, the sorted training values (tree splits
             keep their gap clear of them), else ``None``.
+        formulation: for tree ensembles, ``"leaf"`` (default: a binary per leaf) or
+            ``"threshold"`` (a binary per distinct split, Mišić 2020); see
+            :mod:`cfopt.formulations.trees`.
 
     Returns:
         The :class:`PredictorConstr`.
@@ -184,8 +189,14 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
         raise TypeError(f"no formulation registered for {type(adapter.structure).__name__}")
     if input_grids is not None and len(input_grids) != n:
         raise ValueError(f"input_grids has {len(input_grids)} entries for {n} inputs")
+    options = {}
+    if formulation is not None:
+        if "formulation" not in inspect.signature(builder).parameters:
+            raise ValueError(f"formulation={formulation!r} applies to tree ensembles; the "
+                             f"{adapter.kind} model has a single formulation")
+        options["formulation"] = formulation
     sub = builder(block, name, adapter.structure, input_bounds, grids=input_grids,
-                  supports=input_supports)
+                  supports=input_supports, **options)
     if inputs is not None:
         block.add_component(f"{name}_link", pyo.Constraint(
             range(n), rule=lambda b, i: sub.inputs[i] == inputs[i]))
