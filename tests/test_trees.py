@@ -69,8 +69,8 @@ def test_structure_reproduces_the_library(german, german_trees, family):
         assert (np.asarray(adapter.classes)[idx] == model.predict(Z)).all()
 
 
-@pytest.mark.parametrize("formulation", ["leaf", "threshold"])
-@pytest.mark.parametrize("family", list(FAMILIES))
+@pytest.mark.parametrize("family, formulation", [(f, "leaf") for f in FAMILIES] + [
+    ("forest", "threshold"), ("boosting", "threshold"), ("hist-boosting", "threshold")])
 def test_block_reproduces_the_library(german, german_trees, family, formulation):
     space, models = german_trees
     m = pyo.ConcreteModel()
@@ -81,8 +81,9 @@ def test_block_reproduces_the_library(german, german_trees, family, formulation)
     assert predictor.get_error(Z) <= 1e-9
 
 
-@pytest.mark.parametrize("formulation", ["leaf", "threshold"])
-@pytest.mark.parametrize("family", ["forest", "boosting", "hist-boosting"])
+@pytest.mark.parametrize("family, formulation", [
+    ("forest", "leaf"), ("boosting", "leaf"), ("hist-boosting", "leaf"),
+    ("forest", "threshold"), ("boosting", "threshold")])
 def test_continuous_inputs_and_multiclass(continuous_data, family, formulation):
     frame, y = continuous_data
     space = cfopt.FeatureSpace.from_frame(frame)
@@ -127,8 +128,9 @@ def test_thirty_counterfactuals_verified_by_the_library(german, german_trees, fa
         assert not explainer.milp.violations(ce.counterfactual)
 
 
-@pytest.mark.parametrize("formulation", ["leaf", "threshold"])
-@pytest.mark.parametrize("family", ["forest", "boosting", "tree"])
+@pytest.mark.parametrize("family, formulation", [
+    ("forest", "leaf"), ("boosting", "leaf"), ("tree", "leaf"),
+    ("forest", "threshold"), ("boosting", "threshold")])
 def test_tree_optimum_equals_enumeration(toy, family, formulation):
     frame, y = toy
     space = cfopt.FeatureSpace.from_frame(frame)
