@@ -25,7 +25,7 @@ from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import dice_counterfactuals, environment, stats, write  # noqa: E402
+from common import dice_counterfactuals, environment, inside_space, stats, write  # noqa: E402
 
 import cfopt  # noqa: E402
 
@@ -163,13 +163,7 @@ def main(argv: list[str] | None = None) -> None:
         train_X, train_y, test_X, _ = load(dataset)
         space = cfopt.FeatureSpace.from_frame(train_X)
         Z = space.transform(train_X)
-        inside = np.ones(len(test_X), dtype=bool)
-        for f in space:
-            if f.labelled:
-                inside &= test_X[f.name].isin(f.categories).to_numpy()
-            else:
-                inside &= ((test_X[f.name] >= f.lower) & (test_X[f.name] <= f.upper)).to_numpy()
-        test_X = test_X[inside]
+        test_X = inside_space(space, test_X)
         for family, n_trees, depth, make in models(args.quick):
             model = make().fit(Z, train_y)
             rejected = test_X[model.predict(space.transform(test_X)) == 0].head(args.n)

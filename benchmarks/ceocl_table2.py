@@ -53,7 +53,7 @@ from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import dice_counterfactuals, environment, stats, write  # noqa: E402
+from common import dice_counterfactuals, environment, inside_space, stats, write  # noqa: E402
 
 import cfopt  # noqa: E402
 
@@ -93,13 +93,7 @@ def load(name: str) -> tuple[pd.DataFrame, pd.Series, pd.DataFrame]:
 def factuals(model: RandomForestClassifier, space: cfopt.FeatureSpace, test_X: pd.DataFrame,
              n: int) -> pd.DataFrame:
     """The first ``n`` test rows inside the space's bounds that the model predicts as 0."""
-    inside = np.ones(len(test_X), dtype=bool)
-    for f in space:
-        if f.labelled:
-            inside &= test_X[f.name].isin(f.categories).to_numpy()
-        else:
-            inside &= ((test_X[f.name] >= f.lower) & (test_X[f.name] <= f.upper)).to_numpy()
-    test_X = test_X[inside]
+    test_X = inside_space(space, test_X)
     rejected = test_X[model.predict(space.transform(test_X)) == 0]
     return rejected.head(n).reset_index(drop=True)
 

@@ -161,3 +161,14 @@ def dice_counterfactuals(method: str, model: Any, space: cfopt.FeatureSpace,
             _coerce(cf[space.names].iloc[[0]].reset_index(drop=True), space)
         out.append((row, seconds, error))
     return out
+
+
+def inside_space(space: Any, frame: Any) -> Any:
+    """The rows of ``frame`` inside the feature space's bounds and known categories."""
+    inside = np.ones(len(frame), dtype=bool)
+    for f in space:
+        if f.labelled:
+            inside &= frame[f.name].isin(f.categories).to_numpy()
+        else:
+            inside &= ((frame[f.name] >= f.lower) & (frame[f.name] <= f.upper)).to_numpy()
+    return frame[inside]
