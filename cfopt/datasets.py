@@ -1,15 +1,18 @@
 """Data sets for examples, tests and benchmarks.
 
 ``load_german()`` reads the UCI Statlog German credit data bundled with cfopt. The
-other loaders read the CARLA-processed recourse benchmarks (public repository
-carla-recourse/cf-data, MIT licence) from the *data home*: ``$CFOPT_DATA_HOME`` if
-set, else a per-user cache folder. A missing file is downloaded from its public
-source and checked against its SHA-256; without a network the loader raises
-:class:`~cfopt.DataNotFoundError` saying where to put the file.
+other loaders read from the *data home* (``$CFOPT_DATA_HOME`` if set, else a per-user
+cache folder): the CARLA-processed recourse benchmarks (public repository
+carla-recourse/cf-data, MIT licence) and the five data sets Virgolin & Fracaros
+annotated with perturbations (:func:`load_virgolin`). A missing file is downloaded
+from its public source and checked against its SHA-256; without a network (or for a
+file without a public source) the loader raises :class:`~cfopt.DataNotFoundError`
+saying where to put the file.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -27,6 +30,8 @@ import pandas as pd
 from .errors import DataNotFoundError
 
 _CARLA = "https://raw.githubusercontent.com/carla-recourse/cf-data/master/"
+_VIRGOLIN = ("https://raw.githubusercontent.com/marcovirgolin/robust-counterfactuals/"
+             "c19ccdea5034a650b538985e4bfa6064954bb02f/datasets/")
 
 #: relative path in the data home -> (public URL, SHA-256)
 REMOTE_FILES: dict[str, tuple[str, str]] = {
@@ -51,6 +56,28 @@ REMOTE_FILES: dict[str, tuple[str, str]] = {
     "carla/give_me_some_credit_test.csv": (
         _CARLA + "give_me_some_credit_test.csv",
         "3654b651e0bc5ce46c7ef3f807974a6e91c6669c8f5f0b5348556179d1f6df5e"),
+    "virgolin/adult.csv": (_VIRGOLIN + "adult.csv",
+                           "01fe8fa742b635bea254ec567080a56ca16192af95c6314dc380e89ca656c5bb"),
+    "virgolin/garments_worker_productivity.csv": (
+        _VIRGOLIN + "garments_worker_productivity.csv",
+        "a2f26ea89c571f725eab5be5ebfaeb5569c2dcaa15b777ff14e06c3e93093aa3"),
+    "virgolin/south_german_credit.csv": (
+        _VIRGOLIN + "south_german_credit.csv",
+        "cf734e018baed0207ba967f97a4685510acc7784b326473d27614e0c313320b2"),
+    "virgolin/compas-scores-two-years.csv": (
+        "https://raw.githubusercontent.com/propublica/compas-analysis/master/"
+        "compas-scores-two-years.csv",
+        "d180e410066da845eceb452417fbf8b119633f05526bcb29ef2c5b546d8946c5"),
+}
+
+#: data-home files without a stable public download, and where they come from
+LOCAL_FILES: dict[str, str] = {
+    "virgolin/annotations.json": (
+        "the per-feature perturbation and plausibility annotations of Virgolin & Fracaros "
+        "(transcribed from robust_cfe/dataproc.py of marcovirgolin/robust-counterfactuals)"),
+    "virgolin/boston_housing.csv": (
+        "the comma-separated Boston housing file (506 rows, 14 numbers, no header) used by "
+        "marcovirgolin/robust-counterfactuals"),
 }
 
 Split = Literal["all", "train", "test"]
@@ -98,14 +125,18 @@ def _sha256(path: Path) -> str:
 def fetch(relpath: str, *, download: bool = True, timeout: float = 60.0) -> Path:
     """Path of a data file in the data home, downloading it (checksum-verified) if
     missing."""
-    if relpath not in REMOTE_FILES:
-        raise ValueError(f"unknown data file {relpath!r}; known: {sorted(REMOTE_FILES)}")
+    if relpath not in REMOTE_FILES and relpath not in LOCAL_FILES:
+        raise ValueError(f"unknown data file {relpath!r}; known: "
+                         f"{sorted(REMOTE_FILES) + sorted(LOCAL_FILES)}")
     path = data_home() / relpath
     if path.exists():
         return path
-    url, sha = REMOTE_FILES[relpath]
     where = (f"place the file at {path} or set CFOPT_DATA_HOME to a folder holding "
              f"{relpath}")
+    if relpath in LOCAL_FILES:
+        raise DataNotFoundError(f"{relpath} is not in the data home ({data_home()}) and has no "
+                                f"public download: it is {LOCAL_FILES[relpath]}; {where}")
+    url, sha = REMOTE_FILES[relpath]
     if not download:
         raise DataNotFoundError(f"{relpath} is not in the data home ({data_home()}); {where}")
     try:
@@ -194,3 +225,165 @@ def load_german() -> Dataset:
     return Dataset("german", frame, y,
                    source="UCI Statlog (German Credit Data), DOI 10.24432/C5NC77",
                    license="CC BY 4.0")
+
+
+# --------------------------------------------------------------------------------------
+# Virgolin & Fracaros (2023): five data sets annotated with perturbations
+# --------------------------------------------------------------------------------------
+
+#: the data sets of the paper, by the names of ``annotations.json``
+VIRGOLIN_DATASETS = ("south_german_credit", "adult", "boston", "garments", "compas")
+
+
+@dataclass
+class AnnotatedDataset(Dataset):
+    """A :class:`Dataset` with its feature space annotated by Virgolin & Fracaros.
+
+    Attributes:
+        space: the feature space (bounds = the annotated intervals, min-max scaling on
+            them, categorical codes replaced by their labels), every feature carrying
+            its :class:`~cfopt.Perturbation` (``None``: never perturbed).
+        target_class: the class a counterfactual seeks (the paper's ``best_class``).
+        plausibility: feature → ``"="``, ``">="``, ``"<="`` or ``None`` (the paper's
+            plausibility constraints; applied by :meth:`space_with_plausibility`).
+        paper_name: the data set's name in the paper (Cre, Inc, Hou, Pro, Rec).
+        notes: what the annotation file records about the original code (including
+            annotations the original silently dropped: ``dropped``).
+        dropped: feature → the perturbation the original code meant but dropped by a
+            typo (the ``space`` holds what the original actually used).
+    """
+
+    space: Any = None
+    target_class: Any = None
+    plausibility: dict[str, str | None] | None = None
+    paper_name: str = ""
+    notes: tuple[str, ...] = ()
+    dropped: dict[str, Any] | None = None
+
+    def space_with_plausibility(self) -> Any:
+        """A copy of :attr:`space` with the plausibility constraints: ``=`` immutable,
+        ``>=`` increase-only, ``<=`` decrease-only."""
+        space = copy.deepcopy(self.space)
+        for name, rule in (self.plausibility or {}).items():
+            if rule == "=":
+                space.immutable(name)
+            elif rule == ">=":
+                space.increase_only(name)
+            elif rule == "<=":
+                space.decrease_only(name)
+        return space
+
+
+def virgolin_annotations(*, download: bool = True) -> dict[str, Any]:
+    """The parsed ``virgolin/annotations.json`` of the data home."""
+    with open(fetch("virgolin/annotations.json", download=download), encoding="utf-8") as fh:
+        data = json.load(fh)
+    if "datasets" not in data:
+        raise DataNotFoundError("virgolin/annotations.json has no 'datasets' entry; is it the "
+                                "annotation file?")
+    return data
+
+
+def _read_virgolin(name: str, file: str, download: bool) -> tuple[pd.DataFrame, pd.Series]:
+    """Raw features (CSV values, before integer coding) and labels, as the annotation
+    file's ``loading`` text describes."""
+    path = fetch(f"virgolin/{file}", download=download)
+    if name == "boston":
+        frame = pd.read_csv(path, header=None)
+        y = (frame.pop(frame.columns[-1]) > 26.0).astype(int)
+        return frame, y
+    if name == "compas":
+        raw = pd.read_csv(path)
+        used = ["age", "sex", "race", "priors_count", "days_b_screening_arrest", "c_jail_in",
+                "c_jail_out", "c_charge_degree", "is_recid", "is_violent_recid",
+                "two_year_recid", "decile_score", "score_text"]
+        frame = raw[used].dropna().copy()
+        frame["days_b_screening_arrest"] = frame["days_b_screening_arrest"].abs()
+        stay = pd.to_datetime(frame["c_jail_out"]) - pd.to_datetime(frame["c_jail_in"])
+        frame["length_of_stay"] = stay.dt.days.abs()
+        y = (frame["decile_score"] >= 7).astype(int)
+        frame = frame.drop(columns=["c_jail_in", "c_jail_out", "decile_score", "score_text"])
+        return frame.iloc[:2000].reset_index(drop=True), y.iloc[:2000].reset_index(drop=True)
+    if name == "adult":
+        frame = pd.read_csv(path, skipinitialspace=True, na_values="?")
+        frame = frame.drop(columns=["fnlwgt", "education"]).dropna().reset_index(drop=True)
+        return frame, frame.pop("income").astype(int)
+    if name == "south_german_credit":
+        frame = pd.read_csv(path)
+        return frame, frame.pop("credit_risk").astype(int)
+    if name == "garments":
+        frame = pd.read_csv(path).drop(columns=["date", "wip"])
+        features = [c for c in frame.columns if c != "actual_productivity"]
+        frame = frame.drop_duplicates(subset=features).reset_index(drop=True)
+        p = frame.pop("actual_productivity")
+        return frame, ((p > 0.70).astype(int) + (p > 0.81).astype(int))
+    raise ValueError(f"no reader for the annotated data set {name!r}")
+
+
+def _label(coding: dict[str, Any] | None, code: Any) -> Any:
+    return code if coding is None else coding[str(code)]
+
+
+def load_virgolin(name: str, *, download: bool = True) -> AnnotatedDataset:
+    """One of the five data sets of Virgolin & Fracaros (2023), with its annotations.
+
+    ``name`` is one of :data:`VIRGOLIN_DATASETS` (Cre = ``south_german_credit``, Inc =
+    ``adult``, Hou = ``boston``, Pro = ``garments``, Rec = ``compas``). Rows, labels
+    and columns follow the ``loading`` description of ``virgolin/annotations.json`` in
+    the data home;
+    categorical features hold their labels (the annotation's ``coding``), numeric
+    features are continuous within the annotated interval. The perturbation of every
+    feature is the one the original code *used*; :attr:`AnnotatedDataset.dropped`
+    lists the two it meant but silently dropped.
+    """
+    if name not in VIRGOLIN_DATASETS:
+        raise ValueError(f"unknown annotated data set {name!r}; known: {list(VIRGOLIN_DATASETS)}")
+    annotations = virgolin_annotations(download=download)
+    spec = annotations["datasets"].get(name)
+    if spec is None:
+        raise DataNotFoundError(f"virgolin/annotations.json has no entry for {name!r}")
+    frame, y = _read_virgolin(name, spec["csv"], download)
+    features = spec["features"]
+    if len(features) != frame.shape[1]:
+        raise DataNotFoundError(f"virgolin/{spec['csv']} gives {frame.shape[1]} features, the "
+                                f"annotations {len(features)}; is it the original file?")
+    frame.columns = [f["name"] for f in features]
+    if len(frame) != spec["n_rows"]:
+        raise DataNotFoundError(f"virgolin/{spec['csv']} gives {len(frame)} rows after loading, "
+                                f"the annotations say {spec['n_rows']}; is it the original "
+                                f"file?")
+    kinds, categories = {}, {}
+    for f in features:
+        if f["type"] == "categorical":
+            levels = tuple(_label(f.get("coding"), c) for c in f["interval"])
+            kinds[f["name"]], categories[f["name"]] = "categorical", levels
+        else:
+            kinds[f["name"]] = "continuous"
+            frame[f["name"]] = frame[f["name"]].astype(float)
+    from .features import FeatureSpace, Perturbation
+
+    space = FeatureSpace.from_frame(frame, kinds=kinds, categories=categories)
+    dropped = {}
+    for f in features:
+        p = f.get("perturbation")
+        perturbation = None
+        if p is not None and "categories" in p:
+            perturbation = Perturbation.to_categories(
+                *(_label(f.get("coding"), c) for c in p["categories"]))
+        elif p is not None:
+            perturbation = Perturbation(p["type"], p["increase"], p["decrease"])
+        changes: dict[str, Any] = {"perturbation": perturbation}
+        if f["type"] != "categorical":
+            lo, hi = (float(v) for v in f["interval"])
+            changes.update(lower=lo, upper=hi, shift=lo, scale=hi - lo)
+        space.set(f["name"], **changes)
+        if "perturbation_intended_but_dropped" in f:
+            dropped[f["name"]] = f["perturbation_intended_but_dropped"]
+    return AnnotatedDataset(
+        name, frame, y.rename("label"), source=annotations.get("source", ""),
+        license="as distributed with marcovirgolin/robust-counterfactuals (underlying data "
+                "under its original terms)",
+        space=space, target_class=spec["label"]["best_class"],
+        plausibility={f["name"]: f["plausibility"] for f in features},
+        paper_name=spec.get("paper_name", ""), notes=tuple(spec.get("notes", ())),
+        dropped=dropped)

@@ -51,6 +51,83 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+_PERTURBATION_KINDS = ("absolute", "relative", "categories")
+
+
+@dataclass(frozen=True)
+class Perturbation:
+    """How far the world may push a feature after a user acts (Virgolin & Fracaros
+    2023, §2.2: the vector of maximal perturbations :math:`p^- \\le 0 \\le p^+`).
+
+    * ``"absolute"``: a value :math:`v` may become any value in
+      :math:`[v - \\text{decrease}, v + \\text{increase}]` (feature units);
+    * ``"relative"``: the same with the bounds as fractions of the current value,
+      :math:`[v - \\text{decrease}\\,|v|, v + \\text{increase}\\,|v|]` — relative to the
+      value *being perturbed* (the counterfactual's, not the factual's);
+    * ``"categories"``: a categorical (or labelled) value may be replaced by any of
+      ``categories``.
+
+    Perturbed values stay within the feature's bounds, and integral codes stay
+    integral. ``increase`` and ``decrease`` are magnitudes (≥ 0); the paper's
+    :math:`p^-` is ``-decrease``.
+    """
+
+    kind: str
+    increase: float = 0.0
+    decrease: float = 0.0
+    categories: tuple = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in _PERTURBATION_KINDS:
+            raise ValueError(f"perturbation kind must be one of {_PERTURBATION_KINDS}, got "
+                             f"{self.kind!r}")
+        object.__setattr__(self, "categories", tuple(_plain(c) for c in self.categories))
+        if self.kind == "categories":
+            if not self.categories or self.increase or self.decrease:
+                raise ValueError("a 'categories' perturbation lists the categories a value may "
+                                 "switch to and has no increase/decrease")
+            return
+        if self.categories:
+            raise ValueError(f"an {self.kind!r} perturbation takes increase/decrease, not "
+                             f"categories")
+        for side in ("increase", "decrease"):
+            v = getattr(self, side)
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                    or not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"perturbation {side} must be a finite magnitude >= 0, got "
+                                 f"{v!r}")
+            object.__setattr__(self, side, float(v))
+
+    @classmethod
+    def absolute(cls, increase: float = 0.0, decrease: float = 0.0) -> Perturbation:
+        return cls("absolute", increase, decrease)
+
+    @classmethod
+    def relative(cls, increase: float = 0.0, decrease: float = 0.0) -> Perturbation:
+        return cls("relative", increase, decrease)
+
+    @classmethod
+    def to_categories(cls, *categories: Any) -> Perturbation:
+        return cls("categories", categories=tuple(categories))
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.kind != "categories"
+
+    def up(self, value: float) -> float:
+        """Largest upward move from ``value`` (before clipping to the bounds)."""
+        return self.increase * (abs(value) if self.kind == "relative" else 1.0)
+
+    def down(self, value: float) -> float:
+        """Largest downward move from ``value`` (before clipping to the bounds)."""
+        return self.decrease * (abs(value) if self.kind == "relative" else 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.kind == "categories":
+            return {"kind": self.kind, "categories": list(self.categories)}
+        return {"kind": self.kind, "increase": self.increase, "decrease": self.decrease}
+
+
 @dataclass(frozen=True)
 class Feature:
     """One raw feature.
@@ -67,6 +144,8 @@ class Feature:
         shift, scale: model input = (code - shift) / scale (numeric kinds only).
         spread: range of the feature in the data (default L1 weight is 1 / spread).
         mad: median absolute deviation in the data (for MAD-weighted L1).
+        perturbation: how far the world may push the feature after the user acts
+            (:class:`Perturbation`; ``None``: never perturbed).
     """
 
     name: str
@@ -80,11 +159,13 @@ class Feature:
     scale: float = 1.0
     spread: float | None = None
     mad: float | None = None
+    perturbation: Perturbation | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", Kind(self.kind))
         object.__setattr__(self, "categories", tuple(_plain(c) for c in self.categories))
         name, kind = self.name, self.kind
+        self._check_perturbation()
         if self.direction not in _DIRECTIONS:
             raise ValueError(f"feature {name!r}: direction must be one of {_DIRECTIONS}, "
                              f"got {self.direction!r}")
@@ -137,6 +218,32 @@ class Feature:
             raise ValueError(f"feature {name!r}: shift must be finite, got {self.shift}")
         object.__setattr__(self, "lower", lower)
         object.__setattr__(self, "upper", upper)
+
+    def _check_perturbation(self) -> None:
+        p = self.perturbation
+        if p is None:
+            return
+        if isinstance(p, Mapping):
+            try:
+                p = Perturbation(**p)
+            except TypeError as exc:
+                raise ValueError(f"feature {self.name!r}: not a perturbation: {exc}") from None
+            object.__setattr__(self, "perturbation", p)
+        if not isinstance(p, Perturbation):
+            raise TypeError(f"feature {self.name!r}: perturbation must be a cfopt.Perturbation, "
+                            f"got {type(p).__name__}")
+        if p.kind == "categories":
+            if not self.categories and self.kind is not Kind.BINARY:
+                raise ValueError(f"feature {self.name!r}: a 'categories' perturbation needs a "
+                                 f"categorical, ordinal or binary feature, not {self.kind.value}")
+            known = self.categories or (0, 1)
+            unknown = [c for c in p.categories if c not in known]
+            if unknown:
+                raise ValueError(f"feature {self.name!r}: perturbation categories {unknown} are "
+                                 f"not among its categories {list(known)}")
+        elif self.kind is Kind.CATEGORICAL:
+            raise ValueError(f"categorical feature {self.name!r} has no numeric perturbation; "
+                             f"give the categories it may switch to")
 
     # ----------------------------------------------------------------- encoding
     @property
@@ -193,11 +300,12 @@ class Feature:
         d = dataclasses.asdict(self)
         d["kind"] = self.kind.value
         d["categories"] = list(self.categories)
+        d["perturbation"] = None if self.perturbation is None else self.perturbation.to_dict()
         return d
 
 
 _EDITABLE = ("lower", "upper", "immutable", "direction", "shift", "scale", "kind",
-             "spread", "mad")
+             "spread", "mad", "perturbation")
 
 
 class FeatureSpace:
@@ -296,7 +404,9 @@ class FeatureSpace:
             rows.append({"feature": f.name, "kind": f.kind.value, "lower": f.lower,
                          "upper": f.upper, "categories": list(f.categories) or None,
                          "immutable": f.immutable, "direction": f.direction,
-                         "shift": f.shift, "scale": f.scale})
+                         "shift": f.shift, "scale": f.scale,
+                         "perturbation": None if f.perturbation is None
+                         else f.perturbation.to_dict()})
         return pd.DataFrame(rows).set_index("feature")
 
     # ----------------------------------------------------------------- editing
