@@ -23,6 +23,11 @@ Set metrics of Leofante & Potyka (AAAI 2024), with distances in min-max units (a
 category change counts 1; :func:`distance_weights`) under L1 or L2: ``k_distance``,
 ``k_diversity``, ``setdist_sum`` and ``setdist_max`` (Eqs. 4-5, 12-13).
 
+Metrics of Shekhar et al. (MD-PSO counterfactuals, Eqs. 8-15; lower proximity and
+sparsity are better): ``proximity_cont`` (MAD-normalised L1 averaged over continuous
+features), ``proximity_cat``, ``changed_fraction`` (their sparsity), ``pso_proximity``,
+``pso_diversity``, ``normalised_diversity``, ``coverage``; ``pso_summary`` gives all.
+
 Validity and constraint violations come from the model and the problem
 (:meth:`Counterfactual.verified`, :meth:`CounterfactualModel.violations`).
 """
@@ -238,3 +243,119 @@ def setdist_max(space: FeatureSpace, first: pd.DataFrame, second: pd.DataFrame,
     _nonempty(second, "the second set")
     D = distance_matrix(space, first, second, norm)
     return float(0.5 * D.min(axis=1).max() + 0.5 * D.min(axis=0).max())
+
+
+# --------------------------------------------------------------------------------------
+# The metrics of Shekhar et al. (MD-PSO counterfactuals, Eqs. 8-15)
+
+
+def _mad_units(space: FeatureSpace, factual: pd.DataFrame, counterfactuals: pd.DataFrame,
+               names: list[str]) -> np.ndarray:
+    """|x_cf - x0| / MAD per (counterfactual, continuous feature); MAD 0 or unknown -> 1."""
+    mad = np.array([space[n].mad or 0.0 for n in names])
+    diff = np.abs(_codes(space, counterfactuals, names) - _codes(space, factual, names))
+    return diff / np.where(mad > 0, mad, 1.0)
+
+
+def proximity_cont(space: FeatureSpace, factual: pd.DataFrame,
+                   counterfactuals: pd.DataFrame) -> float | None:
+    r"""Shekhar et al. Eqs. 8-9: :math:`\frac1k\sum_i \frac1{n_{cont}}\sum_j
+    |x^i_{cf,j} - x_{0,j}| / \mathrm{MAD}_j` over the continuous (unlabelled numeric)
+    features; lower is closer. A feature whose median absolute deviation is 0 (or
+    unknown to the space) is divided by 1 instead, i.e. measured in raw units (DiCE's
+    convention; dividing by 0 would make any change of it infinite). ``None`` without
+    continuous features or counterfactuals."""
+    continuous, _ = _split(space)
+    if not continuous or not len(counterfactuals):
+        return None
+    return float(_mad_units(space, factual, counterfactuals, continuous).mean())
+
+
+def proximity_cat(space: FeatureSpace, factual: pd.DataFrame,
+                  counterfactuals: pd.DataFrame) -> float | None:
+    r"""Shekhar et al. Eqs. 10-11: the mean fraction of categorical (labelled) features
+    that differ from the factual (:math:`1 -` :func:`cat_proximity`); lower is closer."""
+    value = cat_proximity(space, factual, counterfactuals)
+    return None if value is None else 1.0 - value
+
+
+def changed_fraction(space: FeatureSpace, factual: pd.DataFrame,
+                     counterfactuals: pd.DataFrame) -> float | None:
+    r"""Shekhar et al.'s *sparsity* (Eqs. 12-13): the mean fraction of the :math:`p`
+    features changed (:math:`1 -` DiCE's :func:`sparsity`); lower is sparser."""
+    if not len(counterfactuals):
+        return None
+    return 1.0 - sparsity(space, factual, counterfactuals)
+
+
+def _pso_distance(space: FeatureSpace, A: pd.DataFrame, B: pd.DataFrame) -> np.ndarray:
+    """d(a, b) = d_cont + d_cat (Eqs. 9 and 11) for every pair (len(A), len(B))."""
+    continuous, categorical = _split(space)
+    D = np.zeros((len(A), len(B)))
+    if continuous:
+        mad = np.array([space[n].mad or 0.0 for n in continuous])
+        a = _codes(space, A, continuous) / np.where(mad > 0, mad, 1.0)
+        b = _codes(space, B, continuous) / np.where(mad > 0, mad, 1.0)
+        D += np.abs(a[:, None, :] - b[None, :, :]).mean(axis=2)
+    if categorical:
+        a, b = A[categorical].to_numpy(), B[categorical].to_numpy()
+        D += (a[:, None, :] != b[None, :, :]).mean(axis=2)
+    return D
+
+
+def pso_proximity(space: FeatureSpace, factual: pd.DataFrame,
+                  counterfactuals: pd.DataFrame) -> float | None:
+    r"""The single *proximity* of Shekhar et al.'s Table II as we read it: the mean over
+    counterfactuals of :math:`d(x_{cf}, x_0) = d_{cont} + d_{cat}` (Eqs. 9 and 11), i.e.
+    ``proximity_cont + proximity_cat`` (a missing kind contributes 0)."""
+    if not len(counterfactuals):
+        return None
+    return float(_pso_distance(space, counterfactuals, factual.iloc[[0]]).mean())
+
+
+def pso_diversity(space: FeatureSpace, counterfactuals: pd.DataFrame) -> float | None:
+    r"""Shekhar et al. Eq. 14: the mean of :math:`d(x^i_{cf}, x^j_{cf})` over the
+    :math:`\binom k2` pairs (``d`` as in :func:`pso_proximity`); ``None`` below two."""
+    if len(counterfactuals) < 2:
+        return None
+    D = _pso_distance(space, counterfactuals, counterfactuals)
+    return float(D[np.triu_indices(len(D), k=1)].mean())
+
+
+def normalised_diversity(space: FeatureSpace, factual: pd.DataFrame,
+                         counterfactuals: pd.DataFrame) -> float | None:
+    r"""Shekhar et al. Eq. 15: the mean over pairs of
+    :math:`d(x^i, x^j) / (d(x^i, x_0) + d(x^j, x_0))`. A pair whose denominator is 0
+    (both equal the factual, hence each other) contributes 0. ``None`` below two."""
+    if len(counterfactuals) < 2:
+        return None
+    D = _pso_distance(space, counterfactuals, counterfactuals)
+    prox = _pso_distance(space, counterfactuals, factual.iloc[[0]])[:, 0]
+    i, j = np.triu_indices(len(D), k=1)
+    den = prox[i] + prox[j]
+    ratio = np.divide(D[i, j], den, out=np.zeros(len(i)), where=den > 0)
+    return float(ratio.mean())
+
+
+def coverage(n_valid: list[int] | np.ndarray, requested: int | None = None) -> float:
+    """Shekhar et al.'s *coverage*: the fraction of queries whose output is valid — at
+    least one valid counterfactual (``requested=None``; a query with none, or with only
+    counterfactuals of the factual's class, is not covered), or at least ``requested``
+    valid ones."""
+    counts = np.asarray(n_valid)
+    if not counts.size:
+        raise ValueError("coverage needs at least one query")
+    return float((counts >= (1 if requested is None else requested)).mean())
+
+
+def pso_summary(space: FeatureSpace, factual: pd.DataFrame,
+                counterfactuals: pd.DataFrame) -> dict[str, float | None]:
+    """Shekhar et al.'s scores of one factual's valid counterfactuals: ``proximity``,
+    ``proximity_cont``, ``proximity_cat``, ``sparsity`` (fraction changed),
+    ``diversity``, ``norm_diversity``."""
+    return {"proximity": pso_proximity(space, factual, counterfactuals),
+            "proximity_cont": proximity_cont(space, factual, counterfactuals),
+            "proximity_cat": proximity_cat(space, factual, counterfactuals),
+            "sparsity": changed_fraction(space, factual, counterfactuals),
+            "diversity": pso_diversity(space, counterfactuals),
+            "norm_diversity": normalised_diversity(space, factual, counterfactuals)}
