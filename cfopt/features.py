@@ -51,6 +51,15 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _kind(value: Any, name: str) -> Kind:
+    """``Kind(value)``, with an error naming the feature and the known kinds."""
+    try:
+        return Kind(value)
+    except ValueError:
+        raise ValueError(f"feature {name!r}: unknown kind {value!r}; use one of "
+                         f"{[k.value for k in Kind]}") from None
+
+
 _PERTURBATION_KINDS = ("absolute", "relative", "categories")
 
 
@@ -162,7 +171,7 @@ class Feature:
     perturbation: Perturbation | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", Kind(self.kind))
+        object.__setattr__(self, "kind", _kind(self.kind, self.name))
         object.__setattr__(self, "categories", tuple(_plain(c) for c in self.categories))
         name, kind = self.name, self.kind
         self._check_perturbation()
@@ -350,6 +359,7 @@ class FeatureSpace:
             raise ValueError(f"scaling must be one of {_SCALINGS}, got {scaling!r}")
         if frame.empty:
             raise ValueError("cannot infer a feature space from an empty DataFrame")
+        _check_unique_columns(frame)
         kinds = dict(kinds or {})
         categories = {k: tuple(v) for k, v in (categories or {}).items()}
         for key in list(kinds) + list(categories):
@@ -362,7 +372,7 @@ class FeatureSpace:
             col = frame[name]
             if col.isna().any():
                 raise ValueError(f"column {name!r}: NaN in row {col.index[col.isna()][0]!r}")
-            kind = Kind(kinds[name]) if name in kinds else _infer_kind(col)
+            kind = _kind(kinds[name], name) if name in kinds else _infer_kind(col)
             features.append(_infer_feature(name, col, kind, categories.get(name), scaling))
         space = cls(features)
         for f in space:
@@ -421,7 +431,7 @@ class FeatureSpace:
             raise TypeError(f"unknown feature attribute(s) {unknown} for {name!r}; "
                             f"editable: {list(_EDITABLE)}")
         if "kind" in changes:
-            new_kind = Kind(changes["kind"])
+            new_kind = _kind(changes["kind"], name)
             allowed = {Kind.CONTINUOUS, Kind.INTEGER}
             if not (feature.kind in allowed and new_kind in allowed):
                 raise ValueError(f"feature {name!r}: only continuous <-> integer kind changes "
@@ -443,14 +453,24 @@ class FeatureSpace:
     def increase_only(self, *names: str) -> FeatureSpace:
         """Declare features that may only increase. Returns ``self``."""
         for n in names:
-            self.set(n, direction="increase")
+            self._restrict_direction(n, "increase")
         return self
 
     def decrease_only(self, *names: str) -> FeatureSpace:
         """Declare features that may only decrease. Returns ``self``."""
         for n in names:
-            self.set(n, direction="decrease")
+            self._restrict_direction(n, "decrease")
         return self
+
+    def _restrict_direction(self, name: str, direction: Direction) -> None:
+        """Set a one-way direction, refusing to silently flip the opposite one."""
+        current = self[name].direction
+        if current not in ("any", direction):
+            raise ValueError(f"feature {name!r} is already {current}-only; declaring it "
+                             f"{direction}-only too leaves it no move: declare it immutable, "
+                             f"or replace the direction with space.set({name!r}, "
+                             f"direction={direction!r})")
+        self.set(name, direction=direction)
 
     # ------------------------------------------------------------- model inputs
     @property
@@ -544,12 +564,14 @@ class FeatureSpace:
                  check_bounds: bool = True) -> pd.DataFrame:
         """Check raw rows against the space; return them with columns in space order.
 
-        Raises ``ValueError`` naming the column and value for: missing or extra columns,
-        non-numeric values in numeric columns, NaN or ±inf, non-integral values of
+        Raises ``ValueError`` naming the column and value for: missing, extra or
+        duplicate columns, non-numeric (text, complex, or boolean unless binary) values in
+        numeric columns, NaN or ±inf, non-integral values of
         integer features, unseen categories, and (``check_bounds``) values outside the
         declared bounds.
         """
         frame = as_frame(X)
+        _check_unique_columns(frame)
         missing = [n for n in self.names if n not in frame.columns]
         if missing:
             raise ValueError(f"missing column(s) {missing}; the feature space expects "
@@ -582,11 +604,17 @@ class FeatureSpace:
 
     @classmethod
     def from_json(cls, text_or_path: str) -> FeatureSpace:
-        text = text_or_path
-        if not text_or_path.lstrip().startswith("{"):
-            with open(text_or_path, encoding="utf-8") as fh:
-                text = fh.read()
-        return cls.from_dict(json.loads(text))
+        """The space of :meth:`to_json` text or of a file holding it."""
+        text, source = text_or_path, "the text given"
+        try:
+            if not text_or_path.lstrip().startswith("{"):
+                source = repr(text_or_path)
+                with open(text_or_path, encoding="utf-8") as fh:
+                    text = fh.read()
+            data = json.loads(text)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{source} is not FeatureSpace JSON: {exc}") from None
+        return cls.from_dict(data)
 
 
 def as_frame(X: pd.DataFrame | pd.Series | Mapping) -> pd.DataFrame:
@@ -620,16 +648,10 @@ def _validate_column(f: Feature, raw: np.ndarray, index: pd.Index,
             codes = np.array([f.categories.index(v) for v in values], dtype=float)
             _check_bounds(f, index, codes, values)
         return values
-    if raw.dtype.kind in "biuf":
+    if raw.dtype.kind in "iuf" or (raw.dtype.kind == "b" and f.kind is Kind.BINARY):
         values = raw.astype(float)
     else:
-        values = np.empty(len(raw))
-        for k, v in enumerate(raw):
-            try:
-                values[k] = np.nan if _is_missing(v) else float(v)
-            except (TypeError, ValueError):
-                raise ValueError(f"column {name!r}: value {_plain(v)!r} in row {index[k]!r} is "
-                                 f"not a number") from None
+        values = np.array([_number(f, v, row) for v, row in zip(raw, index)], dtype=float)
     nan = np.isnan(values)
     if nan.any():
         raise ValueError(f"column {name!r}: missing value (NaN) in row {index[nan][0]!r}")
@@ -647,6 +669,32 @@ def _validate_column(f: Feature, raw: np.ndarray, index: pd.Index,
     if check_bounds:
         _check_bounds(f, index, values, values)
     return values.astype(np.int64) if f.is_integral else values
+
+
+def _number(f: Feature, value: Any, row: Any) -> float:
+    """One raw value of a numeric feature as a float (NaN if missing); text, complex
+    numbers and booleans (unless the feature is binary) are not numbers."""
+    if _is_missing(value):
+        return math.nan
+    v = _plain(value)
+    why = ""
+    if isinstance(v, bool) and f.kind is not Kind.BINARY:
+        why = f" (a boolean, but the feature is {f.kind.value})"
+    elif isinstance(v, complex):
+        why = " (complex)"
+    if not why:
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            pass
+    raise ValueError(f"column {f.name!r}: value {v!r} in row {row!r} is not a number{why}")
+
+
+def _check_unique_columns(frame: pd.DataFrame) -> None:
+    duplicated = frame.columns[frame.columns.duplicated()]
+    if len(duplicated):
+        raise ValueError(f"duplicate column(s) {list(dict.fromkeys(duplicated))}; each "
+                         f"feature must appear once")
 
 
 def _check_bounds(f: Feature, index: pd.Index, codes: np.ndarray, shown: np.ndarray) -> None:
