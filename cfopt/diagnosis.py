@@ -145,8 +145,14 @@ def diagnose(m: CounterfactualModel, solver: str | SolverBackend,
 
 
 def _minimal_members(component: pyo.Component, feasible: Callable[[], bool]) -> list[str]:
+    """A minimal set of the group's members whose relaxation suffices (``[]`` for a
+    group without members, e.g. a constraint block, or with more than MAX_MEMBERS)."""
+    if isinstance(component, pyo.Block) or not component.is_indexed():
+        return []
     members = dict(_members(component))
-    if len(members) <= 1 or len(members) > MAX_MEMBERS:
+    if len(members) == 1:  # the one member (e.g. the one immutable feature) is the cause
+        return list(members)
+    if len(members) > MAX_MEMBERS:
         return []
     relaxed = list(members)
     with _deactivated(members.values()):
