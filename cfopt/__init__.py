@@ -11,7 +11,7 @@ Quick start::
     print(ce.changes())
 """
 
-from . import datasets, diversity, metrics
+from . import datasets, diversity, metrics, perturbations
 from .baselines import DiverseNeighbours, DiverseNeighboursResult
 from .bound_tightening import BoundTighteningReport, tighten_relu_bounds
 from .diagnosis import Diagnosis, diagnose
@@ -25,7 +25,7 @@ from .errors import (
                      UnsupportedModelError,
 )
 from .explainer import Explainer
-from .features import Feature, FeatureSpace, Kind
+from .features import Feature, FeatureSpace, Kind, Perturbation
 from .formulations import (
     CausalModel,
     ClusterHulls,
@@ -34,16 +34,21 @@ from .formulations import (
     DiversityCuts,
     IfCategory,
     IfIncreases,
+    KAdversary,
+    KScenarios,
+    KVerdict,
     LinearConstraint,
     NearestNeighbourHull,
     PredictorConstr,
     RobustPlausibleRegion,
+    SetbackCost,
     Step,
     StructuralEquation,
     add_predictor,
     register_formulation,
 )
 from .models import ModelAdapter, parse_model, register_model, supported_models
+from .perturbation_robust import PerturbationRobustCounterfactual, PerturbationRobustExplainer
 from .problem import CounterfactualModel, build
 from .results import Counterfactual, CounterfactualSet
 from .robust import (
@@ -77,3 +82,6 @@ __all__ = [
 __all__ += ["MILPR", "NonRobustMILP", "Proplace", "RNCE", "RobustCounterfactual",
             "RobustPlausibleRegion", "RobustStatus", "RobustnessCertificate",
             "RobustnessChecker", "RobustnessVerdict"]
+__all__ += ["KAdversary", "KScenarios", "KVerdict", "Perturbation",
+            "PerturbationRobustCounterfactual", "PerturbationRobustExplainer", "perturbations",
+            "SetbackCost"]

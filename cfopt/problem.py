@@ -21,7 +21,8 @@ Components (documented names, for users who add their own constraints):
 ``changed[f]``         binary change indicator (L0 objective or ``max_changes``)
 ``max_changes``        ``sum changed <= max_changes_limit`` (mutable Param)
 ``linf``               weighted L∞ distance (L∞ objective)
-``objective``          the distance minimised
+``objective``          the distance minimised (plus the cost terms of declared
+                       blocks, e.g. :class:`~cfopt.formulations.SetbackCost`)
 ``objective_cutoff``   ``objective <= cutoff`` (mutable Param; inactive by default)
 ``<name>``             one sub-block per declared constraint (``constraints=[...]``:
                        rules, causal equations, trust regions; see
@@ -108,6 +109,7 @@ class CounterfactualModel(pyo.ConcreteModel):
         self._weights = weight_map
         self._terms = terms
         self._specs = specs
+        self._tree_formulation = tree_formulation
         self._factual: pd.DataFrame | None = None
         self._factual_class: Any = None
         self._target: tuple = ()
@@ -124,8 +126,8 @@ class CounterfactualModel(pyo.ConcreteModel):
             add_max_changes(self, space, _check_max_changes(max_changes, space))
         add_validity(self, self._predictor.outputs, self._predictor.output_bounds(), adapter,
                      margin)
-        self.objective = pyo.Objective(
-            expr=objective_expression(self, space, terms, weight_map), sense=pyo.minimize)
+        self._distance = objective_expression(self, space, terms, weight_map)
+        self.objective = pyo.Objective(expr=self._distance, sense=pyo.minimize)
         self._max_objective = float(compute_bounds_on_expr(self.objective.expr)[1]) + 1.0
         self.cutoff = pyo.Param(mutable=True, initialize=self._max_objective)
         self.objective_cutoff = pyo.Constraint(expr=self.objective.expr <= self.cutoff)
@@ -183,6 +185,11 @@ class CounterfactualModel(pyo.ConcreteModel):
         return list(self._specs)
 
     @property
+    def tree_formulation(self) -> str | None:
+        """The tree formulation the predictor was built with (``None``: default)."""
+        return self._tree_formulation
+
+    @property
     def uses_space_encoding(self) -> bool:
         """The model consumes ``space.transform`` (not its own preprocessing)."""
         return self._specs == space_specs(self._space)
@@ -220,6 +227,7 @@ class CounterfactualModel(pyo.ConcreteModel):
         self._constraints[name] = constraint
         if self._factual is not None and self._target:
             constraint.update(self, block)
+        self._refresh_objective()
         return block
 
     def remove_constraint(self, name: str) -> ConstraintBlock:
@@ -228,7 +236,21 @@ class CounterfactualModel(pyo.ConcreteModel):
             raise KeyError(f"no declared constraint named {name!r}; the model has "
                            f"{sorted(self._constraints)}")
         self.del_component(name)
-        return self._constraints.pop(name)
+        removed = self._constraints.pop(name)
+        self._refresh_objective()
+        return removed
+
+    def _refresh_objective(self) -> None:
+        """Objective = the distance + every declared block's cost term
+        (:meth:`ConstraintBlock.objective_term`); the cutoff follows it."""
+        extra = [t for name, c in self._constraints.items()
+                 if (t := c.objective_term(self, self.component(name))) is not None]
+        expr = self._distance + sum(extra) if extra else self._distance
+        if extra or self.objective.expr is not self._distance:
+            self.objective.set_value(expr)
+            self._max_objective = float(compute_bounds_on_expr(expr)[1]) + 1.0
+            self.cutoff = self._max_objective
+            self.objective_cutoff.set_value(expr <= self.cutoff)
 
     def user_components(self) -> list[pyo.Component]:
         """Active constraint components and blocks added after construction (declared

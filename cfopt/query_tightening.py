@@ -80,9 +80,10 @@ def _score(net: ReLUNetwork, z: np.ndarray, decision: str, targets: list,
 
 
 def objective_value(m: CounterfactualModel, row: pd.DataFrame) -> float:
-    """The MILP objective of a raw row."""
+    """The MILP objective of a raw row (the distance plus the declared blocks' costs)."""
     distances = m.distances(row)
-    return float(sum(c * distances[k] for k, c in m.objective_terms.items()))
+    extra = sum(c.cost(m, m.factual.iloc[0], row.iloc[0]) for c in m.constraints.values())
+    return float(sum(c * distances[k] for k, c in m.objective_terms.items()) + extra)
 
 
 def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.DataFrame | None:

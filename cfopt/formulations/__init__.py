@@ -13,13 +13,16 @@
 * :mod:`.trust_regions` — ε-convex hull, k-nearest-neighbour hull, cluster hulls;
 * :mod:`.diversity` — no-good and distance cuts against earlier counterfactuals;
 * :mod:`.robustness` — Δ-robustness under model shift: the exact linear adversary,
-  shifted network copies, PROPLACE's plausible region.
+  shifted network copies, PROPLACE's plausible region;
+* :mod:`.perturbations` — robustness to input perturbations: the C-setback cost, the
+  K-scenario master and the exact K-adversary.
 """
 
 from . import trees  # noqa: F401  (registers the tree-ensemble formulation)
 from .blocks import ConstraintBlock
 from .causal import CausalModel, StructuralEquation
 from .diversity import DiversityCuts
+from .perturbations import KAdversary, KScenarios, KVerdict, SetbackCost
 from .predictors import PredictorConstr, add_predictor, register_formulation
 from .robustness import RobustPlausibleRegion
 from .rules import IfCategory, IfIncreases, LinearConstraint, Step
@@ -30,4 +33,4 @@ __all__ = [
     "DiversityCuts", "IfCategory", "IfIncreases", "LinearConstraint", "NearestNeighbourHull",
     "PredictorConstr", "register_formulation", "Step", "StructuralEquation",
 ]
-__all__ += ["RobustPlausibleRegion"]
+__all__ += ["RobustPlausibleRegion", "KAdversary", "KScenarios", "KVerdict", "SetbackCost"]

@@ -8,7 +8,9 @@ sub-block of the :class:`~cfopt.CounterfactualModel` named after it (``m.<name>`
 * :meth:`update` is called for every query after the factual is set, to change the
   block's mutable Params (so the model is never rebuilt);
 * :meth:`violations` checks a decoded raw counterfactual row against the factual
-  (never the solver's variables): every returned counterfactual passes it.
+  (never the solver's variables): every returned counterfactual passes it;
+* :meth:`objective_term` (optional) returns a cost added to the distance minimised,
+  and :meth:`cost` its exact value at a raw row.
 
 Each block is one constraint group for the infeasibility diagnosis.
 """
@@ -52,6 +54,15 @@ class ConstraintBlock(ABC):
 
     def update(self, m: CounterfactualModel, block: pyo.Block) -> None:
         """Per-query hook, after ``m``'s factual (and target) are set."""
+
+    def objective_term(self, m: CounterfactualModel, block: pyo.Block) -> object | None:
+        """A cost the block adds to the distance minimised (``None``: none)."""
+        return None
+
+    def cost(self, m: CounterfactualModel, factual: pd.Series, row: pd.Series) -> float:
+        """The value of :meth:`objective_term` at the raw ``row`` (exactly, not from
+        the solver's variables)."""
+        return 0.0
 
     @abstractmethod
     def violations(self, m: CounterfactualModel, factual: pd.Series,

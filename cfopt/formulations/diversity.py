@@ -74,6 +74,29 @@ def weighted_l1(space: FeatureSpace, weights: Mapping[str, float], a: pd.Series,
     return total
 
 
+def add_exact_change_indicators(m: CounterfactualModel, block: pyo.Block, min_change: float,
+                                names: list[str] | None = None) -> None:
+    """Direction binaries ``block.up[f]``, ``block.down[f]`` of the mutable numeric
+    features (``names``, default all): their sum is 1 iff :math:`|x_f - \\hat x_f| \\ge
+    \\tau_f` and 0 iff :math:`x_f = \\hat x_f` (see the module docstring)."""
+    space = m.space
+    mutable = [n for n in (m.NUMERIC if names is None else names) if not space[n].immutable]
+    span = {n: space[n].upper - space[n].lower for n in mutable}
+    step = {n: (1.0 if space[n].is_integral else min_change * span[n]) for n in mutable}
+    block.MUTABLE = pyo.Set(initialize=mutable, ordered=True)
+    block.up = pyo.Var(block.MUTABLE, domain=pyo.Binary)
+    block.down = pyo.Var(block.MUTABLE, domain=pyo.Binary)
+    block.one_way = pyo.Constraint(block.MUTABLE, rule=lambda b, n: b.up[n] + b.down[n] <= 1)
+    block.up_link = pyo.Constraint(block.MUTABLE, rule=lambda b, n:
+                                   m.x[n] - m.x0[n] <= span[n] * b.up[n])
+    block.down_link = pyo.Constraint(block.MUTABLE, rule=lambda b, n:
+                                     m.x0[n] - m.x[n] <= span[n] * b.down[n])
+    block.up_min = pyo.Constraint(block.MUTABLE, rule=lambda b, n: m.x[n] - m.x0[n] >=
+                                  step[n] * b.up[n] - span[n] * b.down[n])
+    block.down_min = pyo.Constraint(block.MUTABLE, rule=lambda b, n: m.x0[n] - m.x[n] >=
+                                    step[n] * b.down[n] - span[n] * b.up[n])
+
+
 class DiversityCuts(ConstraintBlock):
     """No-good and distance cuts against earlier counterfactuals (see the module).
 
@@ -113,24 +136,6 @@ class DiversityCuts(ConstraintBlock):
         block.side = pyo.VarList(domain=pyo.Binary)
         block.cuts = pyo.ConstraintList()
 
-    def _add_indicators(self, m: CounterfactualModel, block: pyo.Block) -> None:
-        space, span = m.space, self._span
-        mutable = [n for n in m.NUMERIC if not space[n].immutable]
-        step = {n: (1.0 if space[n].is_integral else self.min_change * span[n])
-                for n in mutable}
-        block.MUTABLE = pyo.Set(initialize=mutable, ordered=True)
-        block.up = pyo.Var(block.MUTABLE, domain=pyo.Binary)
-        block.down = pyo.Var(block.MUTABLE, domain=pyo.Binary)
-        block.one_way = pyo.Constraint(block.MUTABLE, rule=lambda b, n: b.up[n] + b.down[n] <= 1)
-        block.up_link = pyo.Constraint(block.MUTABLE, rule=lambda b, n:
-                                       m.x[n] - m.x0[n] <= span[n] * b.up[n])
-        block.down_link = pyo.Constraint(block.MUTABLE, rule=lambda b, n:
-                                         m.x0[n] - m.x[n] <= span[n] * b.down[n])
-        block.up_min = pyo.Constraint(block.MUTABLE, rule=lambda b, n: m.x[n] - m.x0[n] >=
-                                      step[n] * b.up[n] - span[n] * b.down[n])
-        block.down_min = pyo.Constraint(block.MUTABLE, rule=lambda b, n: m.x0[n] - m.x[n] >=
-                                        step[n] * b.down[n] - span[n] * b.up[n])
-
     def update(self, m: CounterfactualModel, block: pyo.Block) -> None:
         """A new query: drop the cuts of the previous one."""
         self._nogoods.clear()
@@ -152,7 +157,7 @@ class DiversityCuts(ConstraintBlock):
         in at least ``hamming`` features."""
         block = m.component(self.name)
         if block.component("up") is None:
-            self._add_indicators(m, block)
+            add_exact_change_indicators(m, block, self.min_change)
         names = [n for n in m.space.names if not m.space[n].immutable]
         block.cuts.add(sum((1 - self._changed(m, block, n)) if n in changed
                            else self._changed(m, block, n) for n in names) >= hamming)
