@@ -3,8 +3,11 @@
 * :class:`DiverseNeighbours`: diverse counterfactual sets from the training data's
   nearest neighbours of another class, refined by binary search (Leofante & Potyka,
   "Promoting Counterfactual Robustness through Diversity", AAAI 2024).
+* :class:`MDPSO`: diverse counterfactual sets by mixed-discrete particle swarm
+  optimisation on the features of largest information value (Shekhar et al.).
 """
 
 from .diverse_neighbours import DiverseNeighbours, DiverseNeighboursResult
+from .mdpso import MDPSO
 
-__all__ = ["DiverseNeighbours", "DiverseNeighboursResult"]
+__all__ = ["DiverseNeighbours", "DiverseNeighboursResult", "MDPSO"]
