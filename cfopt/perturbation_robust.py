@@ -179,6 +179,10 @@ class PerturbationRobustExplainer:
         ``options``: ``time_limit`` (per solve), ``mip_gap``; ``total_time_limit``
         (seconds for the whole loop).
         """
+        unknown = sorted(set(options) - {"time_limit", "mip_gap", "total_time_limit"})
+        if unknown:
+            raise TypeError(f"unknown option(s) {unknown} for explain(); accepted: "
+                            f"time_limit, mip_gap, total_time_limit")
         total_limit = options.pop("total_time_limit", None)
         t0 = time.perf_counter()
         ex, m = self.explainer, self.explainer.milp

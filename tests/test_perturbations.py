@@ -1,0 +1,337 @@
+"""Robustness to adverse perturbations (Virgolin & Fracaros): annotations, the exact
+C-setback cost and the exact K-adversary, against brute force on small integer grids."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.neural_network import MLPClassifier
+
+import cfopt
+from cfopt import Perturbation
+from cfopt import perturbations as P
+from cfopt.features import Feature, FeatureSpace
+
+from .conftest import IN_CI, train_torch
+
+# ---------------------------------------------------------------- small integer world
+
+
+def grid_space(perturbations: dict[str, Perturbation | None]) -> FeatureSpace:
+    """Three integer features on 0..6 and one categorical with three levels."""
+    feats = [Feature(n, "integer", lower=0, upper=6, shift=0, scale=6, spread=6,
+                     perturbation=perturbations.get(n)) for n in ("a", "b", "c")]
+    feats.append(Feature("d", "categorical", categories=("p", "q", "r"),
+                         perturbation=perturbations.get("d")))
+    return FeatureSpace(feats)
+
+
+def grid_rows(space: FeatureSpace) -> pd.DataFrame:
+    values = [range(7), range(7), range(7), ("p", "q", "r")]
+    return pd.DataFrame(list(itertools.product(*values)), columns=space.names)
+
+
+def trained(space: FeatureSpace, seed: int, family: str = "mlp"):
+    rows = grid_rows(space)
+    Z = space.transform(rows)
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=Z.shape[1])
+    y = (Z @ w + rng.normal(scale=0.3, size=len(Z)) > np.median(Z @ w)).astype(int)
+    if family == "forest":
+        model = RandomForestClassifier(n_estimators=5, max_depth=3, random_state=seed)
+        return model.fit(Z, y), rows
+    return train_torch(Z, y, hidden=(8,), epochs=80, seed=seed), rows
+
+
+def predict(model, space: FeatureSpace, rows: pd.DataFrame) -> np.ndarray:
+    adapter = cfopt.parse_model(model)
+    return np.asarray(adapter.predict(space.encode(rows)))
+
+
+def l1(space: FeatureSpace, x: pd.Series, rows: pd.DataFrame) -> np.ndarray:
+    """Weighted L1 with the default weights (1/spread; a category change costs 1)."""
+    total = np.zeros(len(rows))
+    for f in space:
+        if f.is_onehot:
+            total += (rows[f.name].to_numpy() != x[f.name]).astype(float)
+        else:
+            total += np.abs(rows[f.name].to_numpy(dtype=float) - x[f.name]) / f.weight_spread
+    return total
+
+
+def k_neighbours(space: FeatureSpace, x: pd.Series, z: pd.Series) -> pd.DataFrame:
+    """Every point of the K-neighbourhood of z on the integer grid (brute force)."""
+    axes = []
+    for f in space:
+        if x[f.name] != z[f.name] or f.perturbation is None:
+            axes.append([z[f.name]])
+        elif f.is_onehot:
+            axes.append(list(P.switch_categories(f, z[f.name])))
+        else:
+            lo, hi = P.numeric_range(f, float(z[f.name]))
+            axes.append(list(range(int(lo), int(hi) + 1)))
+    return pd.DataFrame(list(itertools.product(*axes)), columns=space.names)
+
+
+PERTURBED = {"a": Perturbation.absolute(increase=1, decrease=2),
+             "b": Perturbation.relative(increase=0.5, decrease=0.5),
+             "c": Perturbation.absolute(increase=2, decrease=0),
+             "d": Perturbation.to_categories("p", "r")}
+
+
+# ----------------------------------------------------------------------- annotations
+
+
+def test_relative_perturbations_are_taken_at_the_counterfactual():
+    f = Feature("v", "continuous", lower=0, upper=100,
+                perturbation=Perturbation.relative(increase=0.1, decrease=0.2))
+    # from x = 10 up to z = 50: the setback room is 20 % of 50 (not of 10), capped at 40
+    assert P.setback_magnitude(f, 10.0, 50.0) == pytest.approx(10.0)
+    # down from x = 50 to z = 10: 10 % of 10
+    assert P.setback_magnitude(f, 50.0, 10.0) == pytest.approx(1.0)
+    # the cap: the setback never goes past the factual
+    assert P.setback_magnitude(f, 48.0, 50.0) == pytest.approx(2.0)
+    assert P.numeric_range(f, 50.0) == (40.0, 55.0)
+
+
+def test_perturbation_validation():
+    with pytest.raises(ValueError, match="magnitude >= 0"):
+        Perturbation.absolute(increase=-1)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        Perturbation("gaussian", 1, 1)
+    with pytest.raises(ValueError, match="not among its categories"):
+        Feature("d", "categorical", categories=("p", "q"),
+                perturbation=Perturbation.to_categories("z"))
+    with pytest.raises(ValueError, match="no numeric perturbation"):
+        Feature("d", "categorical", categories=("p", "q"),
+                perturbation=Perturbation.absolute(1, 1))
+    with pytest.raises(ValueError, match="needs a categorical"):
+        Feature("v", "continuous", lower=0, upper=1, perturbation=Perturbation.to_categories(0))
+
+
+def test_feature_space_json_round_trip_keeps_perturbations():
+    space = grid_space(PERTURBED)
+    again = FeatureSpace.from_json(space.to_json())
+    assert [f.perturbation for f in again] == [f.perturbation for f in space]
+
+
+def _virgolin_home(tmp_path, monkeypatch, edit=None):
+    src = cfopt.datasets.data_home() / "virgolin"
+    if not (src / "annotations.json").exists():
+        if IN_CI:
+            raise FileNotFoundError(src / "annotations.json")
+        pytest.skip("virgolin data not in CFOPT_DATA_HOME (set it to ../shared/data)")
+    dst = tmp_path / "virgolin"
+    shutil.copytree(src, dst)
+    if edit is not None:
+        data = json.loads((dst / "annotations.json").read_text())
+        edit(data)
+        (dst / "annotations.json").write_text(json.dumps(data))
+    monkeypatch.setenv("CFOPT_DATA_HOME", str(tmp_path))
+    return json.loads((dst / "annotations.json").read_text())
+
+
+@pytest.mark.parametrize("name", cfopt.datasets.VIRGOLIN_DATASETS)
+def test_loader_reproduces_every_annotation(name, tmp_path, monkeypatch):
+    spec = _virgolin_home(tmp_path, monkeypatch)["datasets"][name]
+    data = cfopt.datasets.load_virgolin(name, download=False)
+    assert len(data.X) == spec["n_rows"]
+    assert data.y.value_counts().to_dict() == {int(k): v for k, v in
+                                                spec["label"]["class_counts"].items()}
+    assert data.target_class == spec["label"]["best_class"]
+    for f in spec["features"]:
+        feature, p = data.space[f["name"]], f["perturbation"]
+        coding = f.get("coding")
+        label = (lambda c: c) if coding is None else (lambda c: coding[str(c)])
+        if p is None:
+            assert feature.perturbation is None
+        elif "categories" in p:
+            assert feature.perturbation == Perturbation.to_categories(
+                *(label(c) for c in p["categories"]))
+        else:
+            assert feature.perturbation == Perturbation(p["type"], p["increase"], p["decrease"])
+        if f["type"] == "numerical":
+            assert (feature.lower, feature.upper) == tuple(map(float, f["interval"]))
+        else:
+            assert feature.categories == tuple(label(c) for c in f["interval"])
+        assert data.plausibility[f["name"]] == f["plausibility"]
+        if "perturbation_intended_but_dropped" in f:
+            assert data.dropped[f["name"]] == f["perturbation_intended_but_dropped"]
+    data.space.transform(data.X)  # every row lies in the annotated space
+    constrained = data.space_with_plausibility()
+    for f in spec["features"]:
+        g = constrained[f["name"]]
+        assert g.immutable == (f["plausibility"] == "=")
+        assert g.direction == {">=": "increase", "<=": "decrease"}.get(f["plausibility"], "any")
+
+
+def test_loader_reads_the_annotation_file_of_the_data_home(tmp_path, monkeypatch):
+    def edit(data):
+        age = data["datasets"]["adult"]["features"][0]
+        assert age["name"] == "age"
+        age["perturbation"] = {"type": "relative", "increase": 0.25, "decrease": 0.125}
+
+    _virgolin_home(tmp_path, monkeypatch, edit)
+    data = cfopt.datasets.load_virgolin("adult", download=False)
+    assert data.space["age"].perturbation == Perturbation.relative(0.25, 0.125)
+    with pytest.raises(ValueError, match="unknown annotated data set"):
+        cfopt.datasets.load_virgolin("student", download=False)
+
+
+def test_missing_annotations_say_where_to_put_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("CFOPT_DATA_HOME", str(tmp_path))
+    with pytest.raises(cfopt.DataNotFoundError, match="annotations.json.*no public download"):
+        cfopt.datasets.load_virgolin("adult")
+
+
+# --------------------------------------------------------------------- C-robustness
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_setback_cost_optimum_equals_brute_force(seed):
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, seed)
+    labels = predict(model, space, rows)
+    x = rows.iloc[[int(np.flatnonzero(labels == 0)[seed * 7])]]
+    ex = cfopt.PerturbationRobustExplainer(model, space, robustness="C", margin=1e-4)
+    result = ex.explain(x, 1)
+    assert result.certified and result.counterfactual.verified
+    valid = rows[labels == 1]
+    costs = l1(space, x.iloc[0], valid) + np.array(
+        [P.setback_cost(space, ex.milp.weights, x, valid.iloc[[k]]) for k in range(len(valid))])
+    assert result.counterfactual.objective == pytest.approx(costs.min(), abs=1e-6)
+    z = result.row
+    assert result.setback_cost == pytest.approx(P.setback_cost(space, ex.milp.weights, x, z))
+    plain = cfopt.Explainer(model, space, margin=1e-4).explain(x, 1)
+    assert result.counterfactual.objective >= plain.objective - 1e-9
+
+
+def test_setback_point_and_cost_by_hand():
+    space = grid_space(PERTURBED)
+    x = pd.DataFrame([{"a": 1, "b": 4, "c": 3, "d": "q"}])
+    z = pd.DataFrame([{"a": 5, "b": 2, "c": 6, "d": "p"}])
+    back = P.max_setback(space, x, z).iloc[0]
+    # a: up by 4, decrease room 2 -> 3; b: down to 2, relative increase 0.5*2 = 1 -> 3;
+    # c: increase with no decrease room -> 6; d: p may switch to r (x's q is not allowed)
+    assert back.to_dict() == {"a": 3, "b": 3, "c": 6, "d": "r"}
+    w = {"a": 0.5, "b": 0.25, "c": 1.0, "d": 2.0}
+    assert P.setback_cost(space, w, x, z) == pytest.approx(0.5 * 2 + 0.25 * 1 + 2.0)
+
+
+# --------------------------------------------------------------------- K-robustness
+
+
+def check_adversary(space, model, x, z):
+    ex = cfopt.PerturbationRobustExplainer(model, space, robustness="none")
+    label = predict(model, space, z)[0]
+    verdict = ex.certify(x, z, label)
+    neigh = k_neighbours(space, x.iloc[0], z.iloc[0])
+    flips = predict(model, space, neigh) != label
+    if flips.any():
+        assert verdict.robust is False, "the brute force finds a flipping K-neighbour"
+        assert predict(model, space, verdict.point)[0] != label
+        assert len(P.changed(space, z.iloc[0], verdict.point.iloc[0])) >= 1
+        assert set(P.changed(space, z.iloc[0], verdict.point.iloc[0])).isdisjoint(
+            P.changed(space, x.iloc[0], z.iloc[0]))
+    else:
+        assert verdict.robust is True
+        assert verdict.bound > 0
+
+
+@settings(max_examples=12 if IN_CI else 25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), family=st.sampled_from(["mlp", "forest"]),
+       changed=st.sets(st.sampled_from(["a", "b", "c", "d"]), max_size=2))
+def test_k_adversary_matches_exhaustive_search(seed, family, changed):
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, seed % 7, family)
+    rng = np.random.default_rng(seed)
+    x = rows.iloc[[int(rng.integers(len(rows)))]].reset_index(drop=True)
+    z = x.copy()
+    for n in sorted(changed):
+        options = ["p", "q", "r"] if n == "d" else list(range(7))
+        z.loc[0, n] = rng.choice([v for v in options if v != x.loc[0, n]])
+    check_adversary(space, model, x, z)
+
+
+@pytest.mark.parametrize("family,robustness", [("mlp", "K"), ("forest", "K"), ("mlp", "CK")])
+def test_k_robust_loop_is_certified_and_optimal(family, robustness):
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, 3, family)
+    labels = predict(model, space, rows)
+    ex = cfopt.PerturbationRobustExplainer(model, space, robustness=robustness, margin=1e-4)
+    done = 0
+    for i in np.flatnonzero(labels == 0)[::97][:3]:
+        x = rows.iloc[[i]].reset_index(drop=True)
+        result = ex.explain(x, 1)
+        # brute force: the cheapest K-robust grid point (integer moves are >= min_change)
+        best = np.inf
+        for k in np.flatnonzero(labels == 1):
+            z = rows.iloc[[k]].reset_index(drop=True)
+            neigh = k_neighbours(space, x.iloc[0], z.iloc[0])
+            if (predict(model, space, neigh) == 1).all():
+                cost = l1(space, x.iloc[0], z)[0]
+                if "C" in robustness:
+                    cost += P.setback_cost(space, ex.milp.weights, x, z)
+                best = min(best, cost)
+        if not np.isfinite(best):
+            assert result.status is cfopt.RobustStatus.INFEASIBLE
+            continue
+        assert result.certified, result.message
+        assert result.optimal
+        z = result.row
+        neigh = k_neighbours(space, x.iloc[0], z.iloc[0])
+        assert (predict(model, space, neigh) == 1).all()
+        assert result.counterfactual.objective == pytest.approx(best, abs=1e-6)
+        assert result.iterations == len(result.scenarios) + 1
+        done += 1
+    assert done >= 1
+
+
+def test_multiclass_k_robust_counterfactual_is_certified():
+    space = grid_space(PERTURBED)
+    rows = grid_rows(space)
+    Z = space.transform(rows)
+    y = np.digitize(Z[:, 0] + Z[:, 1] - Z[:, 2], [-0.2, 0.5])
+    model = MLPClassifier(hidden_layer_sizes=(8,), max_iter=2000, random_state=0).fit(Z, y)
+    labels = model.predict(Z)
+    x = rows.iloc[[int(np.flatnonzero(labels == 0)[5])]].reset_index(drop=True)
+    ex = cfopt.PerturbationRobustExplainer(model, space, robustness="K")
+    result = ex.explain(x, 2)
+    assert result.certified
+    neigh = k_neighbours(space, x.iloc[0], result.row.iloc[0])
+    assert (model.predict(space.transform(neigh)) == 2).all()
+
+
+def test_immutable_features_stay_and_perturbations_still_apply():
+    space = grid_space(PERTURBED).immutable("c")
+    model, rows = trained(space, 4)
+    labels = predict(model, space, rows)
+    x = rows.iloc[[int(np.flatnonzero(labels == 0)[11])]].reset_index(drop=True)
+    ex = cfopt.PerturbationRobustExplainer(model, space, robustness="CK")
+    result = ex.explain(x, 1)
+    if result.found:
+        assert result.row.loc[0, "c"] == x.loc[0, "c"]
+        neigh = k_neighbours(space, x.iloc[0], result.row.iloc[0])
+        assert (predict(model, space, neigh) == 1).all() == result.certified
+
+
+def test_bad_options_are_named():
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, 0)
+    with pytest.raises(ValueError, match="robustness must be one of"):
+        cfopt.PerturbationRobustExplainer(model, space, robustness="KC")
+    with pytest.raises(ValueError, match="max_iterations"):
+        cfopt.PerturbationRobustExplainer(model, space, max_iterations=0)
+    with pytest.raises(ValueError, match="min_change"):
+        cfopt.PerturbationRobustExplainer(model, space, min_change=0)
+    with pytest.raises(TypeError, match="unknown option"):
+        cfopt.PerturbationRobustExplainer(model, space).explain(rows.iloc[[0]], 1, foo=1)
