@@ -359,3 +359,83 @@ def pso_summary(space: FeatureSpace, factual: pd.DataFrame,
             "sparsity": changed_fraction(space, factual, counterfactuals),
             "diversity": pso_diversity(space, counterfactuals),
             "norm_diversity": normalised_diversity(space, factual, counterfactuals)}
+
+
+# ----------------------------------------------------------------------------------------
+# Robustness to adverse perturbations (Virgolin & Fracaros 2023, §7 and App. B)
+# ----------------------------------------------------------------------------------------
+
+
+def cogs_loss(space: FeatureSpace, factual: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
+    r"""The cost of Virgolin & Fracaros's Eq. 9 without the validity term, per row:
+    :math:`\tfrac12\,\text{Gower}(z, x) + \tfrac12\,\|z - x\|_0 / d` (Gower: the mean over
+    features of :math:`|z_i - x_i|` / range, 1 per category mismatch; range = the data
+    range the feature space records, else its bounds)."""
+    x = factual.iloc[0] if isinstance(factual, pd.DataFrame) else factual
+    d = len(space)
+    gower = np.zeros(len(rows))
+    changed = np.zeros(len(rows))
+    for f in space:
+        values = rows[f.name].to_numpy()
+        if f.is_onehot:
+            diff = (values != x[f.name]).astype(float)
+        else:
+            codes = np.array([f.to_code(v) for v in values])
+            diff = np.abs(codes - f.to_code(x[f.name])) / f.weight_spread
+        gower += diff
+        changed += diff > 0
+    return 0.5 * gower / d + 0.5 * changed / d
+
+
+def invalidity(labels: np.ndarray | list, target: object) -> float:
+    """Fraction of (perturbed) points not classified as ``target``."""
+    labels = np.asarray(labels, dtype=object)
+    if labels.size == 0:
+        raise ValueError("invalidity of an empty set of points")
+    return float(np.mean(labels != target))
+
+
+def fixable(space: FeatureSpace, perturbed: pd.DataFrame, counterfactual: pd.DataFrame,
+            plausibility: dict[str, str | None]) -> np.ndarray:
+    """Per perturbed point: a plausible additional intervention leads back to the
+    counterfactual (no feature marked ``=`` must move back; ``>=`` / ``<=`` features
+    must move back the allowed way) — the paper's fixability (§7.2)."""
+    z = counterfactual.iloc[0]
+    ok = np.ones(len(perturbed), dtype=bool)
+    for name, rule in plausibility.items():
+        if rule is None:
+            continue
+        f = space[name]
+        values = perturbed[name].to_numpy()
+        if rule == "=" or f.is_onehot:
+            ok &= values == z[name]
+            continue
+        back = f.to_code(z[name]) - np.array([f.to_code(v) for v in values])
+        ok &= back >= 0 if rule == ">=" else back <= 0
+    return ok
+
+
+def relative_cost(space: FeatureSpace, factual: pd.DataFrame, counterfactual: pd.DataFrame,
+                  perturbed: pd.DataFrame, perturbed_labels: np.ndarray | list, target: object,
+                  ideal: float) -> np.ndarray:
+    r"""Per perturbed point :math:`z'`: :math:`[c(x \to z) + c(z' \to z)] / c_{ideal}`,
+    with :math:`c(z' \to z) = 0` when :math:`z'` is still classified as the target (§7.3);
+    :math:`c` is :func:`cogs_loss` and ``ideal`` the cost of the counterfactual found
+    without accounting for robustness."""
+    if not ideal > 0:
+        raise ValueError(f"the ideal cost must be positive, got {ideal!r}")
+    base = float(cogs_loss(space, factual, counterfactual)[0])
+    back = cogs_loss(space, counterfactual, perturbed)
+    invalid = np.asarray(perturbed_labels, dtype=object) != target
+    return (base + np.where(invalid, back, 0.0)) / ideal
+
+
+def sparsity_loss(space: FeatureSpace, factual: pd.DataFrame, robust: pd.DataFrame,
+                  plain: pd.DataFrame) -> int:
+    """Features the robust counterfactual changes beyond the plain one's count."""
+    x = factual.iloc[0]
+
+    def count(row: pd.DataFrame) -> int:
+        return sum(row.iloc[0][n] != x[n] for n in space.names)
+
+    return int(count(robust) - count(plain))

@@ -137,7 +137,7 @@ def sample_k_neighbourhood(space: FeatureSpace, x: Any, z: Any, m: int,
         if xs[f.name] != v or f.perturbation is None:
             data[f.name] = [v] * m
         elif not f.perturbation.is_numeric:
-            allowed = list(f.perturbation.categories)
+            allowed = list(switch_categories(f, v))
             data[f.name] = [allowed[k] for k in rng.integers(0, len(allowed), m)]
         else:
             lo, hi = numeric_range(f, f.to_code(v))
@@ -175,3 +175,33 @@ def k_score(predict: Callable[[pd.DataFrame], Any], space: FeatureSpace, x: Any,
     label = np.asarray(predict(zs))[0]
     samples = sample_k_neighbourhood(space, x, z, m, rng)
     return float(np.mean(np.asarray(predict(samples)) == label))
+
+
+def sample_perturbations(space: FeatureSpace, x: Any, z: Any, m: int, on: str = "CK",
+                         rng: np.random.Generator | int | None = None) -> pd.DataFrame:
+    """``m`` random perturbations of ``z`` as in the paper's evaluation (§7, App. B.2):
+    every annotated feature of ``C`` (``on`` contains "C") and/or ``K`` (contains "K")
+    moves uniformly within its perturbation interval (clipped to its bounds; integral
+    codes stay integral), a categorical uniformly over its annotated categories."""
+    if on not in ("C", "K", "CK"):
+        raise ValueError(f"on must be 'C', 'K' or 'CK', got {on!r}")
+    if not isinstance(m, (int, np.integer)) or isinstance(m, bool) or m < 1:
+        raise ValueError(f"m must be a positive number of samples, got {m!r}")
+    rng = np.random.default_rng(rng)
+    xs, zs = _row(space, x), _row(space, z)
+    data: dict[str, Any] = {}
+    for f in space:
+        v = zs[f.name]
+        part = "C" if xs[f.name] != v else "K"
+        if part not in on or f.perturbation is None:
+            data[f.name] = [v] * m
+        elif not f.perturbation.is_numeric:
+            allowed = list(switch_categories(f, v)) if part == "K" else list(
+                f.perturbation.categories)
+            data[f.name] = [allowed[k] for k in rng.integers(0, len(allowed), m)]
+        else:
+            lo, hi = numeric_range(f, f.to_code(v))
+            codes = (rng.integers(int(lo), int(hi) + 1, m).astype(float) if f.is_integral
+                     else rng.uniform(lo, hi, m))
+            data[f.name] = [f.from_code(c) for c in codes]
+    return pd.DataFrame(data, columns=space.names)

@@ -335,3 +335,38 @@ def test_bad_options_are_named():
         cfopt.PerturbationRobustExplainer(model, space, min_change=0)
     with pytest.raises(TypeError, match="unknown option"):
         cfopt.PerturbationRobustExplainer(model, space).explain(rows.iloc[[0]], 1, foo=1)
+
+
+# ------------------------------------------------------------------ evaluation metrics
+
+
+def test_evaluation_metrics_by_hand():
+    space = grid_space(PERTURBED)  # spreads 6, 6, 6; d = 4 features
+    x = pd.DataFrame([{"a": 0, "b": 0, "c": 0, "d": "p"}])
+    z = pd.DataFrame([{"a": 3, "b": 0, "c": 0, "d": "q"}])
+    # Gower = (3/6 + 1) / 4, L0 / d = 2 / 4
+    assert cfopt.metrics.cogs_loss(space, x, z)[0] == pytest.approx(0.5 * 1.5 / 4 + 0.5 * 0.5)
+    perturbed = pd.DataFrame([{"a": 2, "b": 0, "c": 0, "d": "q"},
+                              {"a": 3, "b": 1, "c": 0, "d": "q"}])
+    assert cfopt.metrics.invalidity(["no", "yes"], "yes") == 0.5
+    rel = cfopt.metrics.relative_cost(space, x, z, perturbed, ["no", "yes"], "yes", ideal=0.25)
+    base = 0.5 * 1.5 / 4 + 0.25
+    back = 0.5 * (1 / 6) / 4 + 0.5 / 4
+    assert rel == pytest.approx([(base + back) / 0.25, base / 0.25])
+    fix = cfopt.metrics.fixable(space, perturbed, z, {"a": ">=", "b": "=", "c": None, "d": None})
+    assert fix.tolist() == [True, False]
+    assert cfopt.metrics.sparsity_loss(space, x, perturbed.iloc[[1]], z) == 1
+
+
+def test_sampled_perturbations_stay_in_their_boxes():
+    space = grid_space(PERTURBED)
+    x = pd.DataFrame([{"a": 2, "b": 4, "c": 3, "d": "q"}])
+    z = pd.DataFrame([{"a": 5, "b": 4, "c": 3, "d": "q"}])
+    for on in ("C", "K", "CK"):
+        s = P.sample_perturbations(space, x, z, 200, on, rng=0)
+        moved_a, moved_kept = s["a"] != 5, (s[["b", "c", "d"]] != z[["b", "c", "d"]].iloc[0])
+        assert moved_a.any() == ("C" in on) and moved_kept.any().any() == ("K" in on)
+        assert s["a"].between(3, 6).all() and s["b"].between(2, 6).all()
+        assert s["c"].between(3, 5).all() and set(s["d"]) <= {"q", "p", "r"}
+    k = P.sample_k_neighbourhood(space, x, z, 200, rng=1)
+    assert (k["a"] == 5).all() and set(k["d"]) == {"q", "p", "r"}
