@@ -12,7 +12,7 @@ Quick start::
 """
 
 from . import datasets, diversity, metrics, perturbations
-from .baselines import MDPSO, DiverseNeighbours, DiverseNeighboursResult
+from .baselines import MDPSO, CoGS, DiverseNeighbours, DiverseNeighboursResult
 from .bound_tightening import BoundTighteningReport, tighten_relu_bounds
 from .diagnosis import Diagnosis, diagnose
 from .errors import (
@@ -79,7 +79,7 @@ __all__ = [
     "SolverSettings", "Status", "Step", "StructuralEquation", "supported_models",
     "tighten_relu_bounds", "UnsupportedModelError", "__version__",
 ]
-__all__ += ["MDPSO"]
+__all__ += ["CoGS", "MDPSO"]
 __all__ += ["MILPR", "NonRobustMILP", "Proplace", "RNCE", "RobustCounterfactual",
             "RobustPlausibleRegion", "RobustStatus", "RobustnessCertificate",
             "RobustnessChecker", "RobustnessVerdict"]

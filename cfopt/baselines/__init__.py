@@ -5,9 +5,12 @@
   "Promoting Counterfactual Robustness through Diversity", AAAI 2024).
 * :class:`MDPSO`: diverse counterfactual sets by mixed-discrete particle swarm
   optimisation on the features of largest information value (Shekhar et al.).
+* :class:`CoGS`: one counterfactual by a genetic algorithm, plausible by construction,
+  optionally robust to C-setbacks and K-perturbations (Virgolin & Fracaros 2023).
 """
 
+from .cogs import CoGS
 from .diverse_neighbours import DiverseNeighbours, DiverseNeighboursResult
 from .mdpso import MDPSO
 
-__all__ = ["DiverseNeighbours", "DiverseNeighboursResult", "MDPSO"]
+__all__ = ["CoGS", "DiverseNeighbours", "DiverseNeighboursResult", "MDPSO"]
