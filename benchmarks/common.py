@@ -126,14 +126,20 @@ def _coerce(frame: pd.DataFrame, space: cfopt.FeatureSpace) -> pd.DataFrame:
 
 def dice_counterfactuals(method: str, model: Any, space: cfopt.FeatureSpace,
                          train_X: pd.DataFrame, train_y: pd.Series, X: pd.DataFrame,
-                         features_to_vary: str | Sequence[str] = "all"
+                         features_to_vary: str | Sequence[str] = "all", total_cfs: int = 1,
+                         desired_class: int = 1
                          ) -> list[tuple[pd.DataFrame | None, float, str | None]]:
-    """One DiCE counterfactual (``total_CFs=1``, target class 1) per row of ``X``.
+    """DiCE counterfactuals (``method`` ``"random"`` or ``"genetic"``; ``total_cfs`` per
+    row, sought class ``desired_class``) of each row of ``X``, on the same model (any
+    ``predict_proba`` model over ``space.transform``) and points as cfopt.
 
-    Returns per row: the counterfactual as a one-row raw frame (integral features
-    rounded; ``None`` when DiCE found nothing), the seconds DiCE took, and DiCE's error
-    (it raises when it finds nothing) or ``None``. Validity is left to the caller.
+    Returns per row: the counterfactuals as a raw frame of up to ``total_cfs`` rows
+    (integral features rounded; ``None`` when DiCE found nothing), the seconds DiCE took,
+    and DiCE's error (it raises when it finds nothing) or ``None``. Validity is left to
+    the caller.
     """
+    if method not in ("random", "genetic"):
+        raise ValueError(f"DiCE method must be 'random' or 'genetic', got {method!r}")
     import dice_ml
 
     continuous = [f.name for f in space if not f.labelled]
@@ -151,14 +157,15 @@ def dice_counterfactuals(method: str, model: Any, space: cfopt.FeatureSpace,
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 result = dice.generate_counterfactuals(
-                    X.iloc[[i]], total_CFs=1, desired_class=1, verbose=False,
+                    X.iloc[[i]], total_CFs=total_cfs, desired_class=desired_class,
+                    verbose=False,
                     features_to_vary=features_to_vary, **seed)
             cf = result.cf_examples_list[0].final_cfs_df
         except Exception as exc:  # DiCE raises when it finds nothing
             error = f"{type(exc).__name__}: {exc}"[:120]
         seconds = time.perf_counter() - t0
         row = None if cf is None or len(cf) == 0 else \
-            _coerce(cf[space.names].iloc[[0]].reset_index(drop=True), space)
+            _coerce(cf[space.names].iloc[:total_cfs].reset_index(drop=True), space)
         out.append((row, seconds, error))
     return out
 
