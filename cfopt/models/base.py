@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..errors import UnsupportedModelError
+
 Decision = Literal["sign", "argmax", "regression"]
 
 
@@ -60,6 +62,11 @@ class ReLUNetwork:
                                  f"{nxt.weight.shape}")
         if layers[-1].relu:
             raise ValueError("the output layer must be affine (logits), not ReLU")
+        for k, layer in enumerate(layers):
+            if not (np.isfinite(layer.weight).all() and np.isfinite(layer.bias).all()):
+                raise UnsupportedModelError(
+                    f"dense layer {k} has non-finite (NaN or inf) weights or biases; the "
+                    f"model cannot be encoded (did training diverge?)")
         object.__setattr__(self, "layers", layers)
 
     @property

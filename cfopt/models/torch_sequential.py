@@ -63,11 +63,11 @@ class TorchSequentialAdapter(ModelAdapter):
                     raise UnsupportedModelError(f"torch layer {pos} ({kind}) must act on the "
                                                 f"class dimension (dim=-1 or 1), got dim={mod.dim}")
             else:
-                where = "hidden" if pos < len(modules) - 1 else "output"
+                where = "a hidden" if pos < len(modules) - 1 else "the output"
                 raise UnsupportedModelError(
-                    f"torch layer {pos} ({kind}) is not supported as a {where} layer: cfopt "
+                    f"torch layer {pos} ({kind}) is not supported as {where} layer: cfopt "
                     f"encodes Linear and ReLU layers exactly (with an optional final Sigmoid/"
-                    f"Softmax); a {kind} hidden activation is not piecewise linear")
+                    f"Softmax); {kind} is not one of them")
         if not layers:
             raise UnsupportedModelError("the torch Sequential has no Linear layer")
         if layers[-1][2]:
