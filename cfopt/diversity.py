@@ -43,6 +43,7 @@ from .formulations.diversity import MIN_CHANGE, DiversityCuts, changed_features
 from .query_tightening import objective_value
 from .results import Counterfactual, CounterfactualSet
 from .solvers import SolverSettings
+from .solvers.base import time_left
 from .solvers.pool import load_member
 from .status import Status
 
@@ -67,8 +68,9 @@ def explain_diverse(explainer: Explainer, x: pd.DataFrame | pd.Series | Mapping,
     (``"epsilon"``; relative, default 0.1), ``hamming`` (``"nogood"``; default 1),
     ``min_change`` (``"nogood"``, ``"epsilon"``; default 0.01 of the range),
     ``pool_mode`` / ``pool_gap`` (``"pool"``: Gurobi's PoolSearchMode, default 2 —
-    the n best —, and PoolGap, default none), and the query options
-    ``time_limit``, ``mip_gap``, ``max_changes`` (per solve).
+    the n best —, and PoolGap, default none), and the query options ``mip_gap``,
+    ``max_changes`` (per solve) and ``time_limit`` (for the whole set: its solves share
+    it; a set cut short by it has ``stopped="time_limit"`` and keeps the members found).
 
     Raises:
         InfeasibleError: no counterfactual at all (the first solve is diagnosed).
@@ -111,13 +113,17 @@ def explain_diverse(explainer: Explainer, x: pd.DataFrame | pd.Series | Mapping,
             radius = settings_of.get("min_distance") or first.objective
             settings_of["min_distance"] = radius
         while members and len(members) < n and stopped == "complete":
+            budget = time_left(settings, t0)
+            if budget is None:
+                stopped = "time_limit"
+                break
             last = members[-1].counterfactual.iloc[0]
             if method == "distance":
                 cuts.add_distance(m, last, radius)
             else:
                 cuts.add_nogood(m, changed_features(m.space, m.factual.iloc[0], last),
                                 settings_of.get("hamming", 1))
-            ce = explainer.answer(settings, time.perf_counter(), diagnose_infeasible=False)
+            ce = explainer.answer(budget, time.perf_counter(), diagnose_infeasible=False)
             if ce.status is Status.INFEASIBLE:
                 stopped = "exhausted" if method != "epsilon" else "no further set within (1+ε)·cfd"
             elif not ce.found:

@@ -32,6 +32,8 @@ from .problem import CounterfactualModel
 from .query_tightening import greedy_counterfactual, objective_value, radius_bounds
 from .results import Counterfactual, CounterfactualSet
 from .solvers import SolveOutcome, SolverBackend, SolverSettings, make_solver
+from .solvers.base import time_left
+from .solvers.options import check_options
 from .status import Status
 from .tree_pruning import greedy_tree_counterfactual, pruned_leaves, query_box
 
@@ -50,14 +52,16 @@ class Explainer:
             or a :class:`~cfopt.solvers.SolverBackend`.
         objective, weights, max_changes, margin, bound_tightening: see
             :class:`~cfopt.CounterfactualModel`.
-        time_limit: seconds per solve (``None``: no limit); on expiry the incumbent is
-            returned with status ``FEASIBLE`` (not proven optimal). A query may solve up
-            to ``verify_retries + 1`` times (each within the limit).
+        time_limit: seconds per query (``None``: no limit); on expiry the incumbent is
+            returned with status ``FEASIBLE`` (not proven optimal), or none with
+            ``NO_SOLUTION``. The query's re-solves (verification retries, the fallback
+            after a per-query restriction) share the limit.
         mip_gap: relative gap at which the solver stops (reported as optimal).
         threads: solver threads per query (default 1: no oversubscription when
             queries run in parallel processes).
         seed: solver random seed (determinism).
-        solver_options: raw solver options passed through by name.
+        solver_options: raw solver options passed through by name (HiGHS, Gurobi and
+            CBC refuse unknown names and values here: :mod:`cfopt.solvers.options`).
         verify_retries: re-solves with a 10x margin when verification fails.
         tighten_per_query: restrict each solve around a heuristic counterfactual
             (exact; see :mod:`cfopt.query_tightening` for networks and
@@ -94,6 +98,7 @@ class Explainer:
         self.verify_retries = verify_retries
         self.tighten_per_query = bool(tighten_per_query)
         self.backend = make_solver(solver)
+        check_options(self.backend.name, self.settings.options)
         self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
                                         max_changes=max_changes, margin=margin,
                                         bound_tightening=bound_tightening,
@@ -159,7 +164,8 @@ class Explainer:
                diagnose_infeasible: bool = True) -> Counterfactual:
         """Solve the model as it stands (factual and target set), verify and decode.
 
-        ``t0`` is when the query started (for the total time). An infeasible model
+        ``t0`` is when the query started (for the total time, and the start of
+        ``settings.time_limit``, which every solve of the query shares). An infeasible model
         raises :class:`InfeasibleError` with the diagnosis, or, with
         ``diagnose_infeasible=False``, returns a result with status ``INFEASIBLE``.
         """
@@ -177,10 +183,17 @@ class Explainer:
         verified = False
         predicted = None
         problems: list[str] = []
+        margin_used = pyo.value(m.margin)
         try:
             for _ in range(self.verify_retries + 1):
+                budget = time_left(settings, t0)
+                if budget is None:  # the query's time is up: no (further) solve
+                    if not outcomes:
+                        outcomes.append(SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0,
+                                                     "maxTimeLimit"))
+                    break
                 margin_used = pyo.value(m.margin)
-                outcome = self._solve(m, settings, details)
+                outcome = self._solve(m, budget, details)
                 outcomes.append(outcome)
                 if not outcome.status.has_solution:
                     break

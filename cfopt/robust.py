@@ -184,10 +184,11 @@ class RobustnessChecker:
         return lower, attack(self.net, Z, self.delta, sign)
 
     def check(self, z: np.ndarray, sign: int = 1, threshold: float = 0.0,
-              screen: bool = True) -> RobustnessVerdict:
+              screen: bool = True, time_limit: float | None = None) -> RobustnessVerdict:
         """Whether the minimum signed logit over Δ at the model input ``z`` is ≥
         ``threshold``: the interval screen first (``screen=True``), the exact MILP when
-        it is undecided."""
+        it is undecided (within ``time_limit`` seconds if given, else the checker's
+        own limit)."""
         t0 = time.perf_counter()
         z = np.asarray(z, dtype=np.float64).reshape(-1)
         if screen or self.net.is_linear:  # the screen is exact for a linear model
@@ -205,7 +206,7 @@ class RobustnessChecker:
                                          threshold=threshold, parameters=params,
                                          shift=max_shift(self.net, params),
                                          seconds=time.perf_counter() - t0)
-        return self.exact(z, sign, threshold, t0)
+        return self.exact(z, sign, threshold, t0, time_limit)
 
     def attack_parameters(self, z: np.ndarray, sign: int = 1) -> Parameters:
         """The concrete shifted model of the screen's upper bound at ``z``."""
@@ -213,14 +214,17 @@ class RobustnessChecker:
         return recover_parameters(self.net, z, self.delta, targets, sign)
 
     def exact(self, z: np.ndarray, sign: int = 1, threshold: float = 0.0,
-              started: float | None = None) -> RobustnessVerdict:
-        """The exact adversary MILP at ``z``: the solver's proven bound decides
-        robustness; the worst parameters are recovered and re-evaluated by a numpy
-        forward pass, which alone may refute robustness."""
+              started: float | None = None, time_limit: float | None = None
+              ) -> RobustnessVerdict:
+        """The exact adversary MILP at ``z`` (within ``time_limit`` seconds if given):
+        the solver's proven bound decides robustness; the worst parameters are recovered
+        and re-evaluated by a numpy forward pass, which alone may refute robustness."""
         t0 = time.perf_counter() if started is None else started
         z = np.asarray(z, dtype=np.float64).reshape(-1)
         model = adversary_model(self.net, z, self.delta, sign)
-        outcome = self.backend.solve(model, self.settings)
+        settings = self.settings if time_limit is None else dataclasses.replace(
+            self.settings, time_limit=time_limit)
+        outcome = self.backend.solve(model, settings)
         self.milp_checks += 1
         params = value = solver_value = shift = None
         if outcome.status.has_solution:
@@ -582,23 +586,31 @@ class Proplace(_RobustMethod):
                                f"the {len(copies)} shifted model(s) collected: no Δ-robust "
                                f"counterfactual in the region")
                     break
-                if not outcome.status.has_solution:
+                if not outcome.status.has_solution:  # the last point (if any) is kept
                     status = (RobustStatus.TIME_LIMIT if outcome.status is Status.NO_SOLUTION
                               else RobustStatus.ERROR)
-                    row, message = None, f"master solve ended with {outcome.termination}"
+                    message = f"master solve ended with {outcome.termination}" + (
+                        "; the last point is returned unproven" if row is not None else "")
                     break
                 bound = outcome.bound
                 row = m.decode()
+                left = self._settings_left(t0)
+                if left is None:
+                    status = RobustStatus.TIME_LIMIT
+                    message = "time limit reached before the adversary checked the last point"
+                    break
                 a0 = time.perf_counter()
                 verdict = self.checker.check(m.space.encode(row)[0], sign,
-                                             self.sigma - self.tolerance)
+                                             self.sigma - self.tolerance,
+                                             time_limit=left.time_limit)
                 times["adversary"] += time.perf_counter() - a0
                 certificate.verdict = verdict
                 if verdict.robust:
                     status = RobustStatus.CERTIFIED
                     break
                 if verdict.parameters is None:
-                    status = RobustStatus.NOT_ROBUST
+                    timed_out = self._settings_left(t0) is None
+                    status = RobustStatus.TIME_LIMIT if timed_out else RobustStatus.NOT_ROBUST
                     message = "the adversary could not decide (solver limit); robustness unproven"
                     break
                 name = f"shifted_{it}"

@@ -8,6 +8,7 @@ solver's proven bound, so a claim of optimality is always backed by the solver.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from abc import ABC, abstractmethod
@@ -17,6 +18,7 @@ from typing import Any
 import pyomo.environ as pyo
 
 from ..status import Status
+from .options import check_options
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,11 @@ class SolverBackend(ABC):
         """Solve ``model`` and load the incumbent into its variables if there is one."""
 
     def solve(self, model: pyo.Block, settings: SolverSettings | None = None) -> SolveOutcome:
-        """Solve ``model`` (its single active objective) under ``settings``."""
-        return self._solve(model, settings or SolverSettings())
+        """Solve ``model`` (its single active objective) under ``settings``; raw options
+        the solver would ignore raise ``ValueError`` first (:mod:`cfopt.solvers.options`)."""
+        settings = settings or SolverSettings()
+        check_options(self.name, settings.options)
+        return self._solve(model, settings)
 
     def solve_pool(self, model: pyo.Block, settings: SolverSettings, size: int, *,
                    mode: int = 2, gap: float | None = None) -> tuple[SolveOutcome, list]:
@@ -117,6 +122,15 @@ class SolverBackend(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
+
+
+def time_left(settings: SolverSettings, t0: float) -> SolverSettings | None:
+    """``settings`` with the time left of its limit counted from ``t0`` (unchanged
+    without a limit); ``None`` when the time is up."""
+    if settings.time_limit is None:
+        return settings
+    left = settings.time_limit - (time.perf_counter() - t0)
+    return dataclasses.replace(settings, time_limit=left) if left > 0 else None
 
 
 def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
