@@ -1,11 +1,18 @@
-"""Command line: ``cfopt demo`` and ``cfopt explain``."""
+"""Command line: ``cfopt demo`` and ``cfopt explain``.
+
+``cfopt explain`` reads ONNX models (protobuf), CSV data and FeatureSpace JSON, none
+of which can run code. A pickled scikit-learn model is loaded only with the explicit
+``--allow-pickle`` flag, because unpickling a file runs whatever code it holds.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -81,10 +88,43 @@ def demo(n: int = 3, solver: str = "highs", seed: int = 0) -> list[Counterfactua
     return results
 
 
+#: file name endings of pickled models (pickle, joblib)
+PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav")
+#: the first byte of a pickle of protocol 2 or later (joblib files included)
+_PICKLE_MAGIC = b"\x80"
+
+
+def load_model_file(path: str, allow_pickle: bool = False) -> Any:
+    """The model of ``cfopt explain --model``: an ONNX file (returned as its path, parsed
+    by :class:`~cfopt.models.onnx_graph.OnnxAdapter`), or, only with ``allow_pickle``, a
+    pickled or joblib-dumped model. Raises ``ValueError`` for a pickle without
+    ``allow_pickle`` (unpickling runs arbitrary code)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"--model {path!r} is not a file")
+    with open(path, "rb") as fh:
+        pickled = path.lower().endswith(PICKLE_SUFFIXES) or fh.read(1) == _PICKLE_MAGIC
+    if not pickled:
+        return path
+    if not allow_pickle:
+        raise ValueError(f"--model {path!r} is a pickle: unpickling runs arbitrary code, so "
+                         f"cfopt explain loads ONNX models only; export the model to ONNX, or "
+                         f"pass --allow-pickle if you trust this file")
+    import joblib  # a scikit-learn dependency; reads plain pickles too
+
+    try:
+        return joblib.load(path)
+    except Exception as exc:  # unpickling raises many types (EOFError, ImportError ...)
+        raise ValueError(f"--model {path!r} could not be unpickled: "
+                         f"{type(exc).__name__}: {exc}") from exc
+
+
 def explain_file(model: str, data: str, target_col: str, row: int, *, space_file: str | None,
                  scaling: str, solver: str, time_limit: float | None, immutable: list[str],
                  increase_only: list[str], decrease_only: list[str],
-                 as_json: bool) -> Counterfactual:
+                 as_json: bool, allow_pickle: bool = False) -> Counterfactual:
+    """Explain row ``row`` of the CSV file ``data`` for the model file ``model`` (see
+    :func:`load_model_file`) and print the result."""
+    fitted = load_model_file(model, allow_pickle)
     try:
         frame = pd.read_csv(data)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -98,7 +138,7 @@ def explain_file(model: str, data: str, target_col: str, row: int, *, space_file
     space = (FeatureSpace.from_json(space_file) if space_file
              else FeatureSpace.from_frame(X, scaling=scaling))
     space.immutable(*immutable).increase_only(*increase_only).decrease_only(*decrease_only)
-    explainer = Explainer(model, space, solver=solver, time_limit=time_limit)
+    explainer = Explainer(fitted, space, solver=solver, time_limit=time_limit)
     ce = explainer.explain(X.iloc[[row]])
     if as_json:
         print(ce.to_json())
@@ -120,7 +160,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_demo.add_argument("--n", type=int, default=3, help="number of applicants")
     p_demo.add_argument("--solver", default="highs")
     p_exp = sub.add_parser("explain", help="explain one row of a CSV file for an ONNX model")
-    p_exp.add_argument("--model", required=True, help="ONNX file taking the encoded features")
+    p_exp.add_argument("--model", required=True, help="ONNX file taking the encoded features "
+                       "(a pickled scikit-learn model needs --allow-pickle)")
+    p_exp.add_argument("--allow-pickle", action="store_true",
+                       help="also load a pickled (pickle/joblib) scikit-learn model. WARNING: "
+                       "unpickling runs arbitrary code from the file; use it only for files "
+                       "you trust")
     p_exp.add_argument("--data", required=True, help="CSV file of raw rows (with the target)")
     p_exp.add_argument("--target-col", required=True, help="label column to drop")
     p_exp.add_argument("--row", type=int, required=True, help="0-based row to explain")
@@ -143,7 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                           space_file=args.space, scaling=args.scaling, solver=args.solver,
                           time_limit=args.time_limit, immutable=_names(args.immutable),
                           increase_only=_names(args.increase_only),
-                          decrease_only=_names(args.decrease_only), as_json=args.json)
+                          decrease_only=_names(args.decrease_only), as_json=args.json,
+                          allow_pickle=args.allow_pickle)
         return 0 if ce.verified else 1
     except (CfoptError, ValueError, TypeError, FileNotFoundError, KeyError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
