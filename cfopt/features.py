@@ -371,7 +371,8 @@ class FeatureSpace:
                 raise ValueError(f"column names must be strings, got {name!r}")
             col = frame[name]
             if col.isna().any():
-                raise ValueError(f"column {name!r}: NaN in row {col.index[col.isna()][0]!r}")
+                raise ValueError(f"column {name!r}: NaN in row "
+                                 f"{_plain(col.index[col.isna()][0])!r}")
             kind = _kind(kinds[name], name) if name in kinds else _infer_kind(col)
             features.append(_infer_feature(name, col, kind, categories.get(name), scaling))
         space = cls(features)
@@ -633,6 +634,7 @@ def _validate_column(f: Feature, raw: np.ndarray, index: pd.Index,
                      check_bounds: bool) -> np.ndarray:
     """One column's values, checked, as an object array of labels or a numeric array."""
     name = f.name
+    index = index.astype(object)  # row labels as Python scalars in the messages
     if f.labelled:
         known = set(f.categories)
         values = np.empty(len(raw), dtype=object)
