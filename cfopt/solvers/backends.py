@@ -5,6 +5,7 @@ solver through Pyomo's classic ``SolverFactory``.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
 from typing import Any
@@ -317,9 +318,11 @@ def make_solver(solver: str | SolverBackend) -> SolverBackend:
     elif name in ("gurobi", "gurobi_persistent", "gurobi_direct"):
         backend = GurobiBackend()
     else:
+        from pyomo.common.log import LoggingIntercept
         from pyomo.opt.base.solvers import UnknownSolver
 
-        legacy = LegacyBackend(name)
+        with LoggingIntercept(level=logging.ERROR):  # Pyomo logs a traceback for a bad name
+            legacy = LegacyBackend(name)
         if isinstance(legacy._opt, UnknownSolver):
             raise ValueError(f"unknown solver {solver!r}: use 'highs', 'gurobi', 'cbc' or the "
                              f"name of a solver known to Pyomo's SolverFactory")
