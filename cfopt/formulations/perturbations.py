@@ -233,7 +233,7 @@ class KScenarios(ConstraintBlock):
             from ..bound_tightening import apply_layer_bounds
 
             apply_layer_bounds(pred, m.global_layer_bounds)
-        add_validity(sc, pred.outputs, pred.output_bounds(), m.adapter, pyo.value(m.margin))
+        add_validity(sc, pred.outputs, pred.output_bounds(), m.adapter, m.margin)
         set_target(sc, m.adapter, [m.adapter.class_index(t) for t in m.target])
         self._scenarios.append(dict(scenario))
         return sc

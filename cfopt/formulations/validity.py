@@ -39,12 +39,21 @@ from ..models import ModelAdapter
 
 
 def add_validity(m: pyo.Block, outputs: pyo.Var, output_bounds: Sequence[tuple[float, float]],
-                 adapter: ModelAdapter, margin: float) -> None:
-    m.margin = pyo.Param(mutable=True, initialize=margin)
+                 adapter: ModelAdapter, margin: float | pyo.Param) -> None:
+    """Declare the validity constraints on ``m`` for the model's ``outputs``.
+
+    ``margin`` is a number (``m.margin`` becomes a mutable Param holding it) or the
+    mutable Param of another block to share (e.g. a model copy that must follow the
+    main model's margin when a retry raises it)."""
+    if isinstance(margin, (int, float)):
+        m.margin = pyo.Param(mutable=True, initialize=margin)
+    else:
+        m.margin = pyo.Expression(expr=margin)
     if adapter.decision == "regression":
         lo, hi = output_bounds[0]
-        m.target_low = pyo.Param(mutable=True, initialize=lo - margin - 1.0)
-        m.target_high = pyo.Param(mutable=True, initialize=hi + margin + 1.0)
+        mu = pyo.value(m.margin)
+        m.target_low = pyo.Param(mutable=True, initialize=lo - mu - 1.0)
+        m.target_high = pyo.Param(mutable=True, initialize=hi + mu + 1.0)
         m.validity = pyo.Constraint(
             ["low", "high"], rule=lambda b, side: b.target_low + b.margin <= outputs[0]
             if side == "low" else outputs[0] <= b.target_high - b.margin)
