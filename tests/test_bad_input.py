@@ -1,146 +1,79 @@
-"""Bad input gets a precise error and no result."""
+"""Bad input gets a precise error and nothing partial: the table of
+``tests/bad_input_cases.py`` (shared with ``benchmarks/robustness_suite.py``), and the
+command line's refusal to unpickle without ``--allow-pickle``."""
 
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+import json
+
 import pytest
-import torch
 
 import cfopt
+from cfopt.cli import main
 
-from .conftest import train_torch
+from .bad_input_cases import CASES, Case, Context, _csv, _pickled, make_context, run_case
 
 
 @pytest.fixture(scope="module")
-def setup(german_model, german):
-    net, space = german_model
-    explainer = cfopt.Explainer(net, space)
-    pred = explainer.milp.predict(german.X)
-    i = int(np.flatnonzero(pred == 0)[0])
-    return explainer, german.X.iloc[[i]].copy()
+def ctx(tmp_path_factory) -> Context:
+    return make_context(tmp_path_factory.mktemp("bad_input"))
 
 
-CASES = [
-    ("missing column", lambda x: x.drop(columns=["age"]), ValueError, r"missing column\(s\) \['age'\]"),
-    ("extra column", lambda x: x.assign(good_credit=1), ValueError, r"unexpected column\(s\) \['good_credit'\]"),
-    ("NaN", lambda x: x.assign(duration=np.nan), ValueError, r"column 'duration': missing value \(NaN\)"),
-    ("+inf", lambda x: x.assign(credit_amount=np.inf), ValueError, r"column 'credit_amount': infinite value inf"),
-    ("-inf", lambda x: x.assign(credit_amount=-np.inf), ValueError, r"column 'credit_amount': infinite value -inf"),
-    ("unseen category", lambda x: x.assign(purpose="spaceship"), ValueError, r"column 'purpose': unseen category 'spaceship'"),
-    ("string in numeric", lambda x: x.assign(age="old"), ValueError, r"column 'age': value 'old' .* is not a number"),
-    ("outside bounds", lambda x: x.assign(age=120), ValueError, r"column 'age': value 120 .* outside the declared bounds \[19, 75\]"),
-    ("non-integer", lambda x: x.assign(age=30.5), ValueError, r"column 'age': integer feature has non-integer value 30.5"),
-    ("bool label unseen", lambda x: x.assign(telephone="maybe"), ValueError, r"column 'telephone': unseen category 'maybe'"),
-]
+def test_table_covers_at_least_thirty_distinct_cases():
+    names = [c.name for c in CASES]
+    assert len(names) >= 30 and len(set(names)) == len(names)
+    assert all(c.words for c in CASES)  # every case names what was wrong
 
 
-@pytest.mark.parametrize("name, change, exc, message", CASES, ids=[c[0] for c in CASES])
-def test_bad_rows(setup, name, change, exc, message):
-    explainer, x = setup
-    with pytest.raises(exc, match=message):
-        explainer.explain(change(x.copy()))
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_bad_input(ctx: Context, case: Case):
+    reason = case.skip() if case.skip is not None else None
+    if reason:
+        pytest.skip(reason)
+    outcome = run_case(case, ctx)
+    assert outcome.ok, f"{outcome.problems}; message: {outcome.message!r}"
 
 
-def test_two_rows_at_once(setup, german):
-    explainer, _ = setup
-    with pytest.raises(ValueError, match="explain one row at a time"):
-        explainer.explain(german.X.iloc[:2])
+def test_run_case_flags_a_case_that_does_not_raise(ctx: Context):
+    """The harness itself: a call that returns, or raises a subclass, is not ok."""
+    returns = Case("returns", lambda c: c.explainer.explain(c.x, target=1), ValueError, ("x",))
+    outcome = run_case(returns, ctx)
+    assert not outcome.ok and outcome.got_error is None
+    assert "returned Counterfactual instead of raising" in outcome.problems[0]
+    subclass = Case("subclass", lambda c: cfopt.Explainer(c.net, c.space, solver="glpk"),
+                    cfopt.SolverError, ("glpk",))
+    assert not run_case(subclass, ctx).ok  # SolverNotAvailableError is not exactly it
 
 
-def test_not_a_frame(setup):
-    explainer, _ = setup
-    with pytest.raises(TypeError, match="expected a pandas DataFrame, Series or dict"):
-        explainer.explain([1, 2, 3])
+def _explain_args(ctx: Context, model: str) -> list[str]:
+    space = ctx.folder / "space.json"
+    ctx.space.to_json(str(space))
+    return ["explain", "--model", model, "--data", _csv(ctx), "--target-col", "label",
+            "--row", "1", "--space", str(space), "--json"]
 
 
-@pytest.mark.parametrize("target, message", [
-    (7, r"unknown target class 7; the model's classes are \[0, 1\]"),
-    (0, r"already classified as 0"),
-    ([], r"the target set is empty"),
-])
-def test_bad_targets(setup, target, message):
-    explainer, x = setup
-    with pytest.raises(ValueError, match=message):
-        explainer.explain(x, target=target)
+def test_cli_refuses_a_pickle_without_allow_pickle(ctx: Context, capsys):
+    model = _pickled(ctx)
+    assert main(_explain_args(ctx, model)) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "--allow-pickle" in out.err and "arbitrary code" in out.err
 
 
-def test_unknown_option_is_refused(setup):
-    explainer, x = setup
-    with pytest.raises(TypeError, match=r"unknown option\(s\) \['timelimit'\]"):
-        explainer.explain(x, timelimit=5)
+def test_cli_pickle_magic_is_recognised_whatever_the_name(ctx: Context, capsys):
+    renamed = ctx.folder / "model.onnx"
+    renamed.write_bytes(open(_pickled(ctx), "rb").read())
+    assert main(_explain_args(ctx, str(renamed))) == 2
+    assert "is a pickle" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("kwargs, exc, message", [
-    ({"time_limit": -5}, ValueError, "time_limit must be a positive number"),
-    ({"time_limit": 0}, ValueError, "time_limit must be a positive number"),
-    ({"mip_gap": -0.1}, ValueError, "mip_gap must be a relative gap"),
-])
-def test_bad_query_options(setup, kwargs, exc, message):
-    explainer, x = setup
-    with pytest.raises(exc, match=message):
-        explainer.explain(x, **kwargs)
+def test_cli_loads_a_pickle_with_allow_pickle(ctx: Context, capsys):
+    assert main([*_explain_args(ctx, _pickled(ctx)), "--allow-pickle"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["verified"] and result["status"] == "optimal"
 
 
-def test_max_changes_without_cap(setup):
-    explainer, x = setup
-    with pytest.raises(ValueError, match="built without max_changes"):
-        explainer.explain(x, max_changes=2)
-
-
-@pytest.mark.parametrize("kwargs, exc, message", [
-    ({"objective": "l2"}, ValueError, r"unknown objective term\(s\) \['l2'\]"),
-    ({"objective": {"l1": -1}}, ValueError, "must be non-negative"),
-    ({"weights": "std"}, ValueError, "weights must be 'range', 'mad' or a mapping"),
-    ({"weights": {"height": 1.0}}, ValueError, r"unknown feature\(s\) \['height'\]"),
-    ({"margin": 0}, ValueError, "margin must be a positive number"),
-    ({"max_changes": 0}, ValueError, "max_changes must be a positive integer"),
-    ({"bound_tightening": "milp"}, ValueError, "bound_tightening must be one of"),
-    ({"solver": "simplex3000"}, ValueError, "unknown solver 'simplex3000'"),
-    ({"verify_retries": -1}, ValueError, "verify_retries must be a non-negative integer"),
-])
-def test_bad_explainer_options(german_model, kwargs, exc, message):
-    net, space = german_model
-    with pytest.raises(exc, match=message):
-        cfopt.Explainer(net, space, **kwargs)
-
-
-def test_width_mismatch(german):
-    space = cfopt.FeatureSpace.from_frame(german.X)
-    net = torch.nn.Sequential(torch.nn.Linear(10, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
-    with pytest.raises(ValueError, match="takes 10 inputs but the feature space encodes 59"):
-        cfopt.Explainer(net, space)
-
-
-def test_unsupported_model_in_explainer(german):
-    from sklearn.neighbors import KNeighborsClassifier
-
-    space = cfopt.FeatureSpace.from_frame(german.X)
-    knn = KNeighborsClassifier().fit(space.transform(german.X), german.y)
-    with pytest.raises(cfopt.UnsupportedModelError, match="KNeighborsClassifier"):
-        cfopt.Explainer(knn, space)
-
-
-def test_sigmoid_hidden_layer_in_explainer(german):
-    space = cfopt.FeatureSpace.from_frame(german.X)
-    net = torch.nn.Sequential(torch.nn.Linear(59, 4), torch.nn.Sigmoid(), torch.nn.Linear(4, 1))
-    with pytest.raises(cfopt.UnsupportedModelError, match=r"layer 1 \(Sigmoid\)"):
-        cfopt.Explainer(net, space)
-
-
-def test_contradictory_actionability(german):
-    """increase-only with an upper bound below the factual: the factual is rejected."""
-    space = cfopt.FeatureSpace.from_frame(german.X)
-    space.increase_only("age").set("age", upper=30)
-    net = train_torch(space.transform(german.X, check_bounds=False), german.y.to_numpy(),
-                      hidden=(4,), epochs=5)
-    explainer = cfopt.Explainer(net, space)
-    old = german.X[german.X["age"] > 30].iloc[[0]]
-    with pytest.raises(ValueError, match=r"column 'age': value \d+ .* outside the declared bounds \[19, 30\]"):
-        explainer.explain(old)
-
-
-def test_space_type_checked(german_model):
-    net, _ = german_model
-    with pytest.raises(TypeError, match="space must be a cfopt.FeatureSpace"):
-        cfopt.Explainer(net, pd.DataFrame({"a": [1]}))
+def test_cli_help_warns_about_pickles(capsys):
+    with pytest.raises(SystemExit):
+        main(["explain", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--allow-pickle" in text and "WARNING: unpickling runs arbitrary code" in text
