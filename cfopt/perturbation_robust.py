@@ -40,6 +40,7 @@ from .formulations.perturbations import KAdversary, KScenarios, KVerdict, Setbac
 from .perturbations import setback_cost
 from .results import Counterfactual, _plain, _row_dict
 from .robust import RobustStatus
+from .solvers.base import time_left
 from .status import Status
 
 ROBUSTNESS = ("none", "C", "K", "CK")
@@ -123,7 +124,7 @@ class PerturbationRobustExplainer:
         constraints: more declared constraint blocks (rules, causal equations, trust
             regions) — they compose with both notions.
         **options: options of :class:`~cfopt.Explainer` (solver, objective, weights,
-            margin, time_limit per solve, ...).
+            margin, time_limit per query, ...).
     """
 
     def __init__(self, model: Any, space: FeatureSpace, *, robustness: str = "CK",
@@ -176,14 +177,13 @@ class PerturbationRobustExplainer:
                 **options: Any) -> PerturbationRobustCounterfactual:
         """The counterfactual of one raw row with the robustness sought.
 
-        ``options``: ``time_limit`` (per solve), ``mip_gap``; ``total_time_limit``
-        (seconds for the whole loop).
+        ``options``: ``time_limit`` (seconds for the whole query: every master solve
+        and K-check shares it), ``mip_gap``.
         """
-        unknown = sorted(set(options) - {"time_limit", "mip_gap", "total_time_limit"})
+        unknown = sorted(set(options) - {"time_limit", "mip_gap"})
         if unknown:
             raise TypeError(f"unknown option(s) {unknown} for explain(); accepted: "
-                            f"time_limit, mip_gap, total_time_limit")
-        total_limit = options.pop("total_time_limit", None)
+                            f"time_limit, mip_gap")
         t0 = time.perf_counter()
         ex, m = self.explainer, self.explainer.milp
         settings = ex.start_query(x, target, options)
@@ -203,7 +203,12 @@ class PerturbationRobustExplainer:
             if self._scenarios is None:
                 status = RobustStatus.CERTIFIED
                 break
-            verdict = self.certify(m.factual, ce.counterfactual, ce.predicted_class)
+            budget = time_left(settings, t0)
+            if budget is None:
+                status, message = RobustStatus.TIME_LIMIT, "time limit reached before the K-check"
+                break
+            verdict = self.adversary.check(m.factual, ce.counterfactual, ce.predicted_class,
+                                           budget)
             adversary_time += verdict.time
             if verdict.robust:
                 status = RobustStatus.CERTIFIED
@@ -214,9 +219,6 @@ class PerturbationRobustExplainer:
                 message = (f"the K-adversary neither proved robustness nor found a "
                            f"counterexample (status {verdict.status.value}, bound "
                            f"{verdict.bound})")
-                break
-            if total_limit is not None and time.perf_counter() - t0 > total_limit:
-                status, message = RobustStatus.TIME_LIMIT, "total time limit reached"
                 break
             self._scenarios.add_scenario(m, scenario)
         else:

@@ -383,12 +383,17 @@ class KAdversary:
         return [{t: 1.0, j: -1.0} for j in range(adapter.n_logits) if j != t]
 
     def check(self, x: pd.DataFrame | pd.Series, z: pd.DataFrame | pd.Series,
-              target: Any) -> KVerdict:
+              target: Any, settings: SolverSettings | None = None) -> KVerdict:
         """Search the K-neighbourhood of ``z`` (a counterfactual of ``x`` classified as
-        ``target``) for a point the model classifies otherwise."""
+        ``target``) for a point the model classifies otherwise (``settings``: this
+        check's solver settings, default the adversary's; a time limit covers the
+        whole check)."""
         import time
 
+        from ..solvers.base import time_left
+
         t0 = time.perf_counter()
+        settings = settings or self.settings
         m = self.m
         xs = m.space.validate(x).iloc[0]
         zrow = m.space.validate(z)
@@ -399,7 +404,12 @@ class KAdversary:
         for coefs in self._pairs(target):
             for j in m.adversary_coef:
                 m.adversary_coef[j] = coefs.get(j, 0.0)
-            outcome = self.backend.solve(m, self.settings)
+            budget = time_left(settings, t0)
+            if budget is None:
+                status = Status.NO_SOLUTION
+                bounds.append(None)
+                break
+            outcome = self.backend.solve(m, budget)
             if outcome.status is not Status.OPTIMAL:
                 status = outcome.status
             bounds.append(outcome.bound)
