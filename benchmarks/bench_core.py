@@ -33,7 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import environment, stats, write  # noqa: E402
+from common import environment, progress, stats, write  # noqa: E402
 
 import cfopt  # noqa: E402
 
@@ -95,7 +95,7 @@ def run_cfopt(net, space, X: pd.DataFrame, scorer: Scorer, *, solver: str, tight
                                     tighten_per_query=per_query)
         build_times.append(time.perf_counter() - t0)
     fallbacks = 0
-    for i in range(len(X)):
+    for i in progress(range(len(X)), f"cfopt {solver}"):
         x = X.iloc[[i]]
         t0 = time.perf_counter()
         if not reuse:
@@ -159,7 +159,7 @@ def run_dice(train: cfopt.datasets.Dataset, X: pd.DataFrame, scorer: Scorer,
     dice = dice_ml.Dice(data, model, method="random")
     times, l1s = [], []
     valid = 0
-    for i in range(len(X)):
+    for i in progress(range(len(X)), "DiCE"):
         x = X.iloc[[i]]
         t0 = time.perf_counter()
         try:

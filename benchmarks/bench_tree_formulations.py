@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from common import environment, stats, write
+from common import environment, progress, stats, write
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 import cfopt
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
                                             tighten_per_query=pruning,
                                             time_limit=args.time_limit)
                 times, objectives, proven = [], [], []
-                for i in range(len(X)):
+                for i in progress(range(len(X)), f"{name} {formulation}"):
                     t0 = time.perf_counter()
                     ce = explainer.explain(X.iloc[[i]], target=1)
                     times.append(time.perf_counter() - t0)

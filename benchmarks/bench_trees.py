@@ -25,7 +25,14 @@ from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import dice_counterfactuals, environment, inside_space, stats, write  # noqa: E402
+from common import (  # noqa: E402
+    dice_counterfactuals,
+    environment,
+    inside_space,
+    progress,
+    stats,
+    write,
+)
 
 import cfopt  # noqa: E402
 
@@ -103,7 +110,7 @@ def run_cfopt(model, space, X, solver, time_limit, pruning=True) -> dict[str, An
     explainer = cfopt.Explainer(model, space, solver=solver, time_limit=time_limit,
                                 tighten_per_query=pruning)
     build = time.perf_counter() - t0
-    for i in range(len(X)):
+    for i in progress(range(len(X)), f"cfopt {solver}"):
         x = X.iloc[[i]]
         t0 = time.perf_counter()
         ce = explainer.explain(x, target=1)

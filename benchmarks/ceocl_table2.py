@@ -53,7 +53,14 @@ from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import dice_counterfactuals, environment, inside_space, stats, write  # noqa: E402
+from common import (  # noqa: E402
+    dice_counterfactuals,
+    environment,
+    inside_space,
+    progress,
+    stats,
+    write,
+)
 
 import cfopt  # noqa: E402
 
@@ -125,7 +132,7 @@ def run_cfopt(model: RandomForestClassifier, space: cfopt.FeatureSpace, train_X:
         explainers = [cfopt.Explainer(model, space, time_limit=time_limit)]
     build = time.perf_counter() - t0
     records = []
-    for i in range(len(X)):
+    for i in progress(range(len(X)), "cfopt"):
         x = X.iloc[[i]]
         record: dict[str, Any] = {"seconds": 0.0, "statuses": []}
         ce = None

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 import cfopt
+from cfopt.progress import progress_bar
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -77,6 +78,15 @@ def _memory_gb() -> float | None:
         return round(pages * size / 2**30, 1)
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def progress(items: Iterable[Any], desc: str, total: int | None = None) -> Iterator[Any]:
+    """``items`` with a tqdm bar on stderr (``CFOPT_PROGRESS=0`` silences every bar)."""
+    items = list(items) if total is None else items
+    with progress_bar(len(items) if total is None else total, desc) as bar:
+        for item in items:
+            yield item
+            bar.update(1)
 
 
 def stats(times: list[float]) -> dict[str, float | None]:

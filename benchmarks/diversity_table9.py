@@ -49,7 +49,7 @@ from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, environment, stats, write  # noqa: E402
+from common import RESULTS, environment, progress, stats, write  # noqa: E402
 
 import cfopt  # noqa: E402
 from cfopt import metrics  # noqa: E402
@@ -203,7 +203,7 @@ def run_neighbours(net, space, train_X, pairs, norm: str, alpha: int, minimise: 
     explainer = cfopt.DiverseNeighbours(net, space, norm=norm, alpha=alpha, beta=0.5,
                                         gamma=0.1, n=5, minimise=minimise).fit(train_X)
     records = []
-    for _, x, x2 in pairs:
+    for _, x, x2 in progress(pairs, "diverse neighbours"):
         first = explainer.explain(x)
         second = explainer.explain(x2)
         records.append((first.counterfactuals, second.counterfactuals,
@@ -253,7 +253,7 @@ def run_dice(net, space, train_X, train_y, pairs) -> tuple[list[Record], list[st
         return cfs, time.perf_counter() - t0
 
     records = []
-    for k, (_, x, x2) in enumerate(pairs):
+    for k, (_, x, x2) in enumerate(progress(pairs, "DiCE")):
         first, seconds = explain(x, 2 * k)
         second, _ = explain(x2, 2 * k + 1)  # a different seed: no shared random draws
         records.append((first, second, seconds))
@@ -280,7 +280,7 @@ def run_milp(net, space, pairs, diversity: str, solver: str, time_limit: float |
         return cfs, time.perf_counter() - t
 
     records = []
-    for _, x, x2 in pairs:
+    for _, x, x2 in progress(pairs, "cfopt"):
         first, seconds = explain(x)
         second, _ = explain(x2)
         records.append((first, second, seconds))

@@ -148,8 +148,7 @@ def run_method(method: str, d: dict[str, Any]) -> tuple[list, float]:
         solver = MILPR(net, space, delta, time_limit=120.0)
     else:
         solver = RNCE(net, space, train_rows, delta)
-    results = [solver.explain(d["queries"].iloc[[i]], target=1)
-               for i in range(len(d["queries"]))]
+    results = solver.explain_many(d["queries"], target=1)
     return results, time.perf_counter() - t0
 
 

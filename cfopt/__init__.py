@@ -13,6 +13,7 @@ Quick start::
 
 from . import datasets, diversity, metrics, perturbations
 from .baselines import MDPSO, CoGS, DiverseNeighbours, DiverseNeighboursResult
+from .batch import BatchResult
 from .bound_tightening import BoundTighteningReport, tighten_relu_bounds
 from .diagnosis import Diagnosis, diagnose
 from .errors import (
@@ -86,3 +87,4 @@ __all__ += ["MILPR", "NonRobustMILP", "Proplace", "RNCE", "RobustCounterfactual"
 __all__ += ["KAdversary", "KScenarios", "KVerdict", "Perturbation",
             "PerturbationRobustCounterfactual", "PerturbationRobustExplainer", "perturbations",
             "SetbackCost"]
+__all__ += ["BatchResult"]

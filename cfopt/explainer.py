@@ -17,7 +17,7 @@ import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 import pyomo.environ as pyo
@@ -25,7 +25,7 @@ import pyomo.environ as pyo
 from .bound_tightening import apply_layer_bounds
 from .diagnosis import diagnose
 from .errors import InfeasibleError
-from .features import FeatureSpace, as_frame
+from .features import FeatureSpace
 from .formulations.blocks import ConstraintBlock
 from .models.trees import TreeEnsemble
 from .problem import CounterfactualModel
@@ -36,6 +36,9 @@ from .solvers.base import time_left
 from .solvers.options import check_options
 from .status import Status
 from .tree_pruning import greedy_tree_counterfactual, pruned_leaves, query_box
+
+if TYPE_CHECKING:
+    from .batch import BatchResult
 
 _QUERY_OPTIONS = ("time_limit", "mip_gap", "max_changes")
 
@@ -107,6 +110,11 @@ class Explainer:
         self.margin = margin
         self._max_changes = max_changes
         self._build_pending = True
+        #: what parallel workers rebuild the model from (:mod:`cfopt.batch`)
+        self._arguments = {"model": model, "space": space, "objective": objective,
+                           "weights": weights, "max_changes": max_changes, "margin": margin,
+                           "bound_tightening": bound_tightening,
+                           "tree_formulation": tree_formulation}
 
     @property
     def space(self) -> FeatureSpace:
@@ -290,32 +298,44 @@ class Explainer:
         return None
 
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,
-                     errors: Literal["raise", "record"] = "raise",
-                     **options: Any) -> list[Counterfactual]:
-        """Explain every row of ``X`` with the same model (built once).
+                     errors: Literal["raise", "record"] = "raise", n_jobs: int | None = None,
+                     backend: str | None = None, solver_threads: int | None = None,
+                     client: Any = None, progress: bool | None = None,
+                     **options: Any) -> BatchResult:
+        """Explain every row of ``X``: serially on this explainer's model (built once), or
+        in parallel (:mod:`cfopt.batch`).
 
-        ``errors="record"`` turns an infeasible query into a result with status
-        ``INFEASIBLE`` and the diagnosis as its message, instead of raising.
+        Args:
+            X: the raw rows.
+            target: as :meth:`explain`, for every row.
+            errors: ``"record"`` turns an infeasible query into a result with status
+                ``INFEASIBLE`` and the diagnosis as its message, instead of raising.
+            n_jobs: parallel workers (``-1``: every core, or every Dask worker thread);
+                ``None`` (default) or 1 with no ``backend`` runs serially in this
+                process; ``None`` with a backend means -1.
+            backend: ``None`` (serial unless ``n_jobs`` > 1 or -1, then ``"loky"``), ``"loky"``
+                (joblib processes on this machine) or ``"dask"`` (joblib's Dask backend
+                on the current ``dask.distributed`` client, or ``client``). Each worker
+                builds the model once from this explainer's arguments and declared
+                constraints, then re-solves it per row.
+            solver_threads: solver threads per worker (default: 1 in parallel, so that
+                workers × threads stays within the cores; the explainer's ``threads``
+                serially).
+            client: a ``dask.distributed.Client`` for ``backend="dask"``.
+            progress: show a tqdm bar (``None``: unless ``CFOPT_PROGRESS=0``).
+            **options: ``time_limit``, ``mip_gap``, ``max_changes`` per query.
+
+        Returns:
+            a :class:`~cfopt.batch.BatchResult` (a sequence of
+            :class:`~cfopt.Counterfactual`, in the order of ``X``). Ctrl-C stops the
+            batch and returns the finished answers, the others with status
+            ``INTERRUPTED``.
         """
-        if errors not in ("raise", "record"):
-            raise ValueError(f"errors must be 'raise' or 'record', got {errors!r}")
-        frame = as_frame(X)
-        self.space.validate(frame)
-        results = []
-        for i in range(len(frame)):
-            row = frame.iloc[[i]]
-            try:
-                results.append(self.explain(row, target, **options))
-            except InfeasibleError as exc:
-                if errors == "raise":
-                    raise
-                results.append(Counterfactual(
-                    factual=self.space.validate(row).reset_index(drop=True),
-                    counterfactual=None, target=self.milp.target,
-                    factual_class=self.milp.factual_class, predicted_class=None,
-                    status=Status.INFEASIBLE, verified=False, objective=None, bound=None,
-                    solver=self.backend.name, margin=self.margin, message=str(exc)))
-        return results
+        from .batch import explain_batch
+
+        return explain_batch(self, X, target, errors=errors, n_jobs=n_jobs, backend=backend,
+                             solver_threads=solver_threads, client=client, progress=progress,
+                             **options)
 
 
 def _admissible(m: CounterfactualModel, candidate: pd.DataFrame | None

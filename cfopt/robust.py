@@ -67,6 +67,7 @@ from .formulations.robustness import (
     robust_network,
 )
 from .problem import CounterfactualModel
+from .progress import progress_bar, progress_enabled
 from .query_tightening import objective_value
 from .results import _plain, _row_dict
 from .solvers import SolverBackend, SolverSettings, make_solver
@@ -466,10 +467,17 @@ class _RobustMethod(ABC):
             certificate=certificate, total_time=time.perf_counter() - t0 + one_off,
             solver=self.backend.name, message=message, details=details or {})
 
-    def explain_many(self, X: pd.DataFrame, target: Any = None) -> list[RobustCounterfactual]:
-        """:meth:`explain` for every row of ``X``."""
+    def explain_many(self, X: pd.DataFrame, target: Any = None, *,
+                     progress: bool | None = None) -> list[RobustCounterfactual]:
+        """:meth:`explain` for every row of ``X`` (``progress``: a tqdm bar; ``None``:
+        unless ``CFOPT_PROGRESS=0``)."""
         frame = as_frame(X)
-        return [self.explain(frame.iloc[[i]], target) for i in range(len(frame))]
+        out = []
+        with progress_bar(len(frame), f"{self.method} counterfactuals", progress) as bar:
+            for i in range(len(frame)):
+                out.append(self.explain(frame.iloc[[i]], target))
+                bar.update(1)
+        return out
 
     @abstractmethod
     def explain(self, x: pd.DataFrame | pd.Series | Mapping,
@@ -501,6 +509,9 @@ class Proplace(_RobustMethod):
             equations compose with the plausible region).
         mip_gap, threads, seed, solver_options: master solve settings (raw solver
             options passed through by name).
+        progress: a tqdm bar over each query's cutting-set iterations showing the
+            master's bound and the adversary's proven bound against σ - t (``None``:
+            unless ``CFOPT_PROGRESS=0``).
     """
 
     method = "proplace"
@@ -513,10 +524,13 @@ class Proplace(_RobustMethod):
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
                  bound_tightening: str | None = "lp", constraints: Sequence[ConstraintBlock] = (),
                  mip_gap: float = 1e-4, threads: int | None = 1, seed: int | None = 0,
-                 solver_options: Mapping[str, Any] | None = None) -> None:
+                 solver_options: Mapping[str, Any] | None = None,
+                 progress: bool | None = None) -> None:
         super().__init__(model, space, delta, solver=solver, time_limit=time_limit,
                          mip_gap=mip_gap, threads=threads, seed=seed,
                          solver_options=solver_options)
+        progress_enabled(progress)  # a bad value raises here, not at the first query
+        self.progress = progress
         self.sigma = _check_positive("sigma", sigma)
         self.tolerance = _check_positive("tolerance", tolerance)
         if not self.tolerance < self.sigma:
@@ -568,6 +582,8 @@ class Proplace(_RobustMethod):
                             for (gl, gu), (ll, lu) in zip(global_bounds, local)])
         copies: list[str] = []
         status, row, bound, message = RobustStatus.ITERATION_LIMIT, None, None, ""
+        bar = progress_bar(self.max_iterations, "PROPLACE cutting-set", self.progress,
+                           leave=False)
         try:
             for it in range(1, self.max_iterations + 1):
                 settings = self._settings_left(t0)
@@ -605,6 +621,9 @@ class Proplace(_RobustMethod):
                                              time_limit=left.time_limit)
                 times["adversary"] += time.perf_counter() - a0
                 certificate.verdict = verdict
+                bar.set_postfix(master_bound=_plain(bound), robust_bound=_plain(verdict.bound),
+                                need=self.sigma - self.tolerance, refresh=False)
+                bar.update(1)
                 if verdict.robust:
                     status = RobustStatus.CERTIFIED
                     break
@@ -621,6 +640,7 @@ class Proplace(_RobustMethod):
                 message = (f"{self.max_iterations} iterations without a certificate; the last "
                            f"point is returned unproven")
         finally:
+            bar.close()
             for name in copies:
                 remove_shifted_copy(m, name)
             apply_layer_bounds(pred, global_bounds)

@@ -15,6 +15,7 @@ class Status(str, Enum):
     ERROR: the solver failed (numerics, unbounded, unknown termination).
     VERIFICATION_FAILED: the solver's point is not classified as the target by the
         real model even after re-solving with larger margins; no CE is returned.
+    INTERRUPTED: the batch was interrupted (Ctrl-C) before this query finished.
     """
 
     OPTIMAL = "optimal"
@@ -23,6 +24,7 @@ class Status(str, Enum):
     NO_SOLUTION = "no_solution"
     ERROR = "error"
     VERIFICATION_FAILED = "verification_failed"
+    INTERRUPTED = "interrupted"
 
     @property
     def has_solution(self) -> bool:

@@ -27,6 +27,8 @@ INSTALL_HINTS = {
 }
 
 _INF = float("inf")
+#: the thread count of HiGHS's scheduler in this process (set by the last solve)
+_HIGHS_THREADS: list[int | None] = []
 
 
 def _finite(x: Any) -> float | None:
@@ -138,6 +140,16 @@ class HighsBackend(_ContribBackend):
     name = "highs"
     _pyomo_name = "highs"
     has_pool = True
+
+    def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
+        # HiGHS starts one thread scheduler per process and refuses a solve with another
+        # thread count ("global scheduler has already been initialized"): restart it
+        if _HIGHS_THREADS and _HIGHS_THREADS[0] != settings.threads:
+            import highspy
+
+            highspy.Highs.resetGlobalScheduler(True)
+        _HIGHS_THREADS[:] = [settings.threads]
+        return super()._solve(model, settings)
 
     def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
         opts: dict[str, Any] = {"output_flag": settings.verbose, "presolve": "off"}

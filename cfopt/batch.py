@@ -1,0 +1,336 @@
+"""Batches of counterfactual queries: serially, in parallel processes, or on a Dask cluster.
+
+:meth:`Explainer.explain_many <cfopt.Explainer.explain_many>` runs here. Serially the
+explainer's own model is re-solved per row. In parallel (``n_jobs != 1`` or a
+``backend``), the rows are cut into chunks that joblib sends to its workers: processes
+on this machine (``backend="loky"``, the default) or the workers of a Dask distributed
+cluster (``backend="dask"``, through joblib's Dask backend). Each worker builds the
+model once from the explainer's arguments and declared constraints, keeps it for the
+following chunks, and re-solves it per row, so the answers equal the serial ones.
+
+Cores: every worker runs one solver with ``solver_threads`` threads (default 1), so
+``n_jobs × solver_threads`` should not exceed the cores (a warning says so when it
+does on this machine); BLAS/OpenMP threads inside process workers are capped at 1. On
+Dask, each worker thread runs one query at a time: start the workers with
+``nthreads × solver_threads ≤ cores`` of their machine (e.g. ``LocalCluster(
+n_workers=cores, threads_per_worker=1)``).
+
+Threads: Pyomo's solver interfaces redirect the process's output streams while they
+solve, so two solves must not run in threads of one process. Workers of one process
+(Dask workers with several threads, or ``LocalCluster(processes=False)``) therefore
+take turns (a per-process lock): use worker processes with one thread each to run
+queries side by side.
+
+Ctrl-C (``KeyboardInterrupt``) stops the batch and returns a :class:`BatchResult` with
+the finished answers and the others marked ``Status.INTERRUPTED``, with a warning.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import threading
+import time
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import cloudpickle
+import pandas as pd
+
+from .errors import InfeasibleError
+from .features import as_frame
+from .progress import progress_bar
+from .results import Counterfactual
+from .status import Status
+
+if TYPE_CHECKING:
+    from .explainer import Explainer
+
+BACKENDS = ("loky", "dask")
+_QUERY_OPTIONS = ("time_limit", "mip_gap", "max_changes")
+#: rows per chunk at most (a finer chunk reports progress and interrupts sooner)
+_MAX_CHUNK = 16
+
+#: in a worker process: the last payload's digest and the explainer built from it
+_WORKER_EXPLAINER: list[tuple[str, Explainer]] = []
+#: one query at a time per process (Pyomo's solver output capture is process-wide)
+_PROCESS_LOCK = threading.Lock()
+
+
+@dataclass
+class BatchResult(Sequence[Counterfactual]):
+    """The answers to a batch of queries, one :class:`~cfopt.Counterfactual` per row of
+    ``X`` in order (a sequence: index it, iterate it, ``len`` it).
+
+    Attributes:
+        results: the answers; rows not reached before an interrupt have status
+            ``INTERRUPTED`` and no counterfactual.
+        interrupted: the batch was stopped by Ctrl-C (``KeyboardInterrupt``).
+        backend: ``"serial"``, ``"loky"`` or ``"dask"``.
+        workers: parallel workers used (1 serially).
+        solver_threads: solver threads per worker.
+        total_time: wall seconds of the whole batch.
+    """
+
+    results: list[Counterfactual]
+    interrupted: bool = False
+    backend: str = "serial"
+    workers: int = 1
+    solver_threads: int | None = 1
+    total_time: float = 0.0
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self.results[i]
+
+    def __iter__(self) -> Iterator[Counterfactual]:
+        return iter(self.results)
+
+    @property
+    def finished(self) -> list[Counterfactual]:
+        """The answers of the queries that ran to the end."""
+        return [r for r in self.results if r.status is not Status.INTERRUPTED]
+
+    def counts(self) -> dict[str, int]:
+        """How many answers have each status (by status value)."""
+        out: dict[str, int] = {}
+        for r in self.results:
+            out[r.status.value] = out.get(r.status.value, 0) + 1
+        return out
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per query: status, verified, objective, bound, changed features and
+        times (total, the solver's own)."""
+        return pd.DataFrame([{
+            "status": r.status.value, "verified": r.verified, "objective": r.objective,
+            "bound": r.bound, "changed": len(r.changes()) if r.found else None,
+            "total_s": r.total_time, "solver_s": r.solver_time} for r in self.results])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"interrupted": self.interrupted, "backend": self.backend,
+                "workers": self.workers, "solver_threads": self.solver_threads,
+                "total_time": self.total_time, "counts": self.counts(),
+                "results": [r.to_dict() for r in self.results]}
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
+
+    def __repr__(self) -> str:
+        tail = ", interrupted" if self.interrupted else ""
+        return (f"BatchResult({len(self.results)} queries, {self.counts()}, "
+                f"backend={self.backend!r}, workers={self.workers}{tail})")
+
+
+def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,
+                  errors: Literal["raise", "record"] = "raise", n_jobs: int | None = None,
+                  backend: str | None = None, solver_threads: int | None = None,
+                  client: Any = None, progress: bool | None = None,
+                  **options: Any) -> BatchResult:
+    """Explain every row of ``X`` (see :meth:`cfopt.Explainer.explain_many`)."""
+    if errors not in ("raise", "record"):
+        raise ValueError(f"errors must be 'raise' or 'record', got {errors!r}")
+    unknown = sorted(set(options) - set(_QUERY_OPTIONS))
+    if unknown:
+        raise TypeError(f"unknown option(s) {unknown} for explain_many(); accepted: "
+                        f"{list(_QUERY_OPTIONS)}")
+    if backend is not None and backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; use None (serial, or 'loky' when "
+                         f"n_jobs > 1), 'loky' (processes) or 'dask' (a Dask cluster)")
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or
+                               n_jobs == 0 or n_jobs < -1):
+        raise ValueError(f"n_jobs must be a positive integer, -1 (every core / every Dask "
+                         f"worker thread) or None, got {n_jobs!r}")
+    if solver_threads is not None and (isinstance(solver_threads, bool) or
+                                       not isinstance(solver_threads, int) or solver_threads < 1):
+        raise ValueError(f"solver_threads must be a positive integer or None, "
+                         f"got {solver_threads!r}")
+    if client is not None and backend != "dask":
+        raise ValueError("client is for backend='dask' only")
+    frame = as_frame(X)
+    explainer.space.validate(frame)
+    t0 = time.perf_counter()
+    if backend is None and n_jobs in (None, 1):
+        results, interrupted = _serial(explainer, frame, target, errors, solver_threads,
+                                       progress, options)
+        batch = BatchResult(results, interrupted, "serial", 1,
+                            solver_threads or explainer.settings.threads)
+    else:
+        jobs = -1 if n_jobs is None else n_jobs
+        batch = _parallel(explainer, frame, target, errors, jobs, backend or "loky",
+                          solver_threads or 1, client, progress, options)
+    batch.total_time = time.perf_counter() - t0
+    if batch.interrupted:
+        warnings.warn(f"explain_many interrupted: {len(batch.finished)} of {len(batch)} "
+                      f"queries finished; the others have status 'interrupted'",
+                      RuntimeWarning, stacklevel=3)
+    return batch
+
+
+def _serial(explainer: Explainer, frame: pd.DataFrame, target: Any, errors: str,
+            solver_threads: int | None, progress: bool | None, options: Mapping[str, Any]
+            ) -> tuple[list[Counterfactual], bool]:
+    results: list[Counterfactual | None] = [None] * len(frame)
+    settings = explainer.settings
+    if solver_threads is not None:
+        explainer.settings = dataclasses.replace(settings, threads=solver_threads)
+    interrupted = False
+    bar = progress_bar(len(frame), "counterfactuals", progress)
+    try:
+        for i in range(len(frame)):
+            results[i] = _answer(explainer, frame.iloc[[i]], target, errors, options)
+            bar.update(1)
+    except KeyboardInterrupt:
+        interrupted = True
+        explainer.backend.reset()  # a solve cut short may leave the solver mid-update
+    finally:
+        bar.close()
+        explainer.settings = settings
+    return _fill(explainer, frame, results), interrupted
+
+
+def _parallel(explainer: Explainer, frame: pd.DataFrame, target: Any, errors: str,
+              n_jobs: int, backend: str, solver_threads: int, client: Any,
+              progress: bool | None, options: Mapping[str, Any]) -> BatchResult:
+    from joblib import Parallel, delayed, parallel_config
+
+    payload = _payload(explainer, solver_threads)
+    digest = hashlib.sha256(payload).hexdigest()
+    if backend == "dask":
+        client = _dask_client(client)
+        capacity = sum(client.nthreads().values())
+        config = parallel_config("dask", client=client, scatter=[payload])
+    else:
+        capacity = os.cpu_count() or 1
+        config = parallel_config("loky", inner_max_num_threads=1)
+    workers = capacity if n_jobs == -1 else n_jobs
+    if backend == "loky" and workers * solver_threads > capacity:
+        warnings.warn(f"{workers} workers x {solver_threads} solver threads exceed the "
+                      f"{capacity} cores: the solves will slow each other down",
+                      RuntimeWarning, stacklevel=4)
+    size = max(1, min(_MAX_CHUNK, math.ceil(len(frame) / (4 * workers))))
+    chunks = [list(range(k, min(k + size, len(frame)))) for k in range(0, len(frame), size)]
+    results: list[Counterfactual | None] = [None] * len(frame)
+    interrupted = False
+    bar = progress_bar(len(frame), f"counterfactuals ({backend}, {workers} workers)", progress)
+    try:
+        with config:
+            answers = Parallel(n_jobs=n_jobs, batch_size=1, return_as="generator_unordered")(
+                delayed(_work)(digest, payload, frame.iloc[rows], rows, target, errors,
+                               dict(options)) for rows in chunks)
+            try:
+                for part in answers:
+                    for i, answer in part:
+                        results[i] = answer
+                    bar.update(len(part))
+            finally:
+                with warnings.catch_warnings():  # joblib's note on the cancelled chunks
+                    warnings.filterwarnings("ignore", "[0-9]+ tasks which were still",
+                                            UserWarning)
+                    answers.close()  # an interrupt cancels the chunks not yet finished
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        bar.close()
+    return BatchResult(_fill(explainer, frame, results), interrupted, backend, workers,
+                       solver_threads)
+
+
+def _answer(explainer: Explainer, row: pd.DataFrame, target: Any, errors: str,
+            options: Mapping[str, Any]) -> Counterfactual:
+    """One query; with ``errors="record"`` an infeasible one becomes a result."""
+    try:
+        return explainer.explain(row, target, **options)
+    except InfeasibleError as exc:
+        if errors == "raise":
+            raise
+        return _empty(explainer, row, Status.INFEASIBLE, str(exc), explainer.milp.target,
+                      explainer.milp.factual_class)
+
+
+def _empty(explainer: Explainer, row: pd.DataFrame, status: Status, message: str,
+           target: tuple, factual_class: Any) -> Counterfactual:
+    return Counterfactual(
+        factual=explainer.space.validate(row).reset_index(drop=True), counterfactual=None,
+        target=target, factual_class=factual_class, predicted_class=None, status=status,
+        verified=False, objective=None, bound=None, solver=explainer.backend.name,
+        margin=explainer.margin, message=message)
+
+
+def _fill(explainer: Explainer, frame: pd.DataFrame,
+          results: list[Counterfactual | None]) -> list[Counterfactual]:
+    """The answers, with an ``INTERRUPTED`` placeholder for every missing one."""
+    return [r if r is not None else _empty(
+        explainer, frame.iloc[[i]], Status.INTERRUPTED,
+        "the batch was interrupted before this query finished", (), None)
+        for i, r in enumerate(results)]
+
+
+def _payload(explainer: Explainer, solver_threads: int) -> bytes:
+    """What a worker needs to build the same explainer, pickled once (cloudpickle)."""
+    m = explainer.milp
+    raw = [c.local_name for c in m.user_components() if c.local_name not in m.constraints]
+    if raw:
+        raise ValueError(f"Pyomo components {raw} were added to explainer.milp directly; "
+                         f"parallel workers rebuild the model from the explainer's arguments "
+                         f"and declared constraint blocks only. Declare them as a "
+                         f"cfopt.ConstraintBlock (constraints=[...]) or use n_jobs=1")
+    solver = copy.copy(explainer.backend)
+    solver.reset()  # a copy without the loaded model (persistent solvers do not pickle)
+    spec = {"arguments": explainer._arguments, "constraints": list(m.constraints.values()),
+            "solver": solver,
+            "settings": dataclasses.replace(explainer.settings, threads=solver_threads),
+            "attributes": {"verify_retries": explainer.verify_retries,
+                           "tighten_per_query": explainer.tighten_per_query}}
+    return cloudpickle.dumps(spec)
+
+
+def _worker_explainer(digest: str, payload: bytes) -> Explainer:
+    """This worker process's explainer for ``payload``, built on first use."""
+    import pickle
+
+    from .explainer import Explainer
+
+    if _WORKER_EXPLAINER and _WORKER_EXPLAINER[0][0] == digest:
+        return _WORKER_EXPLAINER[0][1]
+    spec = pickle.loads(payload)
+    explainer = Explainer(**spec["arguments"], solver=spec["solver"],
+                          constraints=spec["constraints"])
+    explainer.settings = spec["settings"]
+    for name, value in spec["attributes"].items():
+        setattr(explainer, name, value)
+    _WORKER_EXPLAINER[:] = [(digest, explainer)]
+    return explainer
+
+
+def _work(digest: str, payload: bytes, rows: pd.DataFrame, indices: list[int], target: Any,
+          errors: str, options: dict[str, Any]) -> list[tuple[int, Counterfactual]]:
+    """A chunk of queries on a worker: ``(row index, answer)`` pairs."""
+    with _PROCESS_LOCK:
+        explainer = _worker_explainer(digest, payload)
+        return [(i, _answer(explainer, rows.iloc[[k]], target, errors, options))
+                for k, i in enumerate(indices)]
+
+
+def _dask_client(client: Any) -> Any:
+    """The given Dask client, else the current one."""
+    try:
+        from distributed import get_client
+    except ImportError as exc:
+        raise ImportError("backend='dask' needs dask.distributed: pip install "
+                          "'cfopt[dask]' (or dask distributed)") from exc
+    if client is not None:
+        return client
+    try:
+        return get_client()
+    except ValueError as exc:
+        raise ValueError("backend='dask' needs a running dask.distributed Client: start one "
+                         "(Client(LocalCluster(...)) or Client('tcp://scheduler:8786')) or "
+                         "pass client=...") from exc
