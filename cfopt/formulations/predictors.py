@@ -25,6 +25,7 @@ Every block exposes ``block.inputs[i]`` (model inputs) and ``block.outputs[j]``
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -232,12 +233,23 @@ def _build_network(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds
         prev = dense
     sub = OmltBlock()
     block.add_component(name, sub)
-    sub.build_formulation(FullSpaceNNFormulation(definition))
+    omlt_log = logging.getLogger("pyomo.core")
+    omlt_log.addFilter(_initial_zero_outside_bounds)
+    try:  # OMLT creates its input variables at 0, outside inputs' bounds that exclude 0
+        sub.build_formulation(FullSpaceNNFormulation(definition))
+    finally:
+        omlt_log.removeFilter(_initial_zero_outside_bounds)
     last = sub.layer[sub.layers.last()]
     for j in range(net.n_outputs):
         sub.outputs[j].setlb(last.zhat[j].lb)
         sub.outputs[j].setub(last.zhat[j].ub)
     return sub
+
+
+def _initial_zero_outside_bounds(record: logging.LogRecord) -> bool:
+    """Drop Pyomo's W1002 warning about an initial value of 0 outside a variable's
+    bounds (a harmless start value, replaced by every solve)."""
+    return "to a numeric value `0` outside the bounds" not in record.getMessage()
 
 
 def _build_linear(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds) -> pyo.Block:
