@@ -172,7 +172,7 @@ def _harvest_pool(explainer: Explainer, settings: SolverSettings, n: int, t0: fl
             solver_time=outcome.solver_time if k == 0 else None, solver=explainer.backend.name,
             margin=explainer.margin, attempts=1,
             message="" if best else f"pool member {k + 1} (feasible, not the optimum)",
-            details={"solver_objective": objective}))
+            details={"solver_objective": objective}, space=m.space))
         if len(members) == n:
             break
     first_optimal = bool(members) and members[0].status is Status.OPTIMAL

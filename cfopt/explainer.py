@@ -247,7 +247,8 @@ class Explainer:
             build_time=build_time + one_off, solve_time=sum(o.wall_time for o in outcomes),
             solver_time=sum(solver_times) if solver_times else None,
             total_time=time.perf_counter() - t0 + one_off, solver=self.backend.name,
-            margin=margin_used, attempts=len(outcomes), message=message, details=details)
+            margin=margin_used, attempts=len(outcomes), message=message, details=details,
+            space=m.space)
 
     def _solve(self, m: CounterfactualModel, settings: SolverSettings,
                details: dict[str, Any]) -> SolveOutcome:

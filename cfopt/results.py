@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from .status import Status
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from .features import FeatureSpace
 
 
 def _plain(value: Any) -> Any:
@@ -57,6 +62,7 @@ class Counterfactual:
         message: diagnostics in words.
         details: solve details (heuristic objective, restricted / fallback solve,
             stable neurons of the restricted solve).
+        space: the feature space of the query (for :meth:`plot`; not serialized).
     """
 
     factual: pd.DataFrame
@@ -78,6 +84,7 @@ class Counterfactual:
     attempts: int = 0
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    space: FeatureSpace | None = field(default=None, repr=False, compare=False)
 
     @property
     def found(self) -> bool:
@@ -104,6 +111,14 @@ class Counterfactual:
         rows = {name: {"from": before[name], "to": after[name]}
                 for name in self.factual.columns if before[name] != after[name]}
         return pd.DataFrame.from_dict(rows, orient="index", columns=["from", "to"])
+
+    def plot(self, *, space: FeatureSpace | None = None, features: Any = "changed",
+             ax: Axes | None = None) -> Axes:
+        """The change chart: features by row, factual → counterfactual within each
+        feature's range, in raw units and labels (:func:`cfopt.plots.plot_changes`)."""
+        from .plots import plot_changes
+
+        return plot_changes(self, space=space, features=features, ax=ax)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -213,6 +228,14 @@ class CounterfactualSet:
         if self.cfd is None or self.epsilon is None:
             return [None] * len(self.members)
         return [self.cfd * (1 + self.epsilon) - c for c in self.costs]
+
+    def plot(self, *, space: FeatureSpace | None = None, features: Any = "changed",
+             ax: Axes | None = None) -> Axes:
+        """The set as a grid, features by members, each cell the member's raw value
+        coloured by its move (:func:`cfopt.plots.plot_set`)."""
+        from .plots import plot_set
+
+        return plot_set(self, space=space, features=features, ax=ax)
 
     def to_dict(self) -> dict[str, Any]:
         return {
