@@ -58,7 +58,10 @@ from .predictors import Bounds, register_formulation
 
 Grid = tuple[float, float] | None
 
-#: default width fraction separating the two sides of a split on a continuous input
+#: default width fraction separating the two sides of a split on a continuous input:
+#: 10x the largest integrality tolerance of the supported solvers (Gurobi 1e-5, HiGHS
+#: 1e-6, CBC 1e-7), since a leaf indicator off by δ lets its input cross its split side by
+#: δ x width, which must stay inside the gap (checked in ``tests/test_numerics.py``)
 SPLIT_EPSILON = 1e-4
 #: ``"leaf"`` (a binary per leaf) or ``"threshold"`` (a binary per distinct split)
 FORMULATIONS = ("leaf", "threshold")

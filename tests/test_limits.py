@@ -1,0 +1,182 @@
+"""Time limits, loop caps and determinism: a limit bounds the whole query and returns
+the incumbent (FEASIBLE) or nothing (NO_SOLUTION); loops that stop early say so and keep
+what they found; the same inputs and seeds give the same answers."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import cfopt
+from cfopt.models import ModelAdapter
+from cfopt.solvers.backends import HighsBackend
+
+from .bad_input_cases import toy_frame, train
+
+#: seconds a limited query may take beyond its limit (model loading, decoding, checks)
+OVERHEAD = 1.0
+
+
+@pytest.fixture(scope="module")
+def toy():
+    X, y = toy_frame()
+    space = cfopt.FeatureSpace.from_frame(X)
+    net = train(space.transform(X), y)
+    rows = np.flatnonzero(cfopt.parse_model(net).predict(space.transform(X)) == 0)
+    return X, space, net, rows
+
+
+class _Slow(HighsBackend):
+    """HiGHS after a fixed delay; a delay beyond the time limit ends with no solution
+    (a solver that is still searching when its limit hits)."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    def _solve(self, model, settings):
+        limit = settings.time_limit
+        if limit is not None and limit <= self.delay:
+            time.sleep(limit)
+            return cfopt.solvers.SolveOutcome(cfopt.Status.NO_SOLUTION, None, None, None, limit,
+                                              "maxTimeLimit")
+        time.sleep(self.delay)
+        outcome = super()._solve(model, settings)
+        return dataclasses.replace(outcome, wall_time=outcome.wall_time + self.delay)
+
+
+class _Disagreeing(ModelAdapter):
+    """The network, except that its own prediction never changes class."""
+
+    def __init__(self, inner: ModelAdapter) -> None:
+        self._inner, self.model, self.structure = inner, inner.model, inner.structure
+        self.classes, self.decision = inner.classes, inner.decision
+
+    def predict(self, Z):
+        return np.zeros(len(np.atleast_2d(Z)), dtype=int)
+
+    def output(self, Z):
+        return self._inner.output(Z)
+
+
+def test_verification_retries_share_the_time_limit(toy):
+    """Each retry used to get the whole limit (4 solves: 4x the limit)."""
+    X, space, net, rows = toy
+    explainer = cfopt.Explainer(_Disagreeing(cfopt.parse_model(net)), space, solver=_Slow(0.4),
+                                time_limit=0.5, verify_retries=3, tighten_per_query=False)
+    t0 = time.perf_counter()
+    ce = explainer.explain(X.iloc[[rows[0]]], target=1)
+    assert time.perf_counter() - t0 < 0.5 + OVERHEAD / 2
+    assert ce.counterfactual is None and not ce.verified
+    assert ce.status in (cfopt.Status.NO_SOLUTION, cfopt.Status.VERIFICATION_FAILED)
+    assert ce.attempts <= 2
+
+
+def test_diverse_set_stops_at_the_time_limit_with_its_members(toy):
+    X, space, net, rows = toy
+    explainer = cfopt.Explainer(net, space, solver=_Slow(0.25), tighten_per_query=False)
+    t0 = time.perf_counter()
+    found = explainer.explain(X.iloc[[rows[0]]], target=1, n=20, time_limit=1.0)
+    assert time.perf_counter() - t0 < 1.0 + OVERHEAD
+    assert found.stopped == "time_limit" and 1 <= len(found) < 20
+    assert all(ce.verified for ce in found)
+    again = explainer.explain(X.iloc[[rows[0]]], target=1)  # cuts removed, limit not kept
+    assert again.verified and again.objective == pytest.approx(found[0].objective)
+
+
+@pytest.fixture(scope="module")
+def hard(german):
+    """A random 59-40-40-1 network on German credit without per-query tightening: HiGHS
+    does not prove optimality within half a second."""
+    space = cfopt.FeatureSpace.from_frame(german.X)
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 40), torch.nn.ReLU(),
+                              torch.nn.Linear(40, 40), torch.nn.ReLU(),
+                              torch.nn.Linear(40, 1)).eval()
+    rows = np.flatnonzero(cfopt.parse_model(net).predict(space.transform(german.X)) == 0)
+    return german.X, space, net, rows[:2]
+
+
+@pytest.mark.parametrize("solver", ["highs", "cbc", "gurobi"])
+def test_time_limit_returns_within_the_limit(hard, solver):
+    X, space, net, rows = hard
+    try:
+        explainer = cfopt.Explainer(net, space, solver=solver, time_limit=0.5,
+                                    bound_tightening="interval", tighten_per_query=False)
+    except cfopt.SolverNotAvailableError as exc:
+        pytest.skip(str(exc))
+    for i in rows:
+        t0 = time.perf_counter()
+        ce = explainer.explain(X.iloc[[i]], target=1)
+        assert time.perf_counter() - t0 < 0.5 + OVERHEAD, ce
+        assert ce.status in (cfopt.Status.OPTIMAL, cfopt.Status.FEASIBLE,
+                             cfopt.Status.NO_SOLUTION)
+        if ce.status is cfopt.Status.FEASIBLE:
+            assert ce.verified and ce.counterfactual is not None
+            assert "optimality not proven" in ce.message
+        if ce.status is cfopt.Status.NO_SOLUTION:
+            assert ce.counterfactual is None and "before any counterfactual" in ce.message
+
+
+def test_proplace_iteration_cap_returns_its_last_point_marked(toy):
+    X, space, net, rows = toy
+    method = cfopt.Proplace(net, space, X, 0.02, k=10, max_iterations=1)
+    r = method.explain(X.iloc[[rows[0]]], 1)
+    assert r.status is cfopt.RobustStatus.ITERATION_LIMIT and r.certificate.iterations == 1
+    assert r.found and r.verified and not r.certified
+    assert "returned unproven" in r.message
+
+
+def test_proplace_time_limit_is_marked(toy):
+    X, space, net, rows = toy
+    method = cfopt.Proplace(net, space, X, 0.05, k=10, time_limit=0.01)
+    t0 = time.perf_counter()
+    r = method.explain(X.iloc[[rows[0]]], 1)
+    assert time.perf_counter() - t0 < 0.01 + method.region.report.seconds + OVERHEAD
+    assert r.status is cfopt.RobustStatus.TIME_LIMIT and not r.certified
+    assert r.counterfactual is None or r.verified
+
+
+# ------------------------------------------------------------------- determinism
+def _answers(model, space, X, rows, **options) -> list:
+    explainer = cfopt.Explainer(model, space, threads=1, seed=0, **options)
+    return [explainer.explain(X.iloc[[i]], target=1) for i in rows]
+
+
+@pytest.mark.parametrize("solver", ["highs", "cbc", "gurobi"])
+def test_same_inputs_and_seed_give_the_same_counterfactuals(toy, solver):
+    X, space, net, rows = toy
+    from sklearn.ensemble import RandomForestClassifier
+
+    forest = RandomForestClassifier(5, max_depth=3, random_state=0).fit(
+        space.transform(X), cfopt.parse_model(net).predict(space.transform(X)))
+    for model in (net, forest):
+        try:
+            first = _answers(model, space, X, rows[:3], solver=solver)
+        except cfopt.SolverNotAvailableError as exc:
+            pytest.skip(str(exc))
+        second = _answers(model, space, X, rows[:3], solver=solver)
+        for a, b in zip(first, second):
+            assert a.status == b.status and a.objective == b.objective
+            assert a.counterfactual.equals(b.counterfactual)
+
+
+def test_same_diverse_set_and_robust_answer_twice(toy):
+    X, space, net, rows = toy
+    x = X.iloc[[rows[0]]]
+    sets = [cfopt.Explainer(net, space).explain(x, target=1, n=3) for _ in range(2)]
+    assert sets[0].counterfactuals.equals(sets[1].counterfactuals)
+    robust = [cfopt.Proplace(net, space, X, 0.05, k=10).explain(x, 1) for _ in range(2)]
+    assert robust[0].status == robust[1].status
+    assert robust[0].counterfactual.equals(robust[1].counterfactual)
+
+
+def test_baseline_is_deterministic(toy):
+    X, space, net, rows = toy
+    answers = [cfopt.DiverseNeighbours(net, space).fit(X).explain(X.iloc[[rows[0]]])
+               for _ in range(2)]
+    assert answers[0].counterfactuals.equals(answers[1].counterfactuals)

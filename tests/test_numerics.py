@@ -1,0 +1,245 @@
+"""Numerics: big-M constants come from bounds, large raw scales next to binaries still
+give verified counterfactuals, the validity margin and the split gap are set against
+the solvers' tolerances, and no counterfactual lands on a decision boundary or a
+split threshold."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import shutil
+import subprocess
+import tokenize
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyomo.environ as pyo
+import pytest
+import torch
+from pyomo.repn import generate_standard_repn
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+from sklearn.tree import DecisionTreeClassifier
+
+import cfopt
+from cfopt.formulations import trees, validity
+from cfopt.formulations.trees import SPLIT_EPSILON
+
+from .property_checks import predict
+
+SOURCE = Path(cfopt.__file__).parent
+#: modules that write constraints: no literal this large may appear in them
+CONSTRAINT_MODULES = ["formulations", "problem.py", "bound_tightening.py",
+                      "query_tightening.py", "tree_pruning.py", "robust.py", "diversity.py",
+                      "diagnosis.py", "explainer.py"]
+
+
+def _literals(path: Path) -> list[tuple[int, str]]:
+    with open(path, "rb") as fh:
+        return [(tok.start[0], tok.string) for tok in tokenize.tokenize(fh.readline)
+                if tok.type == tokenize.NUMBER]
+
+
+def test_no_hard_coded_big_m_in_constraint_code():
+    found = []
+    for entry in CONSTRAINT_MODULES:
+        target = SOURCE / entry
+        for path in sorted(target.rglob("*.py")) if target.is_dir() else [target]:
+            for line, text in _literals(path):
+                value = abs(complex(text.replace("_", "")))
+                if value >= 1e4 and value != float("inf"):
+                    found.append(f"{path.relative_to(SOURCE)}:{line}: {text}")
+    assert not found, f"hard-coded large constants (use bounds): {found}"
+
+
+def _max_coefficient(m: pyo.Block) -> float:
+    largest = 0.0
+    for con in m.component_data_objects(pyo.Constraint, active=True):
+        repn = generate_standard_repn(con.body, compute_values=True)
+        values = [abs(c) for c in repn.linear_coefs] + [abs(repn.constant or 0.0)]
+        values += [abs(pyo.value(b)) for b in (con.lower, con.upper) if b is not None]
+        largest = max(largest, *values)
+    return largest
+
+
+def _unit_frame(seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"a": rng.random(200), "b": rng.random(200),
+                         "flag": rng.integers(0, 2, 200), "level": rng.integers(0, 4, 200),
+                         "colour": rng.choice(["red", "green", "blue"], 200)})
+
+
+@pytest.mark.parametrize("family", ["mlp", "forest", "linear"])
+def test_big_m_constants_scale_with_the_bounds(family):
+    """Bounds of order 1 give coefficients of order 1: a fixed big-M (1e5, 1e6 ...) in
+    any constraint (ReLU links, leaf links, validity, L0 indicators) would show."""
+    frame = _unit_frame()
+    space = cfopt.FeatureSpace.from_frame(frame, scaling="none")
+    Z = space.transform(frame)
+    y = (Z[:, 0] + Z[:, 1] > 1).astype(int)
+    if family == "mlp":
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 6), torch.nn.ReLU(),
+                                    torch.nn.Linear(6, 1)).eval()
+    elif family == "forest":
+        model = RandomForestClassifier(5, max_depth=3, random_state=0).fit(Z, y)
+    else:
+        model = LogisticRegression().fit(Z, y)
+    m = cfopt.Explainer(model, space, objective={"l1": 1, "l0": 0.1}, max_changes=2).milp
+    assert _max_coefficient(m) < 100
+
+
+def _wide_frame(seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "income": rng.uniform(0, 200_000, 300).round(2),
+        "savings": rng.integers(0, 50_000, 300),
+        "owns_home": rng.integers(0, 2, 300), "married": rng.integers(0, 2, 300),
+        "sector": rng.choice(["public", "private", "self"], 300)})
+
+
+@pytest.mark.parametrize("scaling", ["none", "minmax"])
+@pytest.mark.parametrize("family", ["mlp", "linear", "forest"])
+def test_large_raw_scales_next_to_binaries_give_verified_counterfactuals(scaling, family):
+    """Income in the tens of thousands beside 0/1 features; with ``scaling="none"`` the
+    model itself sees raw 1e5-scale inputs."""
+    frame = _wide_frame()
+    space = cfopt.FeatureSpace.from_frame(frame, scaling=scaling)
+    Z = space.transform(frame)
+    y = ((frame.income + 2 * frame.savings) / 300_000 + 0.3 * frame.owns_home > 0.6).to_numpy(int)
+    if family == "mlp":
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 8), torch.nn.ReLU(),
+                                    torch.nn.Linear(8, 1)).eval()
+        with torch.no_grad():  # put the boundary through the data
+            model[2].bias -= float(model(torch.tensor(Z, dtype=torch.float32)).median())
+    elif family == "forest":
+        model = RandomForestClassifier(10, max_depth=4, random_state=0).fit(Z, y)
+    else:
+        model = LogisticRegression(max_iter=2000).fit((Z - Z.mean(0)) / Z.std(0), y)
+        model.coef_ = model.coef_ / Z.std(0)  # the same model on the unstandardised inputs
+        model.intercept_ = model.intercept_ - model.coef_ @ Z.mean(0)
+    explainer = cfopt.Explainer(model, space)
+    labels = predict(model, Z)
+    rows = np.flatnonzero(labels == 0)[:5]
+    assert len(rows) == 5
+    for i in rows:
+        ce = explainer.explain(frame.iloc[[i]], target=1)
+        assert ce.status is cfopt.Status.OPTIMAL and ce.verified, ce.message
+        assert predict(model, space.transform(ce.counterfactual))[0] == 1
+
+
+# ---------------------------------------------------------------- solver tolerances
+def _highs_tolerances() -> tuple[float, float]:
+    import highspy
+
+    h = highspy.Highs()
+    return (h.getOptionValue("mip_feasibility_tolerance")[1],
+            h.getOptionValue("mip_feasibility_tolerance")[1])
+
+
+def _gurobi_tolerances() -> tuple[float, float] | None:
+    try:
+        import gurobipy
+
+        with gurobipy.Env(params={"OutputFlag": 0}) as env, gurobipy.Model(env=env) as model:
+            return model.Params.FeasibilityTol, model.Params.IntFeasTol
+    except Exception:  # not installed or no licence
+        return None
+
+
+def _cbc_tolerances() -> tuple[float, float] | None:
+    exe = shutil.which("cbc")
+    if exe is None:
+        return None
+    values = []
+    for option in ("primalTolerance", "integerTolerance"):
+        out = subprocess.run([exe, f"-{option}??", "-quit"], capture_output=True, text=True,
+                             timeout=30).stdout
+        values.append(float(re.search(r"current\s+([0-9.eE+-]+)", out).group(1)))
+    return values[0], values[1]
+
+
+def test_margin_and_split_gap_are_set_against_solver_tolerances():
+    """(feasibility, integrality) tolerances of every installed solver: the default
+    margin is 100x the feasibility one, the split gap fraction 10x the integrality one,
+    as ``cfopt/formulations/validity.py`` and ``trees.py`` document."""
+    margin = inspect.signature(cfopt.Explainer).parameters["margin"].default
+    tolerances = {"highs": _highs_tolerances(), "gurobi": _gurobi_tolerances(),
+                  "cbc": _cbc_tolerances()}
+    for solver, tol in tolerances.items():
+        if tol is None:
+            continue
+        feasibility, integrality = tol
+        assert margin >= 100 * feasibility, solver
+        assert SPLIT_EPSILON >= 10 * integrality, solver
+    assert "feasibility tolerance" in validity.__doc__
+    assert "integrality tolerance" in inspect.getsource(trees).split("SPLIT_EPSILON = ")[0]
+
+
+# ------------------------------------------------------------ boundaries and splits
+@pytest.mark.parametrize("margin", [1e-3, 1e-9])
+@pytest.mark.parametrize("solver", ["highs", "cbc"])
+def test_counterfactual_never_on_the_decision_boundary(margin, solver):
+    """The closest point of class 1 is the boundary itself (logit 0, classified 0): the
+    answer must lie strictly beyond it, for the default margin and for a tiny one that
+    the solver's tolerance swamps (the verification retries must then recover)."""
+    frame = pd.DataFrame({"x": np.linspace(0.0, 1.0, 11), "flag": [0, 1] * 5 + [0]})
+    space = cfopt.FeatureSpace.from_frame(frame, scaling="none").set("flag", immutable=True)
+    model = LogisticRegression().fit(space.transform(frame), frame.x > 0.5)
+    model.coef_[:] = [[8.0, 0.0]]
+    model.intercept_[:] = [-4.0]  # logit 8x - 4: boundary at x = 0.5 exactly
+    model.classes_ = np.array([0, 1])
+    ce = cfopt.Explainer(model, space, margin=margin, solver=solver).explain(
+        frame.iloc[[2]], target=1)
+    assert ce.verified and ce.status is cfopt.Status.OPTIMAL
+    x = float(ce.counterfactual.x.iloc[0])
+    assert x > 0.5 and model.predict(space.transform(ce.counterfactual))[0] == 1
+    assert x - 0.5 < max(margin, 1e-6) * 100  # beyond, but not far beyond
+
+
+def _tree_on(threshold: float, support: list[float]) -> tuple[DecisionTreeClassifier, pd.DataFrame]:
+    frame = pd.DataFrame({"x": support})
+    tree = DecisionTreeClassifier(max_depth=1).fit(frame[["x"]].to_numpy(),
+                                                   [0] * (len(support) // 2) +
+                                                   [1] * (len(support) - len(support) // 2))
+    tree.tree_.threshold[0] = threshold
+    return tree, frame
+
+
+@pytest.mark.parametrize("threshold, support", [
+    (0.5, [0.0, 0.1, 0.2, 0.8, 0.9, 1.0]),                       # gap: epsilon
+    (0.3, [0.0, 0.1, 0.3, 0.30000001, 0.9, 1.0]),                 # training value on it
+    (float(np.float32(0.3)), [0.0, 0.1, 0.2, 0.8, 0.9, 1.0]),    # a float32 threshold
+    (float(np.nextafter(np.float32(0.3), np.float32(1))) - 1e-12,
+     [0.0, 0.1, 0.2, 0.8, 0.9, 1.0]),                             # between float32 values
+    (0.25, [0.0, 0.2499999999, 0.25, 0.2500000001, 0.9, 1.0]),   # training values ulps away
+])
+def test_counterfactual_never_on_a_split_threshold(threshold, support):
+    """sklearn sends x left iff float32(x) <= threshold: the counterfactual of a row
+    left of the split must land where the library itself sends it right."""
+    tree, frame = _tree_on(threshold, support)
+    space = cfopt.FeatureSpace.from_frame(frame)
+    explainer = cfopt.Explainer(tree, space)
+    ce = explainer.explain(frame.iloc[[0]], target=1)
+    assert ce.verified and ce.status is cfopt.Status.OPTIMAL
+    x = float(ce.counterfactual.x.iloc[0])
+    assert float(np.float32(x)) > threshold and tree.predict([[x]])[0] == 1
+    assert x - threshold <= SPLIT_EPSILON * 1.0 + 1e-6  # no further than the gap
+
+
+def test_counterfactual_beyond_a_float64_split():
+    """Histogram boosting compares x <= threshold in float64: the answer must be the
+    other side of a threshold that is an exact training value."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"x": rng.random(300)})
+    y = (frame.x > 0.5).to_numpy(int)
+    model = HistGradientBoostingClassifier(max_iter=3, max_depth=2, random_state=0).fit(
+        frame[["x"]].to_numpy(), y)
+    space = cfopt.FeatureSpace.from_frame(frame, scaling="none")
+    explainer = cfopt.Explainer(model, space)
+    for i in np.flatnonzero(model.predict(frame[["x"]].to_numpy()) == 0)[:5]:
+        ce = explainer.explain(frame.iloc[[i]], target=1)
+        assert ce.verified, ce.message
+        assert model.predict(ce.counterfactual[["x"]].to_numpy())[0] == 1

@@ -1,0 +1,47 @@
+"""Property-based tests (hypothesis) over random feature spaces and random small models
+of every supported family; the checks are in ``tests/property_checks.py``.
+
+The settings profile ``hardening-ci`` (default) runs a few examples per family;
+``CFOPT_HYPOTHESIS_PROFILE=hardening-report`` (``benchmarks/robustness_suite.py``) runs
+more. Both are derandomized, so a run is reproducible.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+
+from .property_checks import FAMILIES, check, examples
+
+settings.register_profile("hardening-ci", max_examples=5, deadline=None, derandomize=True,
+                          database=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("hardening-report", max_examples=40, deadline=None,
+                          derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+PROFILE = settings.get_profile(os.environ.get("CFOPT_HYPOTHESIS_PROFILE", "hardening-ci"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny networks: one thread (two oversubscribe a loaded 2-core machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _property(family: str):
+    @settings(PROFILE)
+    @given(ex=examples(family))
+    def run(ex) -> None:
+        result = check(ex)
+        assert not result.problems, f"{ex}: {result.problems}"
+    return run
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_counterfactuals_verified_admissible_and_consistent(family):
+    _property(family)()
