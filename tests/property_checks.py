@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 import cfopt
@@ -41,6 +42,14 @@ MIP_GAP = 1e-4
 TIME_LIMIT = 60.0
 #: examples checked per family in this process (the report prints them)
 EXAMPLES: Counter = Counter()
+
+# hypothesis profiles: a few examples per family in the test suite, more in the report;
+# derandomized, so every run checks the same examples
+settings.register_profile("hardening-ci", max_examples=5, deadline=None, derandomize=True,
+                          database=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("hardening-report", max_examples=40, deadline=None,
+                          derandomize=True, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
 
 
 @dataclass(frozen=True)

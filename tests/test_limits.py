@@ -175,8 +175,22 @@ def test_same_diverse_set_and_robust_answer_twice(toy):
     assert robust[0].counterfactual.equals(robust[1].counterfactual)
 
 
-def test_baseline_is_deterministic(toy):
+def test_baselines_are_seeded(toy):
+    """The same seed gives the same answer (the randomised baselines draw every random
+    number from it); another seed gives another search."""
+    from cfopt.baselines import MDPSO, CoGS
+
     X, space, net, rows = toy
-    answers = [cfopt.DiverseNeighbours(net, space).fit(X).explain(X.iloc[[rows[0]]])
-               for _ in range(2)]
-    assert answers[0].counterfactuals.equals(answers[1].counterfactuals)
+    x = X.iloc[[rows[0]]]
+
+    def cogs(seed):
+        return CoGS(net, space, population=40, generations=10, seed=seed).explain(x)
+
+    def mdpso(seed):
+        return MDPSO(net, space, particles=10, iterations=10, seed=seed).fit(X).explain(x)
+
+    assert cogs(3).counterfactual.equals(cogs(3).counterfactual)
+    assert not cogs(3).counterfactual.equals(cogs(4).counterfactual)
+    assert mdpso(3).counterfactuals.equals(mdpso(3).counterfactuals)
+    neighbours = [cfopt.DiverseNeighbours(net, space).fit(X).explain(x) for _ in range(2)]
+    assert neighbours[0].counterfactuals.equals(neighbours[1].counterfactuals)

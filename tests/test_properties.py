@@ -1,9 +1,9 @@
 """Property-based tests (hypothesis) over random feature spaces and random small models
 of every supported family; the checks are in ``tests/property_checks.py``.
 
-The settings profile ``hardening-ci`` (default) runs a few examples per family;
-``CFOPT_HYPOTHESIS_PROFILE=hardening-report`` (``benchmarks/robustness_suite.py``) runs
-more. Both are derandomized, so a run is reproducible.
+The hypothesis profile ``hardening-ci`` (default) runs a few examples per family;
+``CFOPT_HYPOTHESIS_PROFILE=hardening-report`` runs the report's number
+(``benchmarks/robustness_suite.py``). Both are derandomized: a run is reproducible.
 """
 
 from __future__ import annotations
@@ -12,15 +12,10 @@ import os
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 
 from .property_checks import FAMILIES, check, examples
 
-settings.register_profile("hardening-ci", max_examples=5, deadline=None, derandomize=True,
-                          database=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("hardening-report", max_examples=40, deadline=None,
-                          derandomize=True, database=None,
-                          suppress_health_check=[HealthCheck.too_slow])
 PROFILE = settings.get_profile(os.environ.get("CFOPT_HYPOTHESIS_PROFILE", "hardening-ci"))
 
 
