@@ -126,7 +126,9 @@ class CounterfactualModel(pyo.ConcreteModel):
             add_max_changes(self, space, _check_max_changes(max_changes, space))
         add_validity(self, self._predictor.outputs, self._predictor.output_bounds(), adapter,
                      margin)
-        self._distance = objective_expression(self, space, terms, weight_map)
+        # not a component attribute: the L∞ objective alone is the Var ``m.linf`` itself
+        object.__setattr__(self, "_distance",
+                           objective_expression(self, space, terms, weight_map))
         self.objective = pyo.Objective(expr=self._distance, sense=pyo.minimize)
         self._max_objective = float(compute_bounds_on_expr(self.objective.expr)[1]) + 1.0
         self.cutoff = pyo.Param(mutable=True, initialize=self._max_objective)
