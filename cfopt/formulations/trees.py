@@ -72,17 +72,23 @@ def _goes_left(value: float, theta: float, rule: str, float32: bool) -> bool:
     return v <= theta if rule == "le" else v < theta
 
 
-def _boundary(theta: float, rule: str, float32: bool) -> float:
-    """The point where the library's decision switches sides for float64 inputs."""
-    if not float32:
-        return theta
+def _float32_sides(theta: float, rule: str) -> tuple[float, float]:
+    """The largest float32 value going left and the smallest going right of a split
+    compared in float32."""
     t32 = np.float32(theta)
     if rule == "le":  # left iff float32(x) <= theta: f = largest float32 <= theta
         f = t32 if float(t32) <= theta else np.nextafter(t32, np.float32(-np.inf))
     else:  # left iff float32(x) < theta: f = largest float32 < theta
         f = t32 if float(t32) < theta else np.nextafter(t32, np.float32(-np.inf))
-    up = np.nextafter(f, np.float32(np.inf))
-    return (float(f) + float(up)) / 2  # inputs below round to <= f, above to >= up
+    return float(f), float(np.nextafter(f, np.float32(np.inf)))
+
+
+def _boundary(theta: float, rule: str, float32: bool) -> float:
+    """The point where the library's decision switches sides for float64 inputs."""
+    if not float32:
+        return theta
+    f, up = _float32_sides(theta, rule)
+    return (f + up) / 2  # inputs below round to <= f, above to >= up
 
 
 def _split_sides(theta: float, rule: str, grid: Grid, eps: float, float32: bool,
@@ -102,6 +108,12 @@ def _split_sides(theta: float, rule: str, grid: Grid, eps: float, float32: bool,
             if nxt < len(boundaries):
                 above_gap = min(above_gap, (boundaries[nxt] - beta) / 2)
         floor = 1e-7 * max(1.0, abs(beta))
+        h, r = beta - max(below_gap, floor), beta + max(above_gap, floor)
+        # the gap never swallows a value the library sends one way for sure: the
+        # float32 neighbours of the boundary, and the nearest training values (an
+        # XGBoost threshold is itself a training value, and the factual may be one)
+        sure_left, sure_right = _float32_sides(theta, rule) if float32 else (-math.inf,
+                                                                              math.inf)
         if support is not None and len(support):
             # training values within a few ulps of the boundary sit *on* it (the model
             # input may be computed as (x - shift) / scale by the library and as
@@ -111,15 +123,19 @@ def _split_sides(theta: float, rule: str, grid: Grid, eps: float, float32: bool,
             on = int(np.searchsorted(support, beta + tol, side="right"))
             if k > 0:
                 below_gap = min(below_gap, (beta - support[k - 1]) / 2)
+                sure_left = max(sure_left, float(support[k - 1]))
             if on < len(support):
                 above_gap = min(above_gap, (support[on] - beta) / 2)
+                sure_right = min(sure_right, float(support[on]))
+            h, r = beta - max(below_gap, floor), beta + max(above_gap, floor)
             if on > k:
                 if _goes_left(beta, theta, rule, float32):
                     h = max(beta, float(support[on - 1]))
-                    return h, h + max(above_gap, floor)
-                r = min(beta, float(support[k]))
-                return r - max(below_gap, floor), r
-        return beta - max(below_gap, floor), beta + max(above_gap, floor)
+                    r = h + max(above_gap, floor)
+                else:
+                    r = min(beta, float(support[k]))
+                    h = r - max(below_gap, floor)
+        return max(h, sure_left), min(r, sure_right)
     offset, step = grid
     k = math.floor((theta - offset) / step)
     for cand in (k + 1, k, k - 1, k - 2):  # the last grid value that goes left
