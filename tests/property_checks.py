@@ -11,7 +11,8 @@ use the libraries directly, never cfopt's own predictions:
   ``predict`` on ``space.transform`` of the decoded raw row;
 * it satisfies every declared constraint on that raw row (kinds, bounds, categories,
   immutable, increase-/decrease-only, the cap);
-* its objective is the weighted L1 distance of that row, recomputed;
+* its objective is the distance of that row (weighted L1, L0 or weighted L∞),
+  recomputed;
 * OPTIMAL ⇒ the solver's bound is within the MIP gap of the objective;
 * no sampled admissible point that the model classifies as the target with the
   validity margin is cheaper than an OPTIMAL answer (beyond the documented split gap),
@@ -67,6 +68,7 @@ class Example:
     family: str
     features: tuple[FeatureSpec, ...]
     scaling: str
+    objective: str  # "l1", "l0" or "linf"
     max_changes: int | None
     variant: int
     row: int
@@ -101,6 +103,7 @@ def examples(family: str) -> st.SearchStrategy[Example]:
     return st.builds(Example, family=st.just(family),
                      features=st.lists(feature_specs(), min_size=2, max_size=5).map(tuple),
                      scaling=st.sampled_from(["minmax", "standard", "none"]),
+                     objective=st.sampled_from(["l1", "l1", "l0", "linf"]),
                      max_changes=st.sampled_from([None, None, 1, 2]),
                      variant=st.integers(0, 3), row=st.integers(0, N_ROWS - 1),
                      seed=st.integers(0, 2**16))
@@ -236,17 +239,22 @@ def weights(space: cfopt.FeatureSpace) -> dict[str, float]:
             for f in space}
 
 
-def cost(space: cfopt.FeatureSpace, x: pd.Series, rows: pd.DataFrame) -> np.ndarray:
-    """Range-weighted L1 distance (a category change counts 1) of raw rows from ``x``."""
+def cost(space: cfopt.FeatureSpace, x: pd.Series, rows: pd.DataFrame,
+         objective: str = "l1") -> np.ndarray:
+    """Distance of raw rows from ``x``: range-weighted L1 (a category change counts 1),
+    L0 (changed features) or range-weighted L∞."""
     w = weights(space)
-    total = np.zeros(len(rows))
+    moves = []
     for f in space:
         if f.is_onehot:
-            total += w[f.name] * (rows[f.name].to_numpy() != x[f.name])
+            moves.append(w[f.name] * (rows[f.name].to_numpy() != x[f.name]))
         else:
             codes = np.array([f.to_code(v) for v in rows[f.name]])
-            total += w[f.name] * np.abs(codes - f.to_code(x[f.name]))
-    return total
+            moves.append(w[f.name] * np.abs(codes - f.to_code(x[f.name])))
+    moves = np.array(moves).reshape(len(moves), len(rows))
+    if objective == "l0":
+        return (moves > 0).sum(axis=0).astype(float)
+    return moves.max(axis=0) if objective == "linf" else moves.sum(axis=0)
 
 
 def admissible(space: cfopt.FeatureSpace, x: pd.Series, rows: pd.DataFrame,
@@ -330,7 +338,8 @@ def check(ex: Example) -> Result:
     current = int(predict(model, space.transform(x))[0])
     target = 1 - current
     formulation = ("leaf", "threshold")[ex.seed % 2] if ex.family in TREE_FAMILIES else None
-    explainer = cfopt.Explainer(model, space, max_changes=ex.max_changes, margin=MARGIN,
+    explainer = cfopt.Explainer(model, space, objective=ex.objective,
+                                max_changes=ex.max_changes, margin=MARGIN,
                                 mip_gap=MIP_GAP, time_limit=TIME_LIMIT,
                                 tree_formulation=formulation)
     rng = np.random.default_rng(ex.seed + 2)
@@ -371,7 +380,7 @@ def _check_answer(ex: Example, space: cfopt.FeatureSpace, model: Any, x: pd.Data
         problems.append(f"the model does not classify {row.iloc[0].to_dict()} as {target}")
     _, why = admissible(space, factual, row, ex.max_changes)
     problems.extend(f"declared constraint broken: {w}" for w in why)
-    objective = float(cost(space, factual, row)[0])
+    objective = float(cost(space, factual, row, ex.objective)[0])
     if abs(objective - ce.objective) > 1e-6 * max(1.0, abs(objective)):
         problems.append(f"objective {ce.objective} but the decoded row costs {objective}")
     if ce.status is cfopt.Status.OPTIMAL:
@@ -379,7 +388,7 @@ def _check_answer(ex: Example, space: cfopt.FeatureSpace, model: Any, x: pd.Data
         if ce.bound is None or ce.bound > ce.objective + tol or \
                 ce.objective - ce.bound > MIP_GAP * abs(ce.objective) + tol:
             problems.append(f"OPTIMAL with objective {ce.objective} but bound {ce.bound}")
-        best = cost(space, factual, valid).min() if len(valid) else np.inf
+        best = cost(space, factual, valid, ex.objective).min() if len(valid) else np.inf
         slack = 2 * SPLIT_EPSILON * len(space) if ex.family in TREE_FAMILIES else 0.0
         if best < ce.objective * (1 - MIP_GAP) - slack - 1e-6:
             problems.append(f"OPTIMAL objective {ce.objective} but a sampled admissible "

@@ -243,3 +243,36 @@ def test_counterfactual_beyond_a_float64_split():
         ce = explainer.explain(frame.iloc[[i]], target=1)
         assert ce.verified, ce.message
         assert model.predict(ce.counterfactual[["x"]].to_numpy())[0] == 1
+
+
+@pytest.mark.parametrize("theta, value", [
+    (10_175.0, 10_175.0),                           # raw income-like scale, "lt" in float32
+    (float(np.float32(0.7)), (10_175 - 10_000) / 250),  # the same value min-max scaled
+])
+def test_split_gap_keeps_a_training_value_on_a_float32_threshold(theta, value):
+    """XGBoost's thresholds are training values and it compares float32(x) < theta; the
+    gap around the boundary used to be wider than half a float32 ulp at large
+    magnitudes and swallowed that training value (e.g. the factual), so an OPTIMAL
+    answer could cost twice the optimum, or a query came back infeasible."""
+    support = np.array([value - 25 / 250 if value < 1 else value - 25, value,
+                        value + 25 / 250 if value < 1 else value + 25])
+    h, r = trees._split_sides(theta, "lt", None, SPLIT_EPSILON * (support[-1] - support[0]),
+                              True, support)
+    assert h < r <= value and not trees._goes_left(value, theta, "lt", True)
+    assert trees._goes_left(h, theta, "lt", True) and not trees._goes_left(r, theta, "lt", True)
+
+
+def test_hypothesis_counterexample_xgboost_threshold_on_the_factual():
+    """The example hypothesis shrank to (``tests/property_checks.py``): the factual's
+    income-like feature sits on an XGBoost threshold; the optimum changes one ordinal
+    (cost 0.5), not the income (cost 1.0)."""
+    from .property_checks import Example, FeatureSpec, check
+
+    features = (FeatureSpec("continuous", 10_000.0, 250.0, 3, "any", True),
+                FeatureSpec("binary", 0.0, 1.0, 4, "decrease", False),
+                FeatureSpec("ordinal", 0.0, 1.0, 3, "any", True),
+                FeatureSpec("ordinal", 0.0, 1.0, 3, "any", True),
+                FeatureSpec("binary", 0.0, 1.0, 4, "decrease", False))
+    for seed in (180, 181):  # 180: threshold formulation, 181: leaf formulation
+        result = check(Example("boosting", features, "none", "l1", 1, 2, 51, seed))
+        assert not result.problems, result.problems
