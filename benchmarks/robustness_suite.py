@@ -70,6 +70,17 @@ BUGS_FIXED = [
      "checks ignored the query's time limit, and a master time-out dropped the last "
      "point", "fix": "adversary MILPs get the remaining time; the last point is kept, "
      "marked TIME_LIMIT", "commit": "838342f"},
+    {"found_by": "property checks, boosting family (XGBoost, raw income-like feature)",
+     "bug": "the gap around a float32 split boundary (1e-7 x |boundary| at least) was wider "
+     "than half a float32 ulp and swallowed the training value on the threshold (XGBoost "
+     "thresholds are training values), e.g. the factual's own value: answers claimed "
+     "OPTIMAL at twice the optimum, or the query was infeasible with max_changes",
+     "fix": "the gap never extends past the boundary's float32 neighbours or the nearest "
+     "training values", "commit": "3bc2ed4"},
+    {"found_by": "tests/test_tree_pruning.py (linf) while checking the tree fix; now also "
+     "the property checks (L0 and L-inf objectives)", "bug": "objective='linf' crashed "
+     "every Explainer (Pyomo RuntimeError re-assigning m.linf)", "fix": "the objective "
+     "expression is kept off the model's components", "commit": "08858d7"},
     {"found_by": "property checks (scaling='none')", "bug": "spurious Pyomo W1002 warnings "
      "from OMLT's initial value 0 outside input bounds", "fix": "filtered during the "
      "network build", "commit": "196e618"},

@@ -13,7 +13,7 @@ use the libraries directly, never cfopt's own predictions:
   immutable, increase-/decrease-only, the cap);
 * its objective is the distance of that row (weighted L1, L0 or weighted L∞),
   recomputed;
-* OPTIMAL ⇒ the solver's bound is within the MIP gap of the objective;
+* the solver's bound never exceeds the objective; OPTIMAL ⇒ it is within the MIP gap;
 * no sampled admissible point that the model classifies as the target with the
   validity margin is cheaper than an OPTIMAL answer (beyond the documented split gap),
   and none exists when cfopt reports the query infeasible.
@@ -383,8 +383,10 @@ def _check_answer(ex: Example, space: cfopt.FeatureSpace, model: Any, x: pd.Data
     objective = float(cost(space, factual, row, ex.objective)[0])
     if abs(objective - ce.objective) > 1e-6 * max(1.0, abs(objective)):
         problems.append(f"objective {ce.objective} but the decoded row costs {objective}")
+    tol = 1e-6 * max(1.0, abs(ce.objective))
+    if ce.bound is not None and ce.bound > ce.objective + tol:
+        problems.append(f"bound {ce.bound} above the objective {ce.objective}")
     if ce.status is cfopt.Status.OPTIMAL:
-        tol = 1e-6 * max(1.0, abs(ce.objective))
         if ce.bound is None or ce.bound > ce.objective + tol or \
                 ce.objective - ce.bound > MIP_GAP * abs(ce.objective) + tol:
             problems.append(f"OPTIMAL with objective {ce.objective} but bound {ce.bound}")
