@@ -210,7 +210,7 @@ def _parallel(explainer: Explainer, frame: pd.DataFrame, target: Any, errors: st
     else:
         capacity = os.cpu_count() or 1
         config = parallel_config("loky", inner_max_num_threads=1)
-    workers = capacity if n_jobs == -1 else n_jobs
+    workers = max(1, capacity if n_jobs == -1 else n_jobs)  # a cluster may have none yet
     if backend == "loky" and workers * solver_threads > capacity:
         warnings.warn(f"{workers} workers x {solver_threads} solver threads exceed the "
                       f"{capacity} cores: the solves will slow each other down",
