@@ -139,8 +139,13 @@ def _split_sides(theta: float, rule: str, grid: Grid, eps: float, float32: bool,
     offset, step = grid
     k = math.floor((theta - offset) / step)
     for cand in (k + 1, k, k - 1, k - 2):  # the last grid value that goes left
-        if _goes_left(offset + cand * step, theta, rule, float32):
-            return offset + cand * step, offset + (cand + 1) * step
+        value = offset + cand * step
+        # a grid value within rounding of theta is theta itself, computed otherwise by the
+        # library (e.g. (code - shift) / scale for offset + code * step): a threshold that
+        # is a training value (histogram boosting) keeps the side theta goes to
+        if _goes_left(theta if abs(value - theta) <= 1e-6 * step else value, theta, rule,
+                      float32):
+            return value, offset + (cand + 1) * step
     raise AssertionError(f"no grid value near threshold {theta} goes left")
 
 
