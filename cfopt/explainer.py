@@ -217,7 +217,15 @@ class Explainer:
         last = outcomes[-1]
         status = last.status
         message = ""
-        if status is Status.INFEASIBLE:
+        if not status.has_solution and any(o.status.has_solution for o in outcomes[:-1]):
+            # a point failed verification and the retry with a larger margin found none:
+            # no proof that no counterfactual exists (no diagnosis)
+            status = Status.VERIFICATION_FAILED
+            message = (f"the solver's point is predicted as {predicted!r} by the real model "
+                       f"(the target: {m.describe_target()}) or breaks {problems}; the re-solve "
+                       f"with margin {margin_used:g} ended {last.status.value}; no "
+                       f"counterfactual returned")
+        elif status is Status.INFEASIBLE:
             if diagnose_infeasible:
                 diagnosis = diagnose(m, self.backend, settings)
                 raise InfeasibleError(diagnosis.message(m.describe_target()),
