@@ -76,6 +76,16 @@ def test_verification_retries_share_the_time_limit(toy):
     assert ce.attempts <= 2
 
 
+def test_retries_ending_infeasible_are_a_verification_failure(toy):
+    """Raising the margin until the problem becomes infeasible proves nothing about the
+    counterfactual: the answer is VERIFICATION_FAILED, not an infeasibility diagnosis."""
+    X, space, net, rows = toy
+    explainer = cfopt.Explainer(_Disagreeing(cfopt.parse_model(net)), space, verify_retries=12)
+    ce = explainer.explain(X.iloc[[rows[0]]], target=1)
+    assert ce.status is cfopt.Status.VERIFICATION_FAILED and ce.counterfactual is None
+    assert "ended infeasible" in ce.message and ce.attempts < 13
+
+
 def test_diverse_set_stops_at_the_time_limit_with_its_members(toy):
     X, space, net, rows = toy
     explainer = cfopt.Explainer(net, space, solver=_Slow(0.25), tighten_per_query=False)

@@ -276,3 +276,29 @@ def test_hypothesis_counterexample_xgboost_threshold_on_the_factual():
     for seed in (180, 181):  # 180: threshold formulation, 181: leaf formulation
         result = check(Example("boosting", features, "none", "l1", 1, 2, 51, seed))
         assert not result.problems, result.problems
+
+
+def test_grid_value_on_a_threshold_keeps_the_library_side():
+    """Histogram boosting's thresholds can be training values, computed by the library
+    as (code - shift) / scale; the MILP's grid computes offset + code * step, which may
+    differ by an ulp and put that code on the wrong side (the query then failed
+    verification, and its retries ended in a false infeasibility diagnosis)."""
+    shift, scale = 9678.6375, 5516.925981
+    offset, step = -shift / scale, 1 / scale
+    codes = [k for k in range(400, 19_229) if offset + k * step != (k - shift) / scale]
+    assert codes  # the two computations do disagree somewhere
+    for code in codes[:50]:
+        theta, value = (code - shift) / scale, offset + code * step
+        h, r = trees._split_sides(theta, "le", (offset, step), 0.0, False)
+        assert h == value and r == offset + (code + 1) * step  # x <= theta: code goes left
+        h, r = trees._split_sides(theta, "lt", (offset, step), 0.0, False)
+        assert r == value  # x < theta: code goes right
+
+
+def test_hypothesis_counterexample_histogram_boosting_threshold_on_a_code():
+    from .property_checks import Example, FeatureSpec, check
+
+    features = (FeatureSpec("integer", 0.0, 2.0, 2, "any", False),
+                FeatureSpec("integer", 0.0, 20_000.0, 2, "any", False))
+    result = check(Example("boosting", features, "standard", "l1", None, 1, 1, 262))
+    assert not result.problems, result.problems
