@@ -34,7 +34,9 @@ class Diagnosis:
     ``groups``: names of the groups found; ``joint``: they conflict only together
     (otherwise relaxing any one of them suffices); ``members``: per group, a minimal
     set of its members whose relaxation suffices; ``unreachable``: no point in the
-    feature box reaches the target; ``undecided``: a probe hit its time limit.
+    feature box reaches the target; ``undecided``: a probe hit its time limit;
+    ``inconsistent``: re-solved with nothing relaxed, the problem was feasible (the
+    solver's infeasibility claim did not reproduce).
     """
 
     groups: list[str] = field(default_factory=list)
@@ -42,6 +44,7 @@ class Diagnosis:
     joint: bool = False
     unreachable: bool = False
     undecided: bool = False
+    inconsistent: bool = False
 
     def message(self, target: str) -> str:
         """The error message; ``target`` describes the goal (e.g. ``"be classified as
@@ -51,6 +54,9 @@ class Diagnosis:
             return (f"{head}: no point inside the feature bounds reaches the target, even "
                     f"with every actionability and user constraint relaxed; widen the "
                     f"bounds (space.set(name, lower=..., upper=...)) or change the target")
+        if self.inconsistent:
+            return (f"{head}: the solver reported the problem infeasible, but re-solving it "
+                    f"unchanged found a solution (numerical trouble); try another solver")
         if not self.groups:
             return (f"{head} under the declared constraints (proven by the solver); the "
                     f"diagnosis could not isolate the conflicting group within its time limit")
@@ -138,6 +144,7 @@ def diagnose(m: CounterfactualModel, solver: str | SolverBackend,
                 if feasible():
                     needed.remove(name)
         result.groups, result.joint = needed, True
+        result.inconsistent = not needed
         return result
     for name in result.groups:
         result.members[name] = _minimal_members(groups[name], feasible)
