@@ -302,3 +302,19 @@ def test_hypothesis_counterexample_histogram_boosting_threshold_on_a_code():
                 FeatureSpec("integer", 0.0, 20_000.0, 2, "any", False))
     result = check(Example("boosting", features, "standard", "l1", None, 1, 1, 262))
     assert not result.problems, result.problems
+
+
+def test_diagnosis_of_a_feasible_problem_says_the_claim_did_not_reproduce():
+    """If a solver's infeasibility claim does not reproduce, the diagnosis says so
+    instead of blaming a time limit (it used to, with no group found)."""
+    frame = _unit_frame()
+    space = cfopt.FeatureSpace.from_frame(frame)
+    Z = space.transform(frame)
+    model = LogisticRegression().fit(Z, (Z[:, 0] > 0.5).astype(int))
+    m = cfopt.Explainer(model, space).milp
+    x = frame.iloc[[int(np.flatnonzero(model.predict(Z) == 0)[0])]]
+    m.set_factual(x)
+    m.set_target(1)
+    diagnosis = cfopt.diagnose(m, "highs", cfopt.SolverSettings())
+    assert diagnosis.inconsistent and not diagnosis.groups
+    assert "re-solving it unchanged found a solution" in diagnosis.message("be classified as [1]")
