@@ -77,6 +77,20 @@ BUGS_FIXED = [
      "OPTIMAL at twice the optimum, or the query was infeasible with max_changes",
      "fix": "the gap never extends past the boundary's float32 neighbours or the nearest "
      "training values", "commit": "3bc2ed4"},
+    {"found_by": "property checks, boosting family (histogram boosting, standard-scaled "
+     "integer feature)", "bug": "a threshold that is a training value, computed by the "
+     "library as (code - shift) / scale, and the MILP's grid value offset + code x step "
+     "differed by an ulp: the code sat on the wrong side, every point failed verification",
+     "fix": "a grid value within rounding of the threshold keeps the threshold's side",
+     "commit": "c73a9fc"},
+    {"found_by": "the same counterexample", "bug": "verification retries raised the margin "
+     "past the logits' range until the problem was infeasible, then reported an "
+     "infeasibility diagnosis (a false claim that no counterfactual exists)",
+     "fix": "retries that end infeasible or without a solution are VERIFICATION_FAILED",
+     "commit": "c29d248"},
+    {"found_by": "the same counterexample", "bug": "a diagnosis that found the problem "
+     "feasible on re-check blamed its time limit", "fix": "Diagnosis.inconsistent: the "
+     "message says the infeasibility claim did not reproduce", "commit": "f8fa58d"},
     {"found_by": "tests/test_tree_pruning.py (linf) while checking the tree fix; now also "
      "the property checks (L0 and L-inf objectives)", "bug": "objective='linf' crashed "
      "every Explainer (Pyomo RuntimeError re-assigning m.linf)", "fix": "the objective "
