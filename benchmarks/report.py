@@ -133,17 +133,18 @@ def generic_table(rows: list[Any]) -> str:
     rows = [r for r in rows if isinstance(r, dict)]
     if not rows:
         return "_(no rows)_"
-    nested = {k for r in rows for k, v in r.items() if isinstance(v, (list, dict))}
-    keys = [k for k in dict.fromkeys(k for r in rows for k in r) if k not in nested and
+    scalar = {k for r in rows for k, v in r.items() if not isinstance(v, (list, dict))}
+    nested = {k for r in rows for k, v in r.items() if isinstance(v, (list, dict))} - scalar
+    keys = [k for k in dict.fromkeys(k for r in rows for k in r) if k in scalar and
             not k.startswith("paper") and not k.endswith(("_std", "_se"))]
     shown = keys[:MAX_COLUMNS]
     text = table(shown, [[cell(r, k) for k in shown] for r in rows[:MAX_ROWS]])
     notes = []
     if len(rows) > MAX_ROWS:
         notes.append(f"first {MAX_ROWS} of {len(rows)} rows")
-    if len(keys) > MAX_COLUMNS:
-        notes.append(f"{len(keys) - MAX_COLUMNS} more columns in the JSON: "
-                     f"{', '.join(keys[MAX_COLUMNS:])}")
+    if len(keys) > MAX_COLUMNS or nested:
+        more = keys[MAX_COLUMNS:] + sorted(nested)
+        notes.append(f"{len(more)} more columns in the JSON: {', '.join(more)}")
     return text + ("\n\n_(" + "; ".join(notes) + ")_" if notes else "")
 
 
@@ -280,9 +281,35 @@ def _scaling(data: dict[str, Any]) -> str:
 
 
 def _generic(data: dict[str, Any]) -> str:
+    if "rows" not in data:
+        tables = [f"{k} ({len(v)})" for k, v in data.items() if isinstance(v, (list, dict))
+                  and k not in ENVIRONMENT]
+        return f"no `rows`; tables: {', '.join(tables) or 'none'}."
     rows = _rows(data)
     methods = sorted({str(r["method"]) for r in rows if r.get("method") is not None})
     return f"{len(rows)} rows" + (f"; methods: {', '.join(methods)}" if methods else "") + "."
+
+
+#: top-level keys describing the run, not results
+ENVIRONMENT = ("environment", "command", "date", "machine", "versions", "runs")
+
+
+def generic_sections(data: dict[str, Any]) -> list[str]:
+    """A file without ``rows``: each top-level list of records or mapping as a table."""
+    out = []
+    for key, value in data.items():
+        if key in ENVIRONMENT:
+            continue
+        if isinstance(value, dict):
+            nested = all(isinstance(v, dict) for v in value.values()) and value
+            records = [{"": k, **v} for k, v in value.items()] if nested else \
+                [{"key": k, "value": v} for k, v in value.items()]
+        elif isinstance(value, list):
+            records = value
+        else:
+            continue
+        out += [f"`{key}`:", "", generic_table(records), ""]
+    return out
 
 
 # ------------------------------------------------------------------ layouts
@@ -390,8 +417,10 @@ def section(path: Path, figures: Path, relative_to: Path) -> str:
         for key in layout.extra:
             if isinstance(data.get(key), list):
                 out += [f"`{key}`:", "", generic_table(data[key]), ""]
+    elif "rows" in data:
+        out += [generic_table(data["rows"]), ""]
     else:
-        out += [generic_table(data.get("rows", [])), ""]
+        out += generic_sections(data)
     for png in report_figures.draw(name, data, figures):
         out += [f"![{png.stem}]({png.relative_to(relative_to).as_posix()})", ""]
     return "\n".join(out)

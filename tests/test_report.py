@@ -46,9 +46,13 @@ def test_unknown_and_broken_files(tmp_path):
     (results / "just_a_list.json").write_text(json.dumps([{"a": 1}, {"a": 2}]))
     (results / "broken.json").write_text("{not json")
     (results / "core_renamed.json").write_text(json.dumps({"rows": [{"unexpected": 1}]}))
+    (results / "no_rows.json").write_text(json.dumps({
+        "summary": {"cases": 3, "failures": []}, "cases": [{"case": "nan", "ok": True}],
+        "per_model": {"mlp": {"examples": 100, "outcomes": [1]}}}))
     text = report.build(results, tmp_path / "REPORT.md").read_text(encoding="utf-8")
     assert "| method | median_s | score | extra |" in text       # generic table, lists dropped
     assert "| cfopt-x | 0.5 | 1.25 (1.5) | – |" in text          # ours (paper) merged
     assert "| a |" in text and "not readable: JSONDecodeError" in text
     assert (tmp_path / "figures" / "new_benchmark_median_s.png").stat().st_size > 0
     assert "`python x.py`" in text
+    assert "| cases | 3 |" in text and "| nan | yes |" in text and "| mlp | 100 |" in text
