@@ -126,8 +126,8 @@ def explain_diverse(explainer: Explainer, x: pd.DataFrame | pd.Series | Mapping,
             ce = explainer.answer(budget, time.perf_counter(), diagnose_infeasible=False)
             if ce.status is Status.INFEASIBLE:
                 stopped = "exhausted" if method != "epsilon" else "no further set within (1+ε)·cfd"
-            elif not ce.found:
-                stopped = ce.status.value
+            elif not ce.found:  # a member's solve ran out of the set's time: "time_limit"
+                stopped = "time_limit" if ce.status is Status.NO_SOLUTION else ce.status.value
             else:
                 members.append(ce)
         if len(members) == n:
