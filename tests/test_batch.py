@@ -38,7 +38,7 @@ def dask_client():
     distributed = pytest.importorskip("distributed")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                   protocol="tcp", host="127.0.0.1",
-                                  dashboard_address=None) as cluster, \
+                                  dashboard_address=":0") as cluster, \
             distributed.Client(cluster) as client:
         client.wait_for_workers(2)
         yield client
