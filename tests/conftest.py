@@ -14,6 +14,10 @@ import cfopt
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
+# one torch thread per test process: pytest-xdist already runs one process per core, and
+# torch's default threads oversubscribe them (tiny trainings ran ~100x slower under load)
+torch.set_num_threads(1)
+
 
 def carla_or_skip(loader, **kwargs):
     """Load a CARLA data set from CFOPT_DATA_HOME; in CI a missing file is a failure."""
