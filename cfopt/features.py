@@ -541,7 +541,10 @@ class FeatureSpace:
         return out
 
     def inverse_transform(self, Z: np.ndarray) -> pd.DataFrame:
-        """Raw rows of model input vectors (integral codes rounded, one-hot by argmax)."""
+        """Raw rows of model input vectors (integral codes rounded, one-hot by argmax).
+
+        A code beyond a bound by no more than the scaling's round-off (1e-12 of the
+        range) is set on the bound, so an input at its bound decodes inside the space."""
         Z = np.atleast_2d(np.asarray(Z, dtype=float))
         if Z.shape[1] != self.n_inputs:
             raise ValueError(f"expected {self.n_inputs} model inputs, got {Z.shape[1]}")
@@ -549,8 +552,12 @@ class FeatureSpace:
         for f, sl in zip(self, self.input_slices().values()):
             if f.is_onehot:
                 data[f.name] = [f.categories[k] for k in Z[:, sl].argmax(axis=1)]
-            else:
-                data[f.name] = [f.from_code(v * f.scale + f.shift) for v in Z[:, sl.start]]
+                continue
+            codes = Z[:, sl.start] * f.scale + f.shift
+            slack = 1e-12 * max(1.0, f.upper - f.lower, abs(f.lower), abs(f.upper))
+            codes = np.where((codes > f.upper) & (codes <= f.upper + slack), f.upper, codes)
+            codes = np.where((codes < f.lower) & (codes >= f.lower - slack), f.lower, codes)
+            data[f.name] = [f.from_code(v) for v in codes]
         return pd.DataFrame(data, columns=self.names)
 
     @staticmethod

@@ -134,3 +134,17 @@ def test_from_frame_errors(frame):
         FeatureSpace.from_frame(frame, kinds={"zzz": "integer"})
     with pytest.raises(TypeError, match="takes a pandas DataFrame"):
         FeatureSpace.from_frame(frame.to_numpy())
+
+
+def test_inverse_transform_keeps_a_bound_through_scaling_round_off():
+    # min-max scaling of this range puts the upper bound 1 ulp above itself on decoding
+    # (a hypothesis counterexample of the diverse-neighbours tests)
+    lo, hi = -6.323372086969846, 0.5805110686514856
+    space = FeatureSpace([Feature("f0", "continuous", lower=lo, upper=hi, shift=lo,
+                                  scale=hi - lo)])
+    assert 1.0 * (hi - lo) + lo > hi
+    back = space.inverse_transform(space.transform(pd.DataFrame({"f0": [hi, lo]})))
+    assert back["f0"].tolist() == [hi, lo]
+    space.validate(back)
+    far = space.inverse_transform([[1.5]])  # a genuinely outside input is not clipped
+    assert far["f0"][0] > hi
