@@ -126,25 +126,8 @@ def sample_k_neighbourhood(space: FeatureSpace, x: Any, z: Any, m: int,
     """``m`` uniform samples of the K-neighbourhood of ``z`` (Def. 5): kept numeric
     features uniform in their perturbation interval (integers uniform among the
     integral codes), kept categoricals uniform over their annotated categories, changed
-    features at ``z``."""
-    if not isinstance(m, (int, np.integer)) or isinstance(m, bool) or m < 1:
-        raise ValueError(f"m must be a positive number of samples, got {m!r}")
-    rng = np.random.default_rng(rng)
-    xs, zs = _row(space, x), _row(space, z)
-    data: dict[str, Any] = {}
-    for f in space:
-        v = zs[f.name]
-        if xs[f.name] != v or f.perturbation is None:
-            data[f.name] = [v] * m
-        elif not f.perturbation.is_numeric:
-            allowed = list(switch_categories(f, v))
-            data[f.name] = [allowed[k] for k in rng.integers(0, len(allowed), m)]
-        else:
-            lo, hi = numeric_range(f, f.to_code(v))
-            codes = (rng.integers(int(lo), int(hi) + 1, m).astype(float) if f.is_integral
-                     else rng.uniform(lo, hi, m))
-            data[f.name] = [f.from_code(c) for c in codes]
-    return pd.DataFrame(data, columns=space.names)
+    features at ``z`` (:func:`sample_perturbations` on K)."""
+    return sample_perturbations(space, x, z, m, "K", rng)
 
 
 def sample_c_setbacks(space: FeatureSpace, x: Any, z: Any, m: int,
