@@ -59,6 +59,22 @@ def train_torch(Z: np.ndarray, y: np.ndarray, hidden=(16, 16), n_classes: int = 
     return net.eval()
 
 
+def mixed_data(n: int = 300, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
+    """Raw rows with numeric, integer and categorical features and a label that depends
+    on all of them (for the model-agnostic baselines' tests)."""
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame({
+        "income": rng.uniform(10, 100, n).round(1),
+        "age": rng.integers(18, 70, n),
+        "debt": rng.uniform(0, 50, n).round(2),
+        "housing": rng.choice(["rent", "own", "free"], n),
+        "married": rng.choice(["no", "yes"], n),
+    })
+    score = (X.income - 55) / 20 - (X.debt - 25) / 10 + (X.housing == "own") * 0.8 \
+        + (X.age - 40) / 30
+    return X, (score > 0).astype(int).to_numpy()
+
+
 def export_onnx(net: torch.nn.Module, n_inputs: int, path: Path, dynamic: bool = True) -> Path:
     kwargs = {"dynamic_axes": {"x": {0: "batch"}}} if dynamic else {}
     torch.onnx.export(net, (torch.zeros(1, n_inputs),), str(path), dynamo=False,

@@ -13,21 +13,9 @@ from cfopt import perturbations
 from cfopt.baselines.cogs import CoGS
 from cfopt.features import FeatureSpace, Perturbation
 
+from .conftest import mixed_data
+
 FAST = {"population": 120, "generations": 25}
-
-
-def mixed_data(n: int = 300, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    X = pd.DataFrame({
-        "income": rng.uniform(10, 100, n).round(1),
-        "age": rng.integers(18, 70, n),
-        "debt": rng.uniform(0, 50, n).round(2),
-        "housing": rng.choice(["rent", "own", "free"], n),
-        "married": rng.choice(["no", "yes"], n),
-    })
-    score = (X.income - 55) / 20 - (X.debt - 25) / 10 + (X.housing == "own") * 0.8 \
-        + (X.age - 40) / 30
-    return X, (score > 0).astype(int).to_numpy()
 
 
 def annotated(space: FeatureSpace) -> FeatureSpace:

@@ -17,6 +17,8 @@ from cfopt import metrics
 from cfopt.baselines import DiverseNeighbours
 from cfopt.features import Feature, FeatureSpace, Kind
 
+from .conftest import mixed_data
+
 
 def raw_space(names: list[str], lower: float = -2.0, upper: float = 2.0) -> FeatureSpace:
     """Continuous features whose model input and distance unit are the raw value."""
@@ -24,23 +26,9 @@ def raw_space(names: list[str], lower: float = -2.0, upper: float = 2.0) -> Feat
                                 scale=1.0, spread=1.0) for n in names)
 
 
-def mixed_data(n: int = 240, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    X = pd.DataFrame({
-        "income": rng.uniform(10, 100, n).round(1),
-        "age": rng.integers(18, 70, n),
-        "debt": rng.uniform(0, 50, n).round(2),
-        "housing": rng.choice(["rent", "own", "free"], n),
-        "married": rng.choice(["no", "yes"], n),
-    })
-    score = (X.income - 55) / 20 - (X.debt - 25) / 10 + (X.housing == "own") * 0.8 \
-        + (X.age - 40) / 30
-    return X, (score > 0).astype(int).to_numpy()
-
-
 @pytest.fixture(scope="module")
 def mixed():
-    X, y = mixed_data()
+    X, y = mixed_data(240)
     space = FeatureSpace.from_frame(X)
     model = LogisticRegression(max_iter=500).fit(space.transform(X), y)
     return X, space, model
@@ -83,7 +71,7 @@ def test_outputs_valid_coherent_and_respect_actionability(mixed, norm, minimise)
 def test_torch_model_and_explicit_target(mixed):
     torch = pytest.importorskip("torch")
     X, space, _ = mixed
-    _, y = mixed_data()
+    _, y = mixed_data(240)
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 8), torch.nn.ReLU(),
                               torch.nn.Linear(8, 1))
