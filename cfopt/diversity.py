@@ -39,9 +39,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from .claims import proven_optimal
 from .formulations.diversity import MIN_CHANGE, DiversityCuts, changed_features
 from .query_tightening import objective_value
 from .results import Counterfactual, CounterfactualSet
+from .solution import verified_solution
 from .solvers import SolverSettings
 from .solvers.base import time_left
 from .solvers.pool import load_member
@@ -154,20 +156,22 @@ def _harvest_pool(explainer: Explainer, settings: SolverSettings, n: int, t0: fl
     rejected = 0
     for k, (objective, values) in enumerate(pool):
         load_member(values)
-        row = m.decode()
+        point = verified_solution(m)
+        row = point.row
         if any(row.equals(other) for other in seen):
             continue
         seen.append(row)
-        predicted = m.classify(row)[0]
-        if not m.is_target(predicted) or m.violations(row):
+        if not point.verified:
             rejected += 1
             continue
-        best = k == 0 and outcome.status is Status.OPTIMAL
+        value = objective_value(m, row)
+        bound = None if outcome.bound is None else min(outcome.bound, value)
+        best = proven_optimal(value, bound, settings.mip_gap)
         members.append(Counterfactual(
             factual=m.factual, counterfactual=row, target=m.target,
-            factual_class=m.factual_class, predicted_class=predicted,
+            factual_class=m.factual_class, predicted_class=point.predicted,
             status=Status.OPTIMAL if best else Status.FEASIBLE, verified=True,
-            objective=objective_value(m, row), bound=outcome.bound,
+            objective=value, bound=bound,
             distances=m.distances(row), solve_time=outcome.wall_time if k == 0 else 0.0,
             solver_time=outcome.solver_time if k == 0 else None, solver=explainer.backend.name,
             margin=explainer.margin, attempts=1,

@@ -4,7 +4,8 @@ The feature space's own transform (min-max / standard scaling, one-hot columns) 
 sklearn preprocessing pipeline are both lists of input specs, each an exact function of
 one raw feature: ``a * code + b`` (numeric codes), the indicator of one category, or a
 constant. The MILP links its inputs to the feature variables through them, and tree
-splits use them to know which inputs move on a grid (integral codes, indicators).
+splits use them to know which inputs move on a grid (integral codes, indicators) and
+how far the library's own computation of an input may differ from the MILP's.
 """
 
 from __future__ import annotations
@@ -74,12 +75,19 @@ def spec_grids(space: FeatureSpace, specs: list[InputSpec]) -> list[Grid]:
     return out
 
 
-def spec_supports(space: FeatureSpace, specs: list[InputSpec]) -> list[np.ndarray | None]:
-    """Per continuous input, the sorted training values (input units), if known."""
-    out: list[np.ndarray | None] = []
+def spec_rounding(space: FeatureSpace, specs: list[InputSpec]) -> list[float]:
+    """Per input, a bound on the difference between the library's float64 computation
+    of the input from a raw code (``(code - shift) / scale``, ``code * scale + min``)
+    and the MILP's ``a * code + b``: a few ulps of the terms' magnitudes."""
+    eps = float(np.finfo(np.float64).eps)
+    out = []
     for s in specs:
-        values = space.support(s.feature) if s.kind == "affine" else None
-        out.append(None if values is None else np.sort(s.a * values + s.b))
+        if s.kind != "affine":
+            out.append(0.0)
+            continue
+        f = space[s.feature]
+        size = abs(s.a) * max(abs(f.lower), abs(f.upper)) + abs(s.b)
+        out.append(16 * eps * size)
     return out
 
 

@@ -27,6 +27,11 @@ class SolverLicenseError(SolverError):
     """The solver refused the model because of its licence (e.g. size-limited Gurobi)."""
 
 
+class ModelChangedError(CfoptError, RuntimeError):
+    """The learned model changed (its parameters were edited or it was refitted) after
+    the counterfactual MILP was built from it: answers would be about the old model."""
+
+
 class InfeasibleError(CfoptError, ValueError):
     """No counterfactual satisfies the declared constraints.
 

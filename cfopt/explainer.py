@@ -23,6 +23,7 @@ import pandas as pd
 import pyomo.environ as pyo
 
 from .bound_tightening import apply_layer_bounds
+from .claims import claim
 from .diagnosis import diagnose
 from .errors import InfeasibleError
 from .features import FeatureSpace
@@ -31,6 +32,7 @@ from .models.trees import TreeEnsemble
 from .problem import CounterfactualModel
 from .query_tightening import greedy_counterfactual, objective_value, radius_bounds
 from .results import Counterfactual, CounterfactualSet
+from .solution import Verification, verified_solution
 from .solvers import SolveOutcome, SolverBackend, SolverSettings, make_solver
 from .solvers.base import time_left
 from .solvers.options import check_options
@@ -176,6 +178,10 @@ class Explainer:
         ``settings.time_limit``, which every solve of the query shares). An infeasible model
         raises :class:`InfeasibleError` with the diagnosis, or, with
         ``diagnose_infeasible=False``, returns a result with status ``INFEASIBLE``.
+
+        The claim (:func:`claim`) rests on the first solve, which is of the declared
+        problem: its bound is the reported bound, a re-solve with a larger margin (a
+        different problem) only supplies a point.
         """
         m = self.milp
         factual, target_labels = m.factual, m.target
@@ -187,10 +193,7 @@ class Explainer:
 
         outcomes: list[SolveOutcome] = []
         details: dict[str, Any] = {}
-        row = None
-        verified = False
-        predicted = None
-        problems: list[str] = []
+        point: Verification | None = None
         margin_used = pyo.value(m.margin)
         try:
             for _ in range(self.verify_retries + 1):
@@ -205,58 +208,32 @@ class Explainer:
                 outcomes.append(outcome)
                 if not outcome.status.has_solution:
                     break
-                row = m.decode()
-                predicted = m.classify(row)[0]
-                problems = m.violations(row)
-                verified = m.is_target(predicted) and not problems
-                if verified:
+                point = verified_solution(m)
+                if point.verified:
                     break
                 m.margin = margin_used * 10
         finally:
             m.margin = self.margin
-        last = outcomes[-1]
-        status = last.status
-        message = ""
-        if not status.has_solution and any(o.status.has_solution for o in outcomes[:-1]):
-            # a point failed verification and the retry with a larger margin found none:
-            # no proof that no counterfactual exists (no diagnosis)
-            status = Status.VERIFICATION_FAILED
-            message = (f"the solver's point is predicted as {predicted!r} by the real model "
-                       f"(the target: {m.describe_target()}) or breaks {problems}; the re-solve "
-                       f"with margin {margin_used:g} ended {last.status.value}; no "
-                       f"counterfactual returned")
-        elif status is Status.INFEASIBLE:
-            if diagnose_infeasible:
-                diagnosis = diagnose(m, self.backend, settings)
-                raise InfeasibleError(diagnosis.message(m.describe_target()),
-                                      groups=diagnosis.groups, details=diagnosis.members)
-            message = "the solver proved that no counterfactual satisfies the constraints"
-        if status.has_solution and not verified:
-            status = Status.VERIFICATION_FAILED
-            message = (f"the solver's point is predicted as {predicted!r} by the real model "
-                       f"(the target: {m.describe_target()}) or breaks {problems} even with margin "
-                       f"{margin_used:g}; no counterfactual returned")
-            row = None
-        elif status is Status.FEASIBLE:
-            message = "time limit reached: best incumbent returned, optimality not proven"
-        elif status is Status.NO_SOLUTION:
-            message = "time limit reached before any counterfactual was found"
-        elif status is Status.ERROR:
-            message = f"solver terminated with {last.termination}"
+        verdict = claim(outcomes, point, m, settings.mip_gap, margin_used)
+        if verdict.status is Status.INFEASIBLE and diagnose_infeasible:
+            diagnosis = diagnose(m, self.backend, settings)
+            raise InfeasibleError(diagnosis.message(m.describe_target()),
+                                  groups=diagnosis.groups, details=diagnosis.members)
         solver_times = [o.solver_time for o in outcomes if o.solver_time is not None]
-        if last.objective is not None:
-            details["solver_objective"] = last.objective
+        if outcomes[-1].objective is not None:
+            details["solver_objective"] = outcomes[-1].objective
+        row = verdict.row
         return Counterfactual(
-            factual=factual, counterfactual=row if verified else None, target=target_labels,
-            factual_class=m.factual_class, predicted_class=predicted if verified else None,
-            status=status, verified=verified,
-            objective=objective_value(m, row) if verified else None,
-            bound=last.bound, distances=m.distances(row) if verified else {},
+            factual=factual, counterfactual=row, target=target_labels,
+            factual_class=m.factual_class,
+            predicted_class=point.predicted if row is not None else None,
+            status=verdict.status, verified=row is not None, objective=verdict.objective,
+            bound=verdict.bound, distances=m.distances(row) if row is not None else {},
             build_time=build_time + one_off, solve_time=sum(o.wall_time for o in outcomes),
             solver_time=sum(solver_times) if solver_times else None,
             total_time=time.perf_counter() - t0 + one_off, solver=self.backend.name,
-            margin=margin_used, attempts=len(outcomes), message=message, details=details,
-            space=m.space)
+            margin=margin_used, attempts=len(outcomes), message=verdict.message,
+            details=details, space=m.space)
 
     def _solve(self, m: CounterfactualModel, settings: SolverSettings,
                details: dict[str, Any]) -> SolveOutcome:

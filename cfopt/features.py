@@ -335,8 +335,6 @@ class FeatureSpace:
             self._features[f.name] = f
         if not self._features:
             raise ValueError("a FeatureSpace needs at least one feature")
-        #: sorted distinct training values of continuous features (from_frame only)
-        self._supports: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------- inference
     @classmethod
@@ -375,11 +373,7 @@ class FeatureSpace:
                                  f"{_plain(col.index[col.isna()][0])!r}")
             kind = _kind(kinds[name], name) if name in kinds else _infer_kind(col)
             features.append(_infer_feature(name, col, kind, categories.get(name), scaling))
-        space = cls(features)
-        for f in space:
-            if f.kind is Kind.CONTINUOUS:
-                space._supports[f.name] = np.unique(frame[f.name].to_numpy(dtype=float))
-        return space
+        return cls(features)
 
     # ------------------------------------------------------------------ access
     @property
@@ -509,18 +503,12 @@ class FeatureSpace:
 
         return spec_grids(self, space_specs(self))
 
-    def input_supports(self) -> list[np.ndarray | None]:
-        """Per model input, the sorted distinct training values (in model-input units)
-        of a continuous feature when the space was inferred from data, else ``None``."""
-        from .encoding import space_specs, spec_supports
+    def input_rounding(self) -> list[float]:
+        """Per model input, how far :meth:`encode`'s float64 computation may differ from
+        the MILP's affine expression of the raw feature (absolute, input units)."""
+        from .encoding import space_specs, spec_rounding
 
-        return spec_supports(self, space_specs(self))
-
-    def support(self, name: str) -> np.ndarray | None:
-        """Sorted distinct training values of a continuous feature (raw units), when the
-        space was inferred from data (not kept by ``to_json``)."""
-        f = self[name]
-        return None if f.kind is not Kind.CONTINUOUS else self._supports.get(name)
+        return spec_rounding(self, space_specs(self))
 
     def transform(self, X: pd.DataFrame | pd.Series | Mapping, *,
                   check_bounds: bool = True) -> np.ndarray:

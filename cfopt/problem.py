@@ -47,7 +47,8 @@ import pyomo.environ as pyo
 from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 
 from .bound_tightening import BoundTighteningReport, layer_bounds, tighten_relu_bounds
-from .encoding import space_specs, spec_bounds, spec_grids, spec_supports
+from .encoding import encode, space_specs, spec_bounds, spec_grids, spec_rounding
+from .errors import ModelChangedError
 from .features import FeatureSpace, as_frame
 from .formulations.actionability import add_actionability, add_max_changes
 from .formulations.blocks import ConstraintBlock
@@ -95,8 +96,8 @@ class CounterfactualModel(pyo.ConcreteModel):
         if not isinstance(space, FeatureSpace):
             raise TypeError(f"space must be a cfopt.FeatureSpace, got {type(space).__name__}")
         adapter = parse_model(model)
-        own_specs = getattr(adapter, "input_specs", None)
-        specs = own_specs(space) if own_specs is not None else space_specs(space)
+        self._fingerprint = adapter.fingerprint()
+        specs = adapter.input_specs(space)
         if adapter.n_inputs != len(specs):
             raise ValueError(f"the {adapter.kind} model takes {adapter.n_inputs} inputs but "
                              f"the feature space encodes {space.n_inputs} "
@@ -111,6 +112,7 @@ class CounterfactualModel(pyo.ConcreteModel):
         self._specs = specs
         self._tree_formulation = tree_formulation
         self._factual: pd.DataFrame | None = None
+        self._factual_inputs: np.ndarray | None = None
         self._factual_class: Any = None
         self._target: tuple = ()
 
@@ -118,7 +120,7 @@ class CounterfactualModel(pyo.ConcreteModel):
         self._predictor = add_predictor(
             self, adapter, encode_inputs(self, space, specs), name="predictor",
             input_bounds=spec_bounds(space, specs), input_grids=spec_grids(space, specs),
-            input_supports=spec_supports(space, specs), formulation=tree_formulation)
+            input_rounding=spec_rounding(space, specs), formulation=tree_formulation)
         self.bound_tightening: BoundTighteningReport = tighten_relu_bounds(
             self, self._predictor, method=bound_tightening or "interval")
         add_actionability(self, space)
@@ -133,6 +135,8 @@ class CounterfactualModel(pyo.ConcreteModel):
         self._max_objective = float(compute_bounds_on_expr(self.objective.expr)[1]) + 1.0
         self.cutoff = pyo.Param(mutable=True, initialize=self._max_objective)
         self.objective_cutoff = pyo.Constraint(expr=self.objective.expr <= self.cutoff)
+        #: per query: crossing a tree split that holds the factual counts as a change
+        self.factual_split_changes = pyo.ConstraintList()
         self._global_bounds = layer_bounds(self._predictor)
         self._builtin_components = frozenset(c.local_name for c in self.component_objects(
             descend_into=False))
@@ -158,6 +162,11 @@ class CounterfactualModel(pyo.ConcreteModel):
     @property
     def factual(self) -> pd.DataFrame | None:
         return self._factual
+
+    @property
+    def factual_inputs(self) -> np.ndarray | None:
+        """The MILP's model inputs of the factual (``a * code + b`` per input spec)."""
+        return self._factual_inputs
 
     @property
     def factual_class(self) -> Any:
@@ -262,8 +271,19 @@ class CounterfactualModel(pyo.ConcreteModel):
                 if c.local_name not in self._builtin_components]
 
     # ----------------------------------------------------------------- queries
+    def check_model_unchanged(self) -> None:
+        """Raise :class:`~cfopt.ModelChangedError` if the user's model object changed
+        (edited in place or refitted) since this MILP was built from it."""
+        if self._fingerprint is not None and self._adapter.fingerprint() != self._fingerprint:
+            raise ModelChangedError(
+                f"the {self._adapter.kind} model changed (its parameters were edited or it "
+                f"was refitted) after this counterfactual model was built from it; answers "
+                f"would be about the old model: build a new Explainer for the changed model")
+
     def set_factual(self, x: pd.DataFrame | pd.Series | Mapping) -> pd.DataFrame:
-        """Set the factual (one raw row); returns it validated."""
+        """Set the factual (one raw row); returns it validated. Raises
+        :class:`~cfopt.ModelChangedError` if the model changed since the build."""
+        self.check_model_unchanged()
         row = self._space.validate(as_frame(x))
         if len(row) != 1:
             raise ValueError(f"explain one row at a time (got {len(row)} rows); use "
@@ -277,7 +297,31 @@ class CounterfactualModel(pyo.ConcreteModel):
                 self.x0[f.name] = f.to_code(values[f.name])
         self._factual = row.reset_index(drop=True)
         self._factual_class = self.classify(self._factual)[0]
+        self._factual_inputs = encode(self._space, self._specs, self._factual)[0]
+        self._link_factual_splits()
         return self._factual
+
+    def _link_factual_splits(self) -> None:
+        """Tree splits within rounding of the factual's input: the side the library does
+        not take is reachable only by changing that feature, which the change indicators
+        (L0, ``max_changes``) must count (:meth:`PredictorConstr.set_factual_inputs`)."""
+        movable = []
+        for spec in self._specs:
+            f = self._space[spec.feature] if spec.kind == "affine" else None
+            if f is None or f.immutable:
+                movable.append((False, False))
+                continue
+            up, down = f.direction != "decrease", f.direction != "increase"
+            movable.append((up, down) if spec.a > 0 else (down, up))
+        links = self._predictor.set_factual_inputs(
+            self._adapter.model_inputs(self._space, self._factual)[0], self._factual_inputs,
+            movable)
+        self.factual_split_changes.clear()
+        if not hasattr(self, "changed"):
+            return
+        for j, left, left_of in links:
+            changed = self.changed[self._specs[j].feature]
+            self.factual_split_changes.add(changed >= (1 - left_of if left else left_of))
 
     def set_target(self, target: Any = None) -> tuple:
         """Set the target class(es): a label, a list of labels, or ``None`` (any class
@@ -362,31 +406,12 @@ class CounterfactualModel(pyo.ConcreteModel):
 
     # ------------------------------------------------------------- solutions
     def decode(self) -> pd.DataFrame:
-        """The current variable values as a raw one-row DataFrame.
+        """The current solution as a raw one-row DataFrame, repaired into the
+        predictor's region and snapped (:mod:`cfopt.solution`; the explainer verifies
+        candidates with :func:`cfopt.solution.verified_solution`)."""
+        from .solution import candidates
 
-        Integral codes are rounded, a numeric value within 1e-6 x range of the factual
-        is snapped to it, values are clipped to their bounds, and each categorical takes
-        its largest one-hot entry. Verification happens on exactly this point.
-        """
-        if self._factual is None:
-            raise RuntimeError("no factual set")
-        out: dict[str, Any] = {}
-        for f in self._space:
-            if f.is_onehot:
-                vals = [self.onehot[f.name, level].value for level in f.categories]
-                if any(v is None for v in vals):
-                    raise RuntimeError("the model holds no solution to decode")
-                out[f.name] = f.categories[int(np.argmax(vals))]
-                continue
-            v = self.x[f.name].value
-            if v is None:
-                raise RuntimeError("the model holds no solution to decode")
-            x0 = pyo.value(self.x0[f.name])
-            if abs(v - x0) <= 1e-6 * max(1.0, f.upper - f.lower):
-                v = x0
-            v = min(max(v, f.lower), f.upper)
-            out[f.name] = f.from_code(v)
-        return pd.DataFrame([out], columns=self._space.names)
+        return candidates(self)[0]
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
         """The real model's class labels for raw rows (validated; as Python scalars)."""
@@ -394,9 +419,7 @@ class CounterfactualModel(pyo.ConcreteModel):
 
     def classify(self, rows: pd.DataFrame) -> np.ndarray:
         """:meth:`predict` for rows that are already valid (decoded or validated)."""
-        raw = getattr(self._adapter, "predict_raw", None)
-        labels = (raw(rows) if raw is not None
-                  else self._adapter.predict(self._space.encode(rows)))
+        labels = self._adapter.predict_rows(self._space, rows)
         return np.array([v.item() if isinstance(v, np.generic) else v for v in labels],
                         dtype=object)
 

@@ -237,17 +237,21 @@ def query_box(m: CounterfactualModel, radius: float = math.inf) -> Box:
 
 class pruned_leaves:
     """Context manager setting to 0 the upper bound of the leaves of ``block`` whose
-    path misses ``box`` (a tolerance of 1e-9 x width keeps boundary leaves) and, in the
-    threshold formulation, fixing by bounds the split binaries the box decides (the
-    whole box left of a split: 1; right of it: 0); restores them on exit. (Bound
-    changes, not ``fix``: persistent solvers re-send every constraint holding a
+    path misses ``box`` (a tolerance of 1e-9 x width keeps boundary leaves) and fixing
+    by bounds the cut binaries the box decides (the whole box below a cut's right side:
+    left, 1; above its left side: right, 0); restores the previous bounds on exit.
+    (Bound changes, not ``fix``: persistent solvers re-send every constraint holding a
     variable that becomes fixed.)"""
 
     def __init__(self, block: pyo.Block, box: Box) -> None:
         self.block = block
         self.box = box
-        self.fixed: list = []
-        self.raised: list = []
+        self.changed: list[tuple[pyo.Var, tuple]] = []
+
+    def _set(self, var: pyo.Var, lb: float, ub: float) -> None:
+        self.changed.append((var, var.bounds))
+        var.setlb(lb)
+        var.setub(ub)
 
     def __enter__(self) -> int:
         tol = [1e-9 * max(1.0, hi - lo) for lo, hi in self.box]
@@ -256,25 +260,20 @@ class pruned_leaves:
                 qlo, qhi = self.box[j]
                 if lo > qhi + tol[j] or hi < qlo - tol[j]:
                     var = self.block.leaf[key]
-                    var.setub(0)
-                    self.fixed.append(var)
+                    self._set(var, var.lb, 0)
                     break
-        pruned = len(self.fixed)
-        for (j, q), (h, r) in getattr(self.block, "threshold_sides", {}).items():
+        pruned = len(self.changed)
+        for (j, q), cut in self.block.cuts.items():
             qlo, qhi = self.box[j]
             var = self.block.left_of[j, q]
-            if qhi <= h:
-                var.setlb(1)
-                self.raised.append(var)
-            elif qlo >= r:
-                var.setub(0)
-                self.fixed.append(var)
+            if qhi < cut.right and var.lb != var.ub:
+                self._set(var, 1, 1)
+            elif qlo > cut.left and var.lb != var.ub:
+                self._set(var, 0, 0)
         return pruned
 
     def __exit__(self, *exc: object) -> None:
-        for var in self.fixed:
-            var.setub(1)
-        for var in self.raised:
-            var.setlb(0)
-        self.fixed.clear()
-        self.raised.clear()
+        for var, (lb, ub) in reversed(self.changed):
+            var.setlb(lb)
+            var.setub(ub)
+        self.changed.clear()

@@ -24,7 +24,6 @@ from sklearn.tree import DecisionTreeClassifier
 
 import cfopt
 from cfopt.formulations import trees, validity
-from cfopt.formulations.trees import SPLIT_EPSILON
 
 from .property_checks import predict
 
@@ -161,21 +160,19 @@ def _cbc_tolerances() -> tuple[float, float] | None:
     return values[0], values[1]
 
 
-def test_margin_and_split_gap_are_set_against_solver_tolerances():
+def test_margin_is_set_against_solver_tolerances():
     """(feasibility, integrality) tolerances of every installed solver: the default
-    margin is 100x the feasibility one, the split gap fraction 10x the integrality one,
-    as ``cfopt/formulations/validity.py`` and ``trees.py`` document."""
+    margin is 100x the feasibility one, as ``cfopt/formulations/validity.py``
+    documents."""
     margin = inspect.signature(cfopt.Explainer).parameters["margin"].default
     tolerances = {"highs": _highs_tolerances(), "gurobi": _gurobi_tolerances(),
                   "cbc": _cbc_tolerances()}
     for solver, tol in tolerances.items():
         if tol is None:
             continue
-        feasibility, integrality = tol
+        feasibility, _ = tol
         assert margin >= 100 * feasibility, solver
-        assert SPLIT_EPSILON >= 10 * integrality, solver
     assert "feasibility tolerance" in validity.__doc__
-    assert "integrality tolerance" in inspect.getsource(trees).split("SPLIT_EPSILON = ")[0]
 
 
 # ------------------------------------------------------------ boundaries and splits
@@ -226,7 +223,7 @@ def test_counterfactual_never_on_a_split_threshold(threshold, support):
     assert ce.verified and ce.status is cfopt.Status.OPTIMAL
     x = float(ce.counterfactual.x.iloc[0])
     assert float(np.float32(x)) > threshold and tree.predict([[x]])[0] == 1
-    assert x - threshold <= SPLIT_EPSILON * 1.0 + 1e-6  # no further than the gap
+    assert x - threshold <= 1e-6  # just beyond: no gap around the split
 
 
 def test_counterfactual_beyond_a_float64_split():
@@ -249,17 +246,17 @@ def test_counterfactual_beyond_a_float64_split():
     (10_175.0, 10_175.0),                           # raw income-like scale, "lt" in float32
     (float(np.float32(0.7)), (10_175 - 10_000) / 250),  # the same value min-max scaled
 ])
-def test_split_gap_keeps_a_training_value_on_a_float32_threshold(theta, value):
-    """XGBoost's thresholds are training values and it compares float32(x) < theta; the
-    gap around the boundary used to be wider than half a float32 ulp at large
-    magnitudes and swallowed that training value (e.g. the factual), so an OPTIMAL
-    answer could cost twice the optimum, or a query came back infeasible."""
-    support = np.array([value - 25 / 250 if value < 1 else value - 25, value,
-                        value + 25 / 250 if value < 1 else value + 25])
-    h, r = trees._split_sides(theta, "lt", None, SPLIT_EPSILON * (support[-1] - support[0]),
-                              True, support)
-    assert h < r <= value and not trees._goes_left(value, theta, "lt", True)
-    assert trees._goes_left(h, theta, "lt", True) and not trees._goes_left(r, theta, "lt", True)
+def test_split_sides_keep_a_training_value_on_a_float32_threshold(theta, value):
+    """XGBoost's thresholds are training values and it compares float32(x) < theta: the
+    value on the threshold goes right, and the cut's right side (MILP and sure) admits
+    it; the sure sides are on the sides the library takes (a gap wider than half a
+    float32 ulp at large magnitudes used to swallow that value, e.g. the factual)."""
+    cut = trees.make_cut(0, theta, "lt", True, None, 0.0)
+    assert not trees._goes_left(value, theta, "lt", True)
+    assert cut.right <= cut.sure_right <= value
+    assert trees._goes_left(cut.sure_left, theta, "lt", True)
+    assert not trees._goes_left(cut.sure_right, theta, "lt", True)
+    assert cut.left >= cut.sure_left and cut.right <= cut.sure_right  # a relaxation
 
 
 def test_hypothesis_counterexample_xgboost_threshold_on_the_factual():
@@ -287,11 +284,12 @@ def test_grid_value_on_a_threshold_keeps_the_library_side():
     offset, step = -shift / scale, 1 / scale
     codes = [k for k in range(400, 19_229) if offset + k * step != (k - shift) / scale]
     assert codes  # the two computations do disagree somewhere
+    rounding = 16 * np.finfo(float).eps * (19_229 / scale + abs(offset))  # spec_rounding's
     for code in codes[:50]:
         theta, value = (code - shift) / scale, offset + code * step
-        h, r = trees._split_sides(theta, "le", (offset, step), 0.0, False)
+        h, r = trees._grid_sides(theta, "le", (offset, step), False, rounding)
         assert h == value and r == offset + (code + 1) * step  # x <= theta: code goes left
-        h, r = trees._split_sides(theta, "lt", (offset, step), 0.0, False)
+        h, r = trees._grid_sides(theta, "lt", (offset, step), False, rounding)
         assert r == value  # x < theta: code goes right
 
 

@@ -64,7 +64,7 @@ def test_regressor_reproduces_predict(german_regression, family):
     m = pyo.ConcreteModel()
     predictor = cfopt.add_predictor(m, model, input_bounds=space.input_bounds(),
                                     input_grids=space.input_grids(),
-                                    input_supports=space.input_supports())
+                                    input_rounding=space.input_rounding())
     assert predictor.get_error(np.vstack([Z[:40], R[:40]])) <= TOL.get(family, 1e-9)
 
 

@@ -18,7 +18,6 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
 import cfopt
-from cfopt.formulations.trees import SPLIT_EPSILON, in_split_gap
 
 from .conftest import grid, sample_rows
 from .test_bruteforce import enumerate_minimum
@@ -91,17 +90,14 @@ def test_continuous_inputs_and_multiclass(continuous_data, family, formulation):
     model = FAMILIES[family]().fit(Z, y)
     adapter = cfopt.parse_model(model)
     bounds, grids = space.input_bounds(), space.input_grids()
-    supports = space.input_supports()
-    assert not in_split_gap(adapter.structure, Z, bounds, grids, supports).any()  # training
     rng = np.random.default_rng(0)
     R = rng.random((1000, Z.shape[1]))
-    R = R[~in_split_gap(adapter.structure, R, bounds, grids, supports)]
-    assert len(R) > 900
     np.testing.assert_allclose(adapter.structure.outputs(R), expected_output(model, R),
                                rtol=0, atol=1e-9)
     m = pyo.ConcreteModel()
     predictor = cfopt.add_predictor(m, model, input_bounds=bounds, input_grids=grids,
-                                    input_supports=supports, formulation=formulation)
+                                    input_rounding=space.input_rounding(),
+                                    formulation=formulation)
     assert predictor.get_error(np.vstack([Z[:50], R[:50]])) <= 1e-9
     explainer = cfopt.Explainer(model, space, time_limit=60, tree_formulation=formulation)
     for i in range(2):
@@ -168,10 +164,8 @@ def test_formulations_agree_on_continuous_forest(german, tighten):
         x = rejected.iloc[[i]]
         leaf, threshold = (explainers[f].explain(x, target=1) for f in ("leaf", "threshold"))
         assert leaf.status is threshold.status is cfopt.Status.OPTIMAL
-        # the threshold formulation also excludes the gaps of splits off the chosen
-        # paths: at most 2 x split_epsilon of range-weighted L1 per feature above
-        assert leaf.objective - 1e-9 <= threshold.objective <= \
-            leaf.objective + 2 * SPLIT_EPSILON * len(space) + 1e-9
+        # the same feasible set (binary or continuous leaves under the same cut binaries)
+        assert threshold.objective == pytest.approx(leaf.objective, rel=1e-6, abs=1e-6)
         assert model.predict(space.transform(threshold.counterfactual))[0] == 1
 
 

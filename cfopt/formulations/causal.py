@@ -111,10 +111,9 @@ class CausalModel(ConstraintBlock):
                 continue
             bounds = [(space[p].lower, space[p].upper) for p in e.parents]
             grids = [(0.0, 1.0) if space[p].is_integral else None for p in e.parents]
-            supports = [None if space[p].is_integral else space.support(p) for p in e.parents]
             predictor = add_predictor(block, e.adapter, [m.x[p] for p in e.parents],
                                       name=f"model_{e.child}", input_bounds=bounds,
-                                      input_grids=grids, input_supports=supports)
+                                      input_grids=grids)
             effects[e.child] = predictor.outputs[0]
         block.equation = pyo.Constraint(block.EQUATIONS, rule=lambda b, i: m.x[i] == m.x0[i]
                                         + effects[i] - b.effect0[i])

@@ -17,7 +17,9 @@ the MAD is 0.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from numbers import Real
 
 import pyomo.environ as pyo
 
@@ -37,13 +39,23 @@ def feature_weights(space: FeatureSpace, weights: str | Mapping[str, float] = "r
         if weights == "mad":
             return {f.name: (1.0 / f.mad if (f.mad or 0) > 0 else base[f.name]) for f in space}
         raise ValueError(f"weights must be 'range', 'mad' or a mapping, got {weights!r}")
-    unknown = sorted(set(weights) - set(space.names))
+    if not isinstance(weights, Mapping):
+        raise TypeError(f"weights must be 'range', 'mad' or a mapping feature -> weight, got "
+                        f"{type(weights).__name__}")
+    unknown = sorted(set(weights) - set(space.names), key=str)
     if unknown:
-        raise ValueError(f"weights given for unknown feature(s) {unknown}")
+        raise ValueError(f"weights given for unknown feature(s) {unknown}; the space has "
+                         f"{space.names}")
     for name, w in weights.items():
-        if not (isinstance(w, (int, float)) and w >= 0):
-            raise ValueError(f"weight of {name!r} must be a non-negative number, got {w!r}")
+        if not _finite_non_negative(w):
+            raise ValueError(f"weights[{name!r}] must be a finite non-negative number, got "
+                             f"{w!r}")
     return {**base, **{k: float(v) for k, v in weights.items()}}
+
+
+def _finite_non_negative(value: object) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool) and \
+        math.isfinite(value) and value >= 0
 
 
 def parse_objective(objective: str | Mapping[str, float]) -> dict[str, float]:
@@ -53,8 +65,12 @@ def parse_objective(objective: str | Mapping[str, float]) -> dict[str, float]:
     if unknown:
         raise ValueError(f"unknown objective term(s) {unknown}; use {list(NORMS)} or a "
                          f"mapping of them to coefficients")
-    if not spec or any(not isinstance(c, (int, float)) or c < 0 for c in spec.values()):
-        raise ValueError(f"objective coefficients must be non-negative numbers, got {spec}")
+    if not spec:
+        raise ValueError("objective: give at least one of " + ", ".join(NORMS))
+    for norm, c in spec.items():
+        if not _finite_non_negative(c):
+            raise ValueError(f"objective[{norm!r}] must be a finite non-negative coefficient, "
+                             f"got {c!r}")
     if all(c == 0 for c in spec.values()):
         raise ValueError("at least one objective coefficient must be positive")
     return {k: float(v) for k, v in spec.items() if v > 0}

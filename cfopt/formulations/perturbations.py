@@ -199,7 +199,7 @@ class KScenarios(ConstraintBlock):
     def add_scenario(self, m: CounterfactualModel, scenario: dict[str, Any]) -> pyo.Block:
         """Require the target class also at the current counterfactual with the kept
         features of ``scenario`` (feature → raw value) set to those values."""
-        from ..encoding import spec_bounds, spec_grids, spec_supports
+        from ..encoding import spec_bounds, spec_grids, spec_rounding
 
         space = m.space
         block = m.component(self.name)
@@ -227,7 +227,7 @@ class KScenarios(ConstraintBlock):
         pred = add_predictor(sc, m.adapter, encode_inputs(sc, space, specs), name="predictor",
                              input_bounds=spec_bounds(space, specs),
                              input_grids=spec_grids(space, specs),
-                             input_supports=spec_supports(space, specs),
+                             input_rounding=spec_rounding(space, specs),
                              formulation=m.tree_formulation)
         if m.global_layer_bounds:
             from ..bound_tightening import apply_layer_bounds

@@ -39,17 +39,6 @@ Bounds = list[tuple[float, float]]
 Grid = tuple[float, float] | None
 Builder = Callable[..., pyo.Block]
 
-_FORMULATIONS: dict[type, Builder] = {}
-
-
-def register_formulation(structure_type: type) -> Callable[[Builder], Builder]:
-    """Register the block builder of a parsed structure type."""
-
-    def deco(fn: Builder) -> Builder:
-        _FORMULATIONS[structure_type] = fn
-        return fn
-
-    return deco
 
 
 class PredictorConstr:
@@ -80,6 +69,37 @@ class PredictorConstr:
     def output_bounds(self) -> Bounds:
         """Bounds of each logit implied by the input box (and any tightening)."""
         return [self.block.outputs[j].bounds for j in range(self.adapter.n_logits)]
+
+    def input_region(self, factual: Sequence[float] | None = None
+                     ) -> list[tuple[float, float]] | None:
+        """Per model input, the interval on which the real model computes exactly the
+        encoding's output for the discrete choice in the solver's solution (tree
+        ensembles: the chosen side of every split), or ``None`` when the encoding has no
+        such region (networks, linear models). ``factual``: the MILP's input values of
+        the factual, kept on the side the library sends them (see
+        :meth:`set_factual_inputs`). Decoding moves the solver's point into it."""
+        return None
+
+    def fix_choices(self, block: pyo.Block, inputs: np.ndarray) -> list[pyo.Var]:
+        """Fix, in ``block`` (this encoding or a clone of it), the discrete choices that
+        the library makes for the model-input values ``inputs`` but the encoding leaves
+        open (tree splits within rounding of a value); returns the variables fixed
+        (none by default)."""
+        return []
+
+    def set_factual_inputs(self, library_inputs: Sequence[float],
+                           milp_inputs: Sequence[float],
+                           movable: Sequence[tuple[bool, bool]]) -> list[tuple[int, bool, Any]]:
+        """Tell the encoding the factual's inputs, as the library computes them and as the
+        MILP does, and per input whether a counterfactual may move it up / down.
+
+        Returns the encoding's binary choices whose two options both admit the factual's
+        MILP input (it lies within rounding of a tree split) while the input may move
+        towards the option the library does not take: ``(input, library goes left,
+        left-choice variable)``; the caller ties the option the library does not take to a
+        change of that input. Choices the input cannot move towards are fixed. None by
+        default."""
+        return []
 
     def relu_layers(self) -> list[pyo.Block]:
         """OMLT layer blocks with a ``zhat`` pre-activation, input to output order."""
@@ -124,6 +144,7 @@ class PredictorConstr:
         for row, z in enumerate(Z):
             for i in range(n):
                 standalone.p.inputs[i].fix(float(z[i]))
+            chosen = self.fix_choices(standalone.p, z)
             for sense in (1.0, -1.0):
                 standalone.sense = sense
                 outcome = backend.solve(standalone, settings)
@@ -133,13 +154,31 @@ class PredictorConstr:
                                     for j in range(self.adapter.n_logits)]])
                 err = np.abs(self.adapter.output_from_logits(logits)[0] - expected[row]).max()
                 worst = max(worst, float(err))
+            for var in chosen:
+                var.unfix()
         return worst
+
+
+_FORMULATIONS: dict[type, tuple[Builder, type[PredictorConstr]]] = {}
+
+
+def register_formulation(structure_type: type,
+                         constr_class: type[PredictorConstr] | None = None
+                         ) -> Callable[[Builder], Builder]:
+    """Register the block builder of a parsed structure type, and the
+    :class:`PredictorConstr` class that wraps its blocks (default: the base class)."""
+
+    def deco(fn: Builder) -> Builder:
+        _FORMULATIONS[structure_type] = (fn, constr_class or PredictorConstr)
+        return fn
+
+    return deco
 
 
 def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = None, *,
                   name: str = "predictor", input_bounds: Bounds | None = None,
                   input_grids: Sequence[Grid] | None = None,
-                  input_supports: Sequence[np.ndarray | None] | None = None,
+                  input_rounding: Sequence[float] | None = None,
                   formulation: str | None = None) -> PredictorConstr:
     """Embed a learned model in ``block`` as the sub-block ``block.<name>``.
 
@@ -156,8 +195,10 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
         input_grids: per input, ``(offset, step)`` when the input only takes the values
             ``offset + k * step`` (integer codes, one-hot columns), else ``None``; tree
             splits on such inputs are encoded exactly, without an epsilon.
-        input_supports: per continuous input, the sorted training values (tree splits
-            keep their gap clear of them), else ``None``.
+        input_rounding: per input, how far the library's own computation of the input
+            from raw values (e.g. ``(x - shift) / scale``) may differ from the MILP's
+            expression (absolute, input units); tree splits on continuous inputs let
+            values within it take either side (default: a few ulps of the bounds).
         formulation: for tree ensembles, ``"leaf"`` (default: a binary per leaf) or
             ``"threshold"`` (a binary per distinct split, Mišić 2020); see
             :mod:`cfopt.formulations.trees`.
@@ -181,13 +222,14 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
         if lb is None or ub is None or not (np.isfinite(lb) and np.isfinite(ub)):
             raise ValueError(f"model input {i} has no finite bounds ({lb}, {ub}); big-M "
                              f"formulations need a bounded input box")
-    builder = None
+    registered = None
     for klass in type(adapter.structure).__mro__:
-        builder = _FORMULATIONS.get(klass)
-        if builder is not None:
+        registered = _FORMULATIONS.get(klass)
+        if registered is not None:
             break
-    if builder is None:
+    if registered is None:
         raise TypeError(f"no formulation registered for {type(adapter.structure).__name__}")
+    builder, constr_class = registered
     if input_grids is not None and len(input_grids) != n:
         raise ValueError(f"input_grids has {len(input_grids)} entries for {n} inputs")
     options = {}
@@ -196,12 +238,14 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
             raise ValueError(f"formulation={formulation!r} applies to tree ensembles; the "
                              f"{adapter.kind} model has a single formulation")
         options["formulation"] = formulation
+    if input_rounding is not None and len(input_rounding) != n:
+        raise ValueError(f"input_rounding has {len(input_rounding)} entries for {n} inputs")
     sub = builder(block, name, adapter.structure, input_bounds, grids=input_grids,
-                  supports=input_supports, **options)
+                  rounding=input_rounding, **options)
     if inputs is not None:
         block.add_component(f"{name}_link", pyo.Constraint(
             range(n), rule=lambda b, i: sub.inputs[i] == inputs[i]))
-    return PredictorConstr(sub, adapter)
+    return constr_class(sub, adapter)
 
 
 def _affine_bounds(weight: np.ndarray, bias: np.ndarray, bounds: Bounds) -> Bounds:
@@ -214,7 +258,7 @@ def _affine_bounds(weight: np.ndarray, bias: np.ndarray, bounds: Bounds) -> Boun
 @register_formulation(ReLUNetwork)
 def _build_network(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds,
                    grids: Sequence[Grid] | None = None,
-                   supports: Sequence[np.ndarray | None] | None = None) -> pyo.Block:
+                   rounding: Sequence[float] | None = None) -> pyo.Block:
     if net.is_linear:
         return _build_linear(block, name, net, bounds)
     from omlt import OmltBlock

@@ -14,10 +14,13 @@ wins (:math:`\sum_c \text{choice}_c = 1`, :math:`\text{choice}_c \le \text{mask}
 and for every other class :math:`j \notin T`
 
 .. math:: y_c - y_j \ge \mu - M_{cj}(1 - \text{choice}_c) - M_{cj}\,\text{mask}_j,
-   \qquad M_{cj} = \mu + u_j - l_c
+   \qquad M_{cj} = \mu + \max(0,\, u_j - l_c)
 
 with :math:`[l, u]` the logits' bounds, so the argmax lies in T with margin
-:math:`\mu`.
+:math:`\mu`. Switched off (once or twice), the right-hand side is at most
+:math:`\min(0, l_c - u_j)`, which every point satisfies; the :math:`\max(0, \cdot)`
+keeps :math:`M_{cj} \ge \mu` when class :math:`j` can never beat class :math:`c`
+(with :math:`\mu + u_j - l_c < 0`, a switched-off constraint would still cut).
 
 Regressors (``"regression"``, one output :math:`y`): for the target interval
 :math:`[a, b]` in the mutable ``m.target_low`` / ``m.target_high``,
@@ -83,7 +86,7 @@ def add_validity(m: pyo.Block, outputs: pyo.Var, output_bounds: Sequence[tuple[f
     pairs = [(c, j) for c in range(k) for j in range(k) if c != j]
 
     def beats(b: pyo.Block, c: int, j: int) -> object:
-        big_m = b.margin + (output_bounds[j][1] - output_bounds[c][0])
+        big_m = b.margin + max(0.0, output_bounds[j][1] - output_bounds[c][0])
         return (outputs[c] - outputs[j] >= b.margin - big_m * (1 - b.target_choice[c])
                 - big_m * b.target_mask[j])
 

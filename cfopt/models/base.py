@@ -14,13 +14,21 @@ output, the prediction itself; no classes).
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..encoding import InputSpec
+    from ..features import FeatureSpace
 
 Decision = Literal["sign", "argmax", "regression"]
 
@@ -147,6 +155,36 @@ class ModelAdapter(ABC):
     def output_from_logits(self, logits: np.ndarray) -> np.ndarray:
         """Map MILP logits to the space of :meth:`output` (identity by default)."""
         return np.atleast_2d(logits)
+
+    def input_specs(self, space: FeatureSpace) -> list[InputSpec]:
+        """How each model input is computed from the raw features of ``space``: the
+        space's own transform unless the model brings its own preprocessing."""
+        from ..encoding import space_specs
+
+        return space_specs(space)
+
+    def model_inputs(self, space: FeatureSpace, rows: pd.DataFrame) -> np.ndarray:
+        """The model inputs of valid raw rows, computed as the real model computes them
+        (``space.encode`` unless the model brings its own preprocessing)."""
+        return space.encode(rows)
+
+    def predict_rows(self, space: FeatureSpace, rows: pd.DataFrame) -> np.ndarray:
+        """The real model's predictions on valid raw rows (as deployed)."""
+        return self.predict(self.model_inputs(space, rows))
+
+    def fingerprint(self) -> bytes | None:
+        """A digest of the user's model object as it is now (its fitted parameters), or
+        ``None`` when it cannot be taken (an object that does not pickle).
+
+        The MILP encodes the model as it was parsed; a different digest later means the
+        user edited or refitted the model since (:class:`~cfopt.ModelChangedError`). The
+        default hashes the pickled model (every sklearn, XGBoost and LightGBM model, ONNX
+        protos); adapters with a cheaper exact digest override it."""
+        try:
+            data = pickle.dumps(self.model, protocol=5)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return None
+        return hashlib.blake2b(data, digest_size=16).digest()
 
     def class_index(self, label: Any) -> int:
         """Index of a class label; ``ValueError`` naming the known labels otherwise."""

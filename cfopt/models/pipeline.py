@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 
 from ..encoding import InputSpec
 from ..errors import UnsupportedModelError
@@ -193,9 +194,15 @@ class PipelineAdapter(ModelAdapter):
                                  f"the pipeline's OneHotEncoder (handle_unknown='error')")
         return specs
 
-    def predict_raw(self, frame: pd.DataFrame) -> np.ndarray:
+    def model_inputs(self, space: FeatureSpace, rows: pd.DataFrame) -> np.ndarray:
+        """The final estimator's inputs of raw rows, by the pipeline's own preprocessing."""
+        out = self.model[:-1].transform(rows[self.raw_columns])
+        out = out.toarray() if sparse.issparse(out) else out
+        return np.asarray(out, dtype=np.float64)
+
+    def predict_rows(self, space: FeatureSpace, rows: pd.DataFrame) -> np.ndarray:
         """The pipeline's own prediction on raw rows."""
-        return np.asarray(self.model.predict(frame[self.raw_columns]))
+        return np.asarray(self.model.predict(rows[self.raw_columns]))
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         return self.final.predict(Z)

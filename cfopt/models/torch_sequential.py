@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -86,6 +87,15 @@ class TorchSequentialAdapter(ModelAdapter):
         self._deployed = copy.deepcopy(model).eval()
         self._dtype = next(self._deployed.parameters()).dtype
         self._exact = copy.deepcopy(model).eval().to(torch.float64)
+
+    def fingerprint(self) -> bytes:
+        """A digest of the live network's parameters and buffers (not of the copies this
+        adapter predicts with, so an in-place edit of the user's network shows)."""
+        digest = hashlib.blake2b(digest_size=16)
+        for name, tensor in self.model.state_dict().items():
+            digest.update(name.encode())
+            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        return digest.digest()
 
     def _forward(self, module: Any, Z: np.ndarray, dtype: Any) -> np.ndarray:
         import torch

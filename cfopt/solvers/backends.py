@@ -278,8 +278,11 @@ class LegacyBackend(SolverBackend):
             raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         wall = time.perf_counter() - t0
         tc = results.solver.termination_condition
+        # "Stopped on time (no integer solution - continuous used)": the values are the
+        # LP relaxation's, not a solution
         has_solution = len(results.solution) > 0 and tc not in (
-            TC.infeasible, TC.invalidProblem, TC.solverFailure, TC.internalSolverError)
+            TC.infeasible, TC.invalidProblem, TC.solverFailure, TC.internalSolverError,
+            TC.intermediateNonInteger)
         if tc == TC.optimal and has_solution:
             status = Status.OPTIMAL
         elif tc in (TC.infeasible, TC.infeasibleOrUnbounded):
@@ -292,12 +295,20 @@ class LegacyBackend(SolverBackend):
         else:
             status = Status.ERROR
         objective = None
+        message = ""
+        active_objective = next(model.component_data_objects(pyo.Objective, active=True))
         if has_solution and status.has_solution:
-            model.solutions.load_from(results)
-            objective = pyo.value(next(model.component_data_objects(pyo.Objective,
-                                                                    active=True)))
-        sense_min = next(model.component_data_objects(pyo.Objective, active=True)).sense \
-            == pyo.minimize
+            missing = _load_complete(model, results, active_objective)
+            if missing:
+                # e.g. CBC: "Postprocessed model is infeasible - possible tolerance issue",
+                # then "Optimal" with no variable values
+                message = (f"{self.name} reported {tc} but returned no value for "
+                           f"{len(missing)} variable(s) of the objective (e.g. {missing[0]}); "
+                           f"the solve is not trusted (a tolerance issue in the solver)")
+                status = Status.ERROR
+            else:
+                objective = pyo.value(active_objective)
+        sense_min = active_objective.sense == pyo.minimize
         bound = results.problem.lower_bound if sense_min else results.problem.upper_bound
         bound = _finite(bound)
         if status is Status.OPTIMAL and objective is not None:
@@ -309,9 +320,25 @@ class LegacyBackend(SolverBackend):
                 bound = proven
         solver_time = getattr(results.solver, "wallclock_time", None) or \
             getattr(results.solver, "time", None)
+        if status is Status.ERROR:
+            bound = None
         return SolveOutcome(status=status, objective=objective, bound=bound,
                             solver_time=_finite(solver_time), wall_time=wall,
-                            termination=str(tc))
+                            termination=str(tc), message=message)
+
+
+def _load_complete(model: pyo.Block, results: Any, objective: Any) -> list[str]:
+    """Load the results' values into ``model`` after clearing every free variable (so no
+    value of an earlier solve survives); returns the objective's variables left without
+    a value (empty when the solution is complete)."""
+    from pyomo.core.expr.visitor import identify_variables
+
+    for var in model.component_data_objects(pyo.Var, descend_into=True):
+        if not var.fixed:
+            var.set_value(None, skip_validation=True)
+    model.solutions.load_from(results)
+    return [v.name for v in identify_variables(objective.expr, include_fixed=False)
+            if v.value is None]
 
 
 def make_solver(solver: str | SolverBackend) -> SolverBackend:

@@ -1,0 +1,94 @@
+"""What a query's answer may claim: the one place that turns solves into a status.
+
+The *declared problem* is the user's: the real model's own prediction in the target
+with the validity margin, the feature space, actionability, declared constraints, and
+the objective. cfopt's MILP is a relaxation of it up to the solvers' tolerances (tree
+splits admit either side within rounding; :mod:`cfopt.formulations.trees`), so
+
+* the first solve's proven bound is a lower bound on the declared problem's optimum;
+  a re-solve with a larger margin (after a point failed verification) is a different,
+  smaller problem, whose bound is never reported;
+* ``INFEASIBLE`` is claimed only when the first solve proved it;
+* ``OPTIMAL`` is claimed only for a verified point (:mod:`cfopt.solution`) whose
+  objective, recomputed from its raw values, is within the requested gap of that
+  bound: ``objective - bound <= mip_gap * |objective| + ABS_GAP``. The solver's own
+  claim is not enough (a solver can stop on a gap it computes on its own scaled model,
+  or a repaired point can cost a little more than the solver's);
+* a verified point without that proof is ``FEASIBLE``, with the valid bound and the
+  reason in the message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from .query_tightening import objective_value
+from .solvers import SolveOutcome
+from .status import Status
+
+if TYPE_CHECKING:
+    from .problem import CounterfactualModel
+    from .solution import Verification
+
+#: absolute optimality tolerance on the objective (HiGHS's default absolute MIP gap)
+ABS_GAP = 1e-6
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A query's status, returned point (``None`` without a verified one), objective,
+    valid bound and message."""
+
+    status: Status
+    row: pd.DataFrame | None
+    objective: float | None
+    bound: float | None
+    message: str
+
+
+def proven_optimal(objective: float, bound: float | None, mip_gap: float) -> bool:
+    """Whether ``bound`` proves ``objective`` optimal within the requested gap."""
+    return bound is not None and objective - bound <= mip_gap * abs(objective) + ABS_GAP
+
+
+def claim(outcomes: list[SolveOutcome], point: Verification | None, m: CounterfactualModel,
+          mip_gap: float, margin: float) -> Verdict:
+    """The verdict of a query from its solves (the first of the declared problem, the
+    others re-solves with larger margins) and the last decoded point."""
+    first, last = outcomes[0], outcomes[-1]
+    bound = first.bound if first.status is not Status.ERROR else None
+    if point is not None and point.verified:
+        objective = objective_value(m, point.row)
+        bound = None if bound is None else min(bound, objective)
+        if proven_optimal(objective, bound, mip_gap):
+            return Verdict(Status.OPTIMAL, point.row, objective, bound, "")
+        if len(outcomes) > 1:
+            why = (f"the solver's point failed verification and the re-solve with margin "
+                   f"{margin:g} (a smaller problem) found this one; optimality is not proven "
+                   f"for the declared problem")
+        elif first.status is Status.FEASIBLE:
+            why = "time limit reached: best incumbent returned, optimality not proven"
+        elif bound is None:
+            why = "the solver gave no bound: optimality not proven"
+        else:
+            why = (f"the verified point's objective {objective:.6g} is above the proven bound "
+                   f"{bound:.6g} by more than the requested gap {mip_gap:g}: optimality not "
+                   f"proven")
+        return Verdict(Status.FEASIBLE, point.row, objective, bound, why)
+    if point is not None:  # a solution that never verified
+        return Verdict(Status.VERIFICATION_FAILED, None, None, None,
+                       f"the solver's point is predicted as {point.predicted!r} by the real "
+                       f"model (the target: {m.describe_target()}) or breaks "
+                       f"{point.problems}; the last solve with margin {margin:g} ended "
+                       f"{last.status.value}; no counterfactual returned")
+    if first.status is Status.INFEASIBLE:
+        return Verdict(Status.INFEASIBLE, None, None, None,
+                       "the solver proved that no counterfactual satisfies the constraints")
+    if first.status is Status.NO_SOLUTION:
+        return Verdict(Status.NO_SOLUTION, None, None, bound,
+                       "time limit reached before any counterfactual was found")
+    return Verdict(Status.ERROR, None, None, None,
+                   last.message or f"solver terminated with {last.termination}")

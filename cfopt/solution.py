@@ -1,0 +1,111 @@
+"""From the solver's solution to a raw counterfactual that the real model verifies.
+
+A solver returns values that meet each constraint up to its tolerances: an integer code
+may be 0.9999995, a tree input may sit a tolerance beyond the split side its leaves
+chose, a feature the solver left alone may differ from the factual by 1e-9. Decoding
+repairs these at their root and never moves the goalposts:
+
+1. **The predictor's region.** A tree ensemble's solution chooses a side of every split
+   (:meth:`~cfopt.formulations.PredictorConstr.input_region`); each numeric feature is
+   moved into the code interval where the library takes exactly those sides, so the
+   library reaches the leaves the MILP chose. Integral codes are rounded inside it.
+2. **Snapping.** A continuous feature within ``SNAP`` x its range of the factual is set
+   back to the factual's value (a solver's round-off is not a change), but only in the
+   first candidate: if that point does not verify, the point without snapping is tried.
+3. **Verification.** A candidate is returned only if the real model's own prediction
+   on it (exactly as returned, no rounding afterwards) is a target and it satisfies
+   every declared constraint (:meth:`CounterfactualModel.violations`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import pyomo.environ as pyo
+
+if TYPE_CHECKING:
+    from .problem import CounterfactualModel
+
+#: a continuous move this small (relative to the feature's range) is solver round-off
+SNAP = 1e-6
+
+
+@dataclass
+class Verification:
+    """A decoded point and what the real model says of it."""
+
+    row: pd.DataFrame
+    predicted: Any
+    problems: list[str] = field(default_factory=list)
+    verified: bool = False
+
+
+def feature_intervals(m: CounterfactualModel) -> dict[str, tuple[float, float]]:
+    """Per numeric feature, the code interval of the predictor's region for the
+    solution (its bounds when the predictor has no region)."""
+    out = {f.name: (f.lower, f.upper) for f in m.space if not f.is_onehot}
+    region = m.predictor_constr.input_region(m.factual_inputs)
+    if region is None:
+        return out
+    for spec, (lo, hi) in zip(m.input_specs, region):
+        if spec.kind != "affine" or spec.a == 0:
+            continue
+        ends = sorted(((lo - spec.b) / spec.a, (hi - spec.b) / spec.a))
+        low, high = out[spec.feature]
+        out[spec.feature] = (max(low, ends[0]), min(high, ends[1]))
+    return out
+
+
+def candidates(m: CounterfactualModel) -> list[pd.DataFrame]:
+    """The decoded solution as raw rows: snapped first, then without snapping (one row
+    when snapping changes nothing)."""
+    if m.factual is None:
+        raise RuntimeError("no factual set")
+    intervals = feature_intervals(m)
+    snapped: dict[str, Any] = {}
+    plain: dict[str, Any] = {}
+    for f in m.space:
+        if f.is_onehot:
+            values = [m.onehot[f.name, level].value for level in f.categories]
+            if any(v is None for v in values):
+                raise RuntimeError("the model holds no solution to decode")
+            snapped[f.name] = plain[f.name] = f.categories[max(range(len(values)),
+                                                                key=values.__getitem__)]
+            continue
+        v = m.x[f.name].value
+        if v is None:
+            raise RuntimeError("the model holds no solution to decode")
+        lo, hi = intervals[f.name]
+        if f.is_integral:
+            lo = math.ceil(lo - 1e-9 * max(1.0, abs(lo)))
+            hi = math.floor(hi + 1e-9 * max(1.0, abs(hi)))
+        if lo <= hi:
+            v = min(max(v, lo), hi)
+        v = min(max(v, f.lower), f.upper)
+        plain[f.name] = f.from_code(v)
+        x0 = pyo.value(m.x0[f.name])
+        near = abs(v - x0) <= SNAP * (f.upper - f.lower) and lo <= x0 <= hi
+        snapped[f.name] = f.from_code(x0 if near and not f.is_integral else v)
+    rows = [pd.DataFrame([snapped], columns=m.space.names)]
+    if plain != snapped:
+        rows.append(pd.DataFrame([plain], columns=m.space.names))
+    return rows
+
+
+def verified_solution(m: CounterfactualModel) -> Verification:
+    """The first candidate (:func:`candidates`) that the real model classifies as a
+    target and that meets every declared constraint; else the first candidate with what
+    is wrong with it (``verified`` False)."""
+    checked = []
+    for row in candidates(m):
+        predicted = m.classify(row)[0]
+        problems = m.violations(row)
+        result = Verification(row, predicted, problems,
+                              verified=m.is_target(predicted) and not problems)
+        if result.verified:
+            return result
+        checked.append(result)
+    return checked[0]
