@@ -3,10 +3,12 @@
 An :class:`Explainer` builds the counterfactual MILP once for its (model, feature
 space, options) and answers each query by changing mutable parameters (the factual,
 the target) and re-solving, with a persistent solver where one exists. Every
-returned counterfactual is decoded to raw units and re-checked with the real model;
-if the check fails for numerical reasons the query is re-solved with a 10x larger
-validity margin (at most ``verify_retries`` times), else it is reported as
-``VERIFICATION_FAILED`` without a point.
+returned counterfactual is decoded to raw units and re-checked with the real model
+(:mod:`cfopt.solution`); if no decoded point passes, the query is re-solved with a
+10x larger validity margin (at most ``verify_retries`` times), else it is reported as
+``VERIFICATION_FAILED`` without a point. What the answer claims is decided in one
+place, :mod:`cfopt.claims`: a re-solve with a larger margin is a different problem,
+so its point is reported ``OPTIMAL`` only within the gap of the first solve's bound.
 """
 
 from __future__ import annotations
@@ -61,13 +63,15 @@ class Explainer:
             returned with status ``FEASIBLE`` (not proven optimal), or none with
             ``NO_SOLUTION``. The query's re-solves (verification retries, the fallback
             after a per-query restriction) share the limit.
-        mip_gap: relative gap at which the solver stops (reported as optimal).
+        mip_gap: relative gap at which the solver stops; an answer is ``OPTIMAL`` when
+            its verified objective is within this gap (plus 1e-6 absolute) of the bound.
         threads: solver threads per query (default 1: no oversubscription when
             queries run in parallel processes).
         seed: solver random seed (determinism).
         solver_options: raw solver options passed through by name (HiGHS, Gurobi and
             CBC refuse unknown names and values here: :mod:`cfopt.solvers.options`).
-        verify_retries: re-solves with a 10x margin when verification fails.
+        verify_retries: re-solves with a 10x margin when verification fails (their
+            points are proven optimal only against the first solve's bound).
         tighten_per_query: restrict each solve around a heuristic counterfactual
             (exact; see :mod:`cfopt.query_tightening` for networks and
             :mod:`cfopt.tree_pruning` for tree ensembles).

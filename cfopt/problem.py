@@ -24,6 +24,8 @@ Components (documented names, for users who add their own constraints):
 ``objective``          the distance minimised (plus the cost terms of declared
                        blocks, e.g. :class:`~cfopt.formulations.SetbackCost`)
 ``objective_cutoff``   ``objective <= cutoff`` (mutable Param; inactive by default)
+``factual_split_...``  ``factual_split_changes``: per query, a tree split within
+                       rounding of the factual's input is crossed only by a change
 ``<name>``             one sub-block per declared constraint (``constraints=[...]``:
                        rules, causal equations, trust regions; see
                        :mod:`cfopt.formulations`)

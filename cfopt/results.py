@@ -48,7 +48,8 @@ class Counterfactual:
             as a target class, and it satisfies every declared constraint.
         objective: the objective value of the returned point, computed from its raw
             values (the solver's own value is in ``details["solver_objective"]``).
-        bound: the solver's proven bound on the optimal objective.
+        bound: a proven lower bound on the optimal objective of the declared problem
+            (from the first solve; never above ``objective``).
         distances: L1 (weighted), L0 and L∞ (weighted) of the returned point, in raw
             units, computed from the returned values.
         build_time: seconds to build the model (0 when an existing model was reused)

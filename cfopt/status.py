@@ -8,9 +8,15 @@ from enum import Enum
 class Status(str, Enum):
     """Outcome of a solve, and of the verification that follows it.
 
-    OPTIMAL: the solver proved optimality (within the requested MIP gap).
-    FEASIBLE: a limit was hit; the incumbent is returned, not proven optimal.
-    INFEASIBLE: the solver proved that no counterfactual satisfies the constraints.
+    OPTIMAL: a proof about the declared problem (the real model's prediction with the
+        validity margin, the space, actionability, constraints and objective): the
+        returned point is verified and no admissible point is cheaper than
+        ``bound``, which is within the requested MIP gap (plus 1e-6) of its objective
+        (:mod:`cfopt.claims`).
+    FEASIBLE: a verified point without that proof (a limit was hit, or the point
+        needed a larger margin, or the solver's bound is too far); ``bound`` is still
+        a valid lower bound.
+    INFEASIBLE: the solver proved that no point satisfies the declared problem.
     NO_SOLUTION: a limit was hit before any solution was found.
     ERROR: the solver failed (numerics, unbounded, unknown termination).
     VERIFICATION_FAILED: the solver's point is not classified as the target by the

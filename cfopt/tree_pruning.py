@@ -1,6 +1,6 @@
 r"""Per-query leaf pruning for tree ensembles, around a heuristic counterfactual.
 
-The leaf-indicator block (:mod:`cfopt.formulations.trees`) is built once for the whole
+The tree ensemble block (:mod:`cfopt.formulations.trees`) is built once for the whole
 feature box. One query only reaches a small part of it:
 
 1. **Incumbent** (:func:`greedy_tree_counterfactual`): from the factual, each step

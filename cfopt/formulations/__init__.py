@@ -2,7 +2,7 @@
 
 * :mod:`.features` — raw feature variables and their map to model inputs;
 * :mod:`.predictors` — learned models as blocks (:func:`add_predictor`);
-* :mod:`.trees` — the leaf-indicator formulation of tree ensembles;
+* :mod:`.trees` — tree ensembles (a binary per split point, Mišić 2020);
 * :mod:`.validity` — the target class constraints;
 * :mod:`.distances` — L1 / L0 / L∞ terms and change indicators;
 * :mod:`.actionability` — immutable, monotone, max changes (from the feature space);

@@ -4,6 +4,8 @@ r"""Actionability: immutable features, monotone features, and a cap on changes.
   ``category_changed[f] == 0`` (categorical) (CE-OCL eq. 6);
 * ``m.increase_only[f]`` / ``m.decrease_only[f]`` — :math:`x_f \ge \hat x_f` /
   :math:`x_f \le \hat x_f`;
+
+(numeric rows divided by the feature's width, as in :mod:`.distances`);
 * ``m.max_changes`` — :math:`\sum_f \text{changed}_f \le K` with ``m.max_changes_limit``
   a mutable Param (CE-OCL eq. 5, hard form).
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from ..features import FeatureSpace
-from .distances import add_change_indicators, l0_expression
+from .distances import add_change_indicators, l0_expression, width
 
 
 def add_actionability(m: pyo.Block, space: FeatureSpace) -> None:
@@ -24,11 +26,13 @@ def add_actionability(m: pyo.Block, space: FeatureSpace) -> None:
     def fixed(b: pyo.Block, n: str) -> object:
         if space[n].is_onehot:
             return b.category_changed[n] == 0
-        return b.x[n] == b.x0[n]
+        return (b.x[n] - b.x0[n]) / width(space, n) == 0
 
     m.immutable = pyo.Constraint(immutable, rule=fixed)
-    m.increase_only = pyo.Constraint(up, rule=lambda b, n: b.x[n] >= b.x0[n])
-    m.decrease_only = pyo.Constraint(down, rule=lambda b, n: b.x[n] <= b.x0[n])
+    m.increase_only = pyo.Constraint(up, rule=lambda b, n: (
+        b.x[n] - b.x0[n]) / width(space, n) >= 0)
+    m.decrease_only = pyo.Constraint(down, rule=lambda b, n: (
+        b.x0[n] - b.x[n]) / width(space, n) >= 0)
 
 
 def add_max_changes(m: pyo.Block, space: FeatureSpace, limit: int) -> None:

@@ -1,15 +1,22 @@
-r"""Distance terms between the counterfactual and the factual, in raw units.
+r"""Distance terms between the counterfactual and the factual.
 
-* ``m.dev[f]`` :math:`\ge |x_f - \hat x_f|` (numeric features) — exact at the optimum of
-  any objective increasing in ``dev``;
+Rows are written in *normalized* units, each numeric feature's move divided by its
+width :math:`R_f = u_f - l_f` (1 for a constant feature): a solver's feasibility
+tolerance (an absolute 1e-6 or so on each row) then means the same relative error on
+every feature, whatever its raw units (a feature of range 1e-3 beside one of range 1e6
+in raw rows gave HiGHS a 1e-3 error on the objective and false optima).
+
+* ``m.dev[f]`` :math:`\ge |x_f - \hat x_f| / R_f` (numeric features), in [0, 1] —
+  exact at the optimum of any objective increasing in ``dev``;
 * ``m.changed[f]`` — binary change indicator of numeric feature ``f``:
-  :math:`|x_f - \hat x_f| \le (u_f - l_f)\,\text{changed}_f` (CE-OCL eq. 5); a
-  categorical feature's change is ``m.category_changed[f]`` (already 0/1);
-* ``m.linf`` :math:`\ge w_f\,\text{dev}_f` and :math:`\ge w_f\,\text{category\_changed}_f`.
+  :math:`|x_f - \hat x_f| / R_f \le \text{changed}_f` (CE-OCL eq. 5); a categorical
+  feature's change is ``m.category_changed[f]`` (already 0/1);
+* ``m.linf`` :math:`\ge w_f R_f\,\text{dev}_f` and :math:`\ge w_f\,\text{category\_changed}_f`.
 
 Objectives (:func:`objective_expression`) combine, with non-negative coefficients,
-the weighted L1 norm :math:`\sum_f w_f |x_f - \hat x_f|` (a category change costs
-:math:`w_f`), the L0 count of changed features, and the weighted L∞ norm.
+the weighted L1 norm :math:`\sum_f w_f |x_f - \hat x_f| = \sum_f w_f R_f\,\text{dev}_f`
+(a category change costs :math:`w_f`), the L0 count of changed features, and the
+weighted L∞ norm, all in raw units as the user declared them.
 Default weights are 1 / range of each feature in the data ("range"); "mad" uses
 1 / median absolute deviation (Wachter et al. 2017), falling back to 1 / range when
 the MAD is 0.
@@ -76,24 +83,28 @@ def parse_objective(objective: str | Mapping[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in spec.items() if v > 0}
 
 
+def width(space: FeatureSpace, name: str) -> float:
+    """The normalizing width of a numeric feature's rows: its bounds' width (1 if 0)."""
+    f = space[name]
+    return f.upper - f.lower if f.upper > f.lower else 1.0
+
+
 def add_deviations(m: pyo.Block, space: FeatureSpace) -> None:
-    """``m.dev[f] >= |x_f - x0_f|`` for numeric features."""
-    m.dev = pyo.Var(m.NUMERIC, bounds=lambda _, n: (0.0, space[n].upper - space[n].lower))
-    m.dev_pos = pyo.Constraint(m.NUMERIC, rule=lambda b, n: b.dev[n] >= b.x[n] - b.x0[n])
-    m.dev_neg = pyo.Constraint(m.NUMERIC, rule=lambda b, n: b.dev[n] >= b.x0[n] - b.x[n])
+    """``m.dev[f] >= |x_f - x0_f| / R_f`` for numeric features."""
+    m.dev = pyo.Var(m.NUMERIC, bounds=(0.0, 1.0))
+    m.dev_pos = pyo.Constraint(m.NUMERIC, rule=lambda b, n: b.dev[n] >= (
+        b.x[n] - b.x0[n]) / width(space, n))
+    m.dev_neg = pyo.Constraint(m.NUMERIC, rule=lambda b, n: b.dev[n] >= (
+        b.x0[n] - b.x[n]) / width(space, n))
 
 
 def add_change_indicators(m: pyo.Block, space: FeatureSpace) -> None:
     """Binary ``m.changed[f]``, 0 forcing ``x_f = x0_f`` (numeric features)."""
     m.changed = pyo.Var(m.NUMERIC, domain=pyo.Binary)
-
-    def big_m(n: str) -> float:
-        return space[n].upper - space[n].lower
-
     m.changed_up = pyo.Constraint(m.NUMERIC, rule=lambda b, n:
-                                  b.x[n] - b.x0[n] <= big_m(n) * b.changed[n])
+                                  (b.x[n] - b.x0[n]) / width(space, n) <= b.changed[n])
     m.changed_down = pyo.Constraint(m.NUMERIC, rule=lambda b, n:
-                                    b.x0[n] - b.x[n] <= big_m(n) * b.changed[n])
+                                    (b.x0[n] - b.x[n]) / width(space, n) <= b.changed[n])
 
 
 def l0_expression(m: pyo.Block) -> pyo.Expression:
@@ -102,17 +113,19 @@ def l0_expression(m: pyo.Block) -> pyo.Expression:
         m.category_changed[n] for n in m.CATEGORICAL)
 
 
-def l1_expression(m: pyo.Block, weights: Mapping[str, float]) -> pyo.Expression:
-    return pyo.quicksum(weights[n] * m.dev[n] for n in m.NUMERIC) + pyo.quicksum(
-        weights[n] * m.category_changed[n] for n in m.CATEGORICAL)
+def l1_expression(m: pyo.Block, space: FeatureSpace,
+                  weights: Mapping[str, float]) -> pyo.Expression:
+    return pyo.quicksum(weights[n] * width(space, n) * m.dev[n] for n in m.NUMERIC) + \
+        pyo.quicksum(weights[n] * m.category_changed[n] for n in m.CATEGORICAL)
 
 
-def add_linf(m: pyo.Block, weights: Mapping[str, float]) -> None:
+def add_linf(m: pyo.Block, space: FeatureSpace, weights: Mapping[str, float]) -> None:
     """``m.linf`` >= every weighted deviation."""
-    top = max([1.0] + [weights[n] * (m.dev[n].ub or 0.0) for n in m.NUMERIC] +
+    top = max([1.0] + [weights[n] * width(space, n) for n in m.NUMERIC] +
               [weights[n] for n in m.CATEGORICAL])
     m.linf = pyo.Var(bounds=(0.0, top))
-    m.linf_numeric = pyo.Constraint(m.NUMERIC, rule=lambda b, n: b.linf >= weights[n] * b.dev[n])
+    m.linf_numeric = pyo.Constraint(m.NUMERIC, rule=lambda b, n: b.linf >= weights[n] * width(
+        space, n) * b.dev[n])
     m.linf_categorical = pyo.Constraint(m.CATEGORICAL, rule=lambda b, n:
                                         b.linf >= weights[n] * b.category_changed[n])
 
@@ -124,12 +137,12 @@ def objective_expression(m: pyo.Block, space: FeatureSpace, terms: Mapping[str, 
     if "l1" in terms or "linf" in terms:
         add_deviations(m, space)
     if "l1" in terms:
-        expr += terms["l1"] * l1_expression(m, weights)
+        expr += terms["l1"] * l1_expression(m, space, weights)
     if "l0" in terms:
         if not hasattr(m, "changed"):
             add_change_indicators(m, space)
         expr += terms["l0"] * l0_expression(m)
     if "linf" in terms:
-        add_linf(m, weights)
+        add_linf(m, space, weights)
         expr += terms["linf"] * m.linf
     return expr

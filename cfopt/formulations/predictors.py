@@ -16,7 +16,7 @@ Formulations:
   with :math:`[l_j, u_j]` from interval propagation over the input box (tightened by
   :mod:`cfopt.bound_tightening`).
 * **Linear model** (a network with a single affine layer) — ``outputs = W inputs + b``.
-* **Tree ensembles** — the leaf-indicator formulation of :mod:`.trees`.
+* **Tree ensembles** — the cut and leaf formulation of :mod:`.trees` (Mišić 2020).
 
 Every block exposes ``block.inputs[i]`` (model inputs) and ``block.outputs[j]``
 (logits).

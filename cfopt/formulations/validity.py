@@ -37,7 +37,9 @@ Gurobi 1e-5, CBC 1e-7). The default :math:`\mu = 10^{-3}` (logit units) is 100x 
 largest feasibility tolerance, so the point the solver returns stays on the target
 side even after the tolerances accumulate through a few layers; the model itself
 then verifies the decoded point, and a failure re-solves with a 10x larger
-:math:`\mu` (``Explainer(verify_retries=3)``) rather than returning it.
+:math:`\mu` (``Explainer(verify_retries=3)``) rather than returning it — a smaller
+problem, whose point is claimed optimal only against the first solve's bound
+(:mod:`cfopt.claims`).
 ``tests/test_numerics.py`` checks these ratios against the installed solvers'
 defaults.
 """

@@ -216,6 +216,12 @@ class GurobiBackend(_ContribBackend):
         return None
 
 
+#: options cfopt sets by default on classic solvers (the user's ``solver_options`` win).
+#: CBC's preprocessing (Cgl, default "sos") returned wrong optima as proven on
+#: restricted tree-ensemble queries (e.g. 0.0528 where HiGHS, Gurobi and CBC without it
+#: prove 0.0414, by fixing 12 binaries), as reported upstream for other models
+#: (coin-or/Cbc#283, #724): it is off
+_LEGACY_DEFAULTS = {"cbc": {"preprocess": "off"}}
 #: option names of classic Pyomo solvers: (time limit, relative gap, threads, seed)
 _LEGACY_OPTIONS = {
     "cbc": ("sec", "ratioGap", "threads", "randomCbcSeed"),
@@ -252,6 +258,7 @@ class LegacyBackend(SolverBackend):
                                  f"{self.name!r}; pass it through options={{...}} instead")
             return dict(settings.options)
         t, gap, threads, seed = names
+        opts.update(_LEGACY_DEFAULTS.get(self.name, {}))
         if settings.time_limit is not None:
             opts[t] = settings.time_limit
         opts[gap] = settings.mip_gap
