@@ -32,9 +32,11 @@ _HIGHS_THREADS: list[int | None] = []
 
 
 def _finite(x: Any) -> float | None:
-    if x is None:
+    """A finite number, or ``None`` (also for what a solver's log left undefined)."""
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
         return None
-    x = float(x)
     return x if math.isfinite(x) else None
 
 

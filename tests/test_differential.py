@@ -1,0 +1,92 @@
+"""The differential harness's CI sample (``tests/differential.py``): 320 fixed instances
+covering every model family and every case, each explained by every installed solver
+(HiGHS, CBC, Gurobi) and checked against the independent references; split into 10
+chunks for pytest-xdist. Every counter must be zero. A failure message lists each
+failing check with the line that reproduces it; ``python benchmarks/differential.py``
+runs the same checks on thousands of instances.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from .differential import (
+    CASES,
+    COUNTERS,
+    FAMILIES,
+    Claim,
+    available_solvers,
+    check_claim,
+    disagreements,
+    evaluate,
+    make_instance,
+    reference_for,
+    run_instance,
+    summarize,
+)
+from .differential_instances import applicable_cases
+
+N_CHUNKS = 10
+N_INSTANCES = 320
+SOLVERS = available_solvers()
+
+
+def sample(n: int = N_INSTANCES) -> list[tuple[int, str, str | None]]:
+    """(seed, family, forced case): families in turn; per family, two natural instances
+    then one forcing each case that applies to it, in turn."""
+    out = []
+    for seed in range(n):
+        family = FAMILIES[seed % len(FAMILIES)]
+        cases = (None, None, *applicable_cases(family))
+        out.append((seed, family, cases[(seed // len(FAMILIES)) % len(cases)]))
+    return out
+
+
+SAMPLE = sample()
+
+
+def test_sample_covers_every_family_and_case() -> None:
+    assert {family for _, family, _ in SAMPLE} == set(FAMILIES)
+    assert {case for _, _, case in SAMPLE} >= set(CASES)
+    assert len(SAMPLE) >= 300 and "highs" in SOLVERS
+
+
+@pytest.mark.parametrize("chunk", range(N_CHUNKS))
+def test_differential_chunk(chunk: int) -> None:
+    records = []
+    for seed, family, case in SAMPLE[chunk::N_CHUNKS]:
+        record = run_instance(make_instance(seed, family, case), SOLVERS)
+        assert case is None or case in record["cases"]
+        records.append(record)
+    summary = summarize(records)
+    failing = {c: summary[c] for c in COUNTERS if summary[c]}
+    lines = [f"{f['check']} seed={f['seed']} {f['family']} {f['solver']} {f['cases']}: "
+             f"{f['detail'][:240]}\n    {f['repro']}" for f in summary["failures"][:20]]
+    assert not failing, f"{failing} on {len(records)} instances:\n" + "\n".join(lines)
+
+
+def test_referee_flags_fabricated_claims() -> None:
+    """Each check fires on a claim built to break it (the referee can fail)."""
+    inst = next(i for i in (make_instance(s, "decision_tree") for s in range(4, 400, 14))
+                if math.isfinite(reference_for(i, []).strict))
+    ref = reference_for(inst, [])
+    witness = inst.x.copy()
+    for name, value in ref.witness.items():
+        witness[name] = value
+    checks = {
+        "wrong_optimal": Claim("a", "optimal", 2 * ref.strict + 1, None, True, witness),
+        "false_infeasible": Claim("a", "infeasible"),
+        "unverified_returned": Claim("a", "feasible", 0.0, None, True, inst.x.copy()),
+        "invalid_bound": Claim("a", "feasible", ref.strict, ref.strict + 1, True, witness),
+        "crash": Claim("a", "crash", message="ValueError: boom"),
+    }
+    for check, claim in checks.items():
+        problems, _ = check_claim(inst, ref, claim)
+        assert check in {p["check"] for p in problems}, (check, problems)
+    honest = Claim("a", "optimal", ref.strict, ref.strict, True, witness)
+    assert check_claim(inst, ref, honest)[0] == []
+    other = Claim("b", "optimal", ref.strict + 0.5, ref.strict + 0.5, True, witness)
+    found = disagreements(inst, [honest, other], {"a": evaluate(inst, witness)})
+    assert {d["kind"] for d in found} >= {"a point in P(mu) cheaper than an OPTIMAL claim"}
