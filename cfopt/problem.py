@@ -122,7 +122,8 @@ class CounterfactualModel(pyo.ConcreteModel):
         self._predictor = add_predictor(
             self, adapter, encode_inputs(self, space, specs), name="predictor",
             input_bounds=spec_bounds(space, specs), input_grids=spec_grids(space, specs),
-            input_rounding=spec_rounding(space, specs), formulation=tree_formulation)
+            input_rounding=spec_rounding(space, specs), library_input=self.library_input,
+            formulation=tree_formulation)
         self.bound_tightening: BoundTighteningReport = tighten_relu_bounds(
             self, self._predictor, method=bound_tightening or "interval")
         add_actionability(self, space)
@@ -271,6 +272,20 @@ class CounterfactualModel(pyo.ConcreteModel):
         return [c for c in self.component_objects((pyo.Constraint, pyo.Block),
                                                   descend_into=False, active=True)
                 if c.local_name not in self._builtin_components]
+
+    def library_input(self, j: int, value: float) -> float:
+        """The real model's own value of input ``j`` at the raw code whose MILP input is
+        ``value`` (its preprocessing's arithmetic, not ``a * code + b``)."""
+        spec = self._specs[j]
+        if spec.kind != "affine":
+            return value
+        f = self._space[spec.feature]
+        code = (value - spec.b) / spec.a
+        row = {g.name: g.categories[0] if g.is_onehot else g.from_code(g.lower)
+               for g in self._space}
+        row[f.name] = f.from_code(round(code) if f.is_integral else code)
+        frame = pd.DataFrame([row], columns=self._space.names)
+        return float(self._adapter.model_inputs(self._space, frame)[0][j])
 
     # ----------------------------------------------------------------- queries
     def check_model_unchanged(self) -> None:

@@ -28,7 +28,7 @@ from opt_loose (min cost with prediction in T). Checks per (instance, solver):
   target prediction and score ≥ μ + ε;
 * ``invalid_bound``: a reported bound > opt_strict + 1e-6;
 * ``solver_disagreements`` (per instance): INFEASIBLE while another solver returns a
-  point with score ≥ μ + ε; a point of one solver in P(μ) cheaper than another's OPTIMAL
+  point with score ≥ μ + ε; a point of one solver in P(μ+ε) cheaper than another's OPTIMAL
   objective beyond the gap (two OPTIMAL objectives may differ when the cheaper point
   lies within a solver's feasibility tolerance below the margin: it is verified, the
   bound stays valid for P(μ), and the other claim is true of P(μ));
@@ -162,7 +162,6 @@ def evaluate(inst: Instance, row: pd.DataFrame) -> dict[str, Any]:
     move, moved = moves(inst, row)
     s = float(score[0])
     return {"in_target": bool(hit[0]), "score": s, "strict": bool(strict[0]),
-            "in_problem": bool(hit[0] and s >= inst.margin),
             "cost": float(costs(inst.objective, move, moved)[0]),
             "violations": violations(inst, row.iloc[0])}
 
@@ -225,10 +224,10 @@ def disagreements(inst: Instance, claims: list[Claim],
                             "kind": "infeasible vs a point in P(mu+eps)",
                             "detail": f"{y.solver} returned {y.row.iloc[0].to_dict()} "
                                       f"(score {ev['score']:.9g})"})
-            if x.status == "optimal" and x.objective is not None and ev.get("in_problem") and \
+            if x.status == "optimal" and x.objective is not None and ev.get("strict") and \
                     not ev["violations"] and ev["cost"] < x.objective - g * abs(x.objective) - 1e-6:
                 out.append({"solvers": [x.solver, y.solver],
-                            "kind": "a point in P(mu) cheaper than an OPTIMAL claim",
+                            "kind": "a point in P(mu+eps) cheaper than an OPTIMAL claim",
                             "detail": f"{x.solver} OPTIMAL {x.objective:.9g}; {y.solver}'s "
                                       f"{y.row.iloc[0].to_dict()} costs {ev['cost']:.9g}"})
     return out

@@ -89,4 +89,4 @@ def test_referee_flags_fabricated_claims() -> None:
     assert check_claim(inst, ref, honest)[0] == []
     other = Claim("b", "optimal", ref.strict + 0.5, ref.strict + 0.5, True, witness)
     found = disagreements(inst, [honest, other], {"a": evaluate(inst, witness)})
-    assert {d["kind"] for d in found} >= {"a point in P(mu) cheaper than an OPTIMAL claim"}
+    assert {d["kind"] for d in found} >= {"a point in P(mu+eps) cheaper than an OPTIMAL claim"}

@@ -133,7 +133,11 @@ def test_cbc_time_limit_and_status(german, german_model):
     i = [k for k in range(len(pred)) if pred[k] == 0][0]
     ce = explainer.explain(german.X.iloc[[i]])
     assert ce.status is cfopt.Status.OPTIMAL and ce.verified
-    assert ce.bound == pytest.approx(ce.objective, rel=1e-4)
+    # CBC proves optimality within its relative gap: that is the bound (not the
+    # objective itself, which Pyomo's log parser reports when CBC prints no gap); CBC
+    # prints its objective to 8 significant digits
+    gap = explainer.settings.mip_gap
+    assert ce.objective * (1 - gap - 1e-7) <= ce.bound <= ce.objective
     assert isinstance(explainer.backend, LegacyBackend)
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import pyomo.environ as pyo
 
 from ..features import FeatureSpace
-from .distances import add_change_indicators, l0_expression, width
+from .distances import add_change_indicators, l0_expression
+from .features import width
 
 
 def add_actionability(m: pyo.Block, space: FeatureSpace) -> None:

@@ -31,6 +31,7 @@ from numbers import Real
 import pyomo.environ as pyo
 
 from ..features import FeatureSpace
+from .features import width
 
 NORMS = ("l1", "l0", "linf")
 
@@ -81,12 +82,6 @@ def parse_objective(objective: str | Mapping[str, float]) -> dict[str, float]:
     if all(c == 0 for c in spec.values()):
         raise ValueError("at least one objective coefficient must be positive")
     return {k: float(v) for k, v in spec.items() if v > 0}
-
-
-def width(space: FeatureSpace, name: str) -> float:
-    """The normalizing width of a numeric feature's rows: its bounds' width (1 if 0)."""
-    f = space[name]
-    return f.upper - f.lower if f.upper > f.lower else 1.0
 
 
 def add_deviations(m: pyo.Block, space: FeatureSpace) -> None:

@@ -3,8 +3,13 @@ r"""Raw feature variables and their exact linear map to the model inputs.
 Declares, on a block ``m`` for a :class:`~cfopt.features.FeatureSpace`:
 
 * ``m.NUMERIC`` — names of numeric features (continuous, integer, binary, ordinal);
-  ``m.x[f]`` their codes in raw units (integer domain for integer, binary and ordinal
-  features; bounds from the space) and ``m.x0[f]`` the factual code (mutable Param);
+  ``m.x[f]`` their codes in raw units (an expression), ``m.x0[f]`` the factual code
+  (mutable Param). Behind ``x``: ``m.x_unit[f]`` :math:`\in [0, 1]` for a continuous
+  feature, :math:`x_f = \ell_f + w_f\,\text{x\_unit}_f` with :math:`w_f` its bounds'
+  width (the solver works in units of each feature's range, whatever its raw units: a
+  feature of range 1e6 beside one of range 1e-3 made Gurobi's presolve prove a wrong
+  optimum), and ``m.x_code[f]``, an integer variable, for an integer, binary or ordinal
+  feature (:math:`x_f = \text{x\_code}_f`);
 * ``m.ONEHOT`` — pairs (feature, level) of categorical features; ``m.onehot[f, l]``
   binary, ``m.onehot0[f, l]`` the factual one-hot (mutable Param), and
   ``m.onehot_sum[f]``: :math:`\sum_l \text{onehot}_{f,l} = 1` (coherence, CE-OCL eq. 4);
@@ -33,14 +38,16 @@ def add_feature_variables(m: pyo.Block, space: FeatureSpace) -> list:
     m.CATEGORICAL = pyo.Set(initialize=[f.name for f in space if f.is_onehot], ordered=True)
     m.ONEHOT = pyo.Set(initialize=onehot, dimen=2, ordered=True)
 
-    def domain(_: pyo.Block, name: str) -> object:
-        kind = space[name].kind
-        if kind is Kind.BINARY:
-            return pyo.Binary
-        return pyo.Integers if kind in (Kind.INTEGER, Kind.ORDINAL) else pyo.Reals
-
-    m.x = pyo.Var(m.NUMERIC, domain=domain,
-                  bounds=lambda _, name: (space[name].lower, space[name].upper))
+    integral = [f.name for f in numeric if f.is_integral]
+    continuous = [f.name for f in numeric if not f.is_integral]
+    m.x_code = pyo.Var(integral, domain=lambda _, name: pyo.Binary if space[
+        name].kind is Kind.BINARY else pyo.Integers,
+        bounds=lambda _, name: (space[name].lower, space[name].upper))
+    m.x_unit = pyo.Var(continuous, bounds=lambda _, name: (
+        0.0, 1.0 if space[name].upper > space[name].lower else 0.0))
+    m.x = pyo.Expression(m.NUMERIC, rule=lambda b, name: b.x_code[name]
+                         if space[name].is_integral else
+                         space[name].lower + width(space, name) * b.x_unit[name])
     m.x0 = pyo.Param(m.NUMERIC, mutable=True, initialize=lambda _, name: space[name].lower)
     m.onehot = pyo.Var(m.ONEHOT, domain=pyo.Binary)
     m.onehot0 = pyo.Param(m.ONEHOT, mutable=True, initialize=0.0)
@@ -50,6 +57,21 @@ def add_feature_variables(m: pyo.Block, space: FeatureSpace) -> list:
         b.onehot0[name, level] * b.onehot[name, level] for level in space[name].categories))
 
     return encode_inputs(m, space, space_specs(space))
+
+
+def width(space: FeatureSpace, name: str) -> float:
+    """The normalizing width of a numeric feature: its bounds' width (1 if 0)."""
+    f = space[name]
+    return f.upper - f.lower if f.upper > f.lower else 1.0
+
+
+def code_variable(m: pyo.Block, space: FeatureSpace, name: str
+                  ) -> tuple[pyo.Var, float, float]:
+    """The variable behind ``m.x[name]`` and ``(offset, width)`` with
+    ``code = offset + width * variable`` (to fix or bound a feature by its codes)."""
+    if space[name].is_integral:
+        return m.x_code[name], 0.0, 1.0
+    return m.x_unit[name], space[name].lower, width(space, name)
 
 
 def encode_inputs(m: pyo.Block, space: FeatureSpace, specs: list[InputSpec]) -> list:

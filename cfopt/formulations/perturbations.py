@@ -57,7 +57,7 @@ from ..perturbations import numeric_range, setback_cost, switch_categories
 from ..status import Status
 from .blocks import ConstraintBlock
 from .diversity import MIN_CHANGE, add_exact_change_indicators
-from .features import encode_inputs
+from .features import code_variable, encode_inputs
 from .predictors import add_predictor
 from .validity import add_validity, set_target
 
@@ -228,6 +228,7 @@ class KScenarios(ConstraintBlock):
                              input_bounds=spec_bounds(space, specs),
                              input_grids=spec_grids(space, specs),
                              input_rounding=spec_rounding(space, specs),
+                             library_input=m.library_input,
                              formulation=m.tree_formulation)
         if m.global_layer_bounds:
             from ..bound_tightening import apply_layer_bounds
@@ -342,11 +343,16 @@ class KAdversary:
                     else:
                         var.fix(float(lv == z[f.name]))
                 continue
-            var, code = m.x[f.name], f.to_code(z[f.name])
+            var, offset, scale = code_variable(m, space, f.name)
+            code = f.to_code(z[f.name])
+
+            def value(c: float, offset: float = offset, scale: float = scale) -> float:
+                return (c - offset) / scale
+
             var.unfix()
-            var.setlb(f.lower)
-            var.setub(f.upper)
-            var.set_value(code, skip_validation=True)
+            var.setlb(value(f.lower))
+            var.setub(value(f.upper))
+            var.set_value(value(code), skip_validation=True)
             if keep and _switchable(f):
                 codes = {f.to_code(c) if f.labelled else float(c)
                          for c in switch_categories(f, z[f.name])}
@@ -356,10 +362,10 @@ class KAdversary:
             else:
                 lo = hi = code
             if lo == hi:
-                var.fix(code)
+                var.fix(value(code))
             else:
-                var.setlb(lo)
-                var.setub(hi)
+                var.setlb(value(lo))
+                var.setub(value(hi))
         net = getattr(m.adapter.structure, "layers", None)
         if net is not None and m.global_layer_bounds:
             from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr

@@ -179,6 +179,7 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
                   name: str = "predictor", input_bounds: Bounds | None = None,
                   input_grids: Sequence[Grid] | None = None,
                   input_rounding: Sequence[float] | None = None,
+                  library_input: Callable[[int, float], float] | None = None,
                   formulation: str | None = None) -> PredictorConstr:
     """Embed a learned model in ``block`` as the sub-block ``block.<name>``.
 
@@ -199,6 +200,9 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
             from raw values (e.g. ``(x - shift) / scale``) may differ from the MILP's
             expression (absolute, input units); tree splits on continuous inputs let
             values within it take either side (default: a few ulps of the bounds).
+        library_input: ``(i, v) -> `` the library's own value of input ``i`` where the
+            MILP's expression gives ``v`` (a grid value within rounding of a tree
+            threshold takes the side the library gives it; default: the threshold's).
         formulation: for tree ensembles, ``"leaf"`` (default: a binary per leaf) or
             ``"threshold"`` (a binary per distinct split, Mišić 2020); see
             :mod:`cfopt.formulations.trees`.
@@ -241,10 +245,11 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
     if input_rounding is not None and len(input_rounding) != n:
         raise ValueError(f"input_rounding has {len(input_rounding)} entries for {n} inputs")
     sub = builder(block, name, adapter.structure, input_bounds, grids=input_grids,
-                  rounding=input_rounding, **options)
-    if inputs is not None:
+                  rounding=input_rounding, library_input=library_input, **options)
+    if inputs is not None:  # rows divided by the input's width, as every row on inputs
+        width = [ub - lb if ub > lb else 1.0 for lb, ub in input_bounds]
         block.add_component(f"{name}_link", pyo.Constraint(
-            range(n), rule=lambda b, i: sub.inputs[i] == inputs[i]))
+            range(n), rule=lambda b, i: (sub.inputs[i] - inputs[i]) / width[i] == 0))
     return constr_class(sub, adapter)
 
 
@@ -258,7 +263,10 @@ def _affine_bounds(weight: np.ndarray, bias: np.ndarray, bounds: Bounds) -> Boun
 @register_formulation(ReLUNetwork)
 def _build_network(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds,
                    grids: Sequence[Grid] | None = None,
-                   rounding: Sequence[float] | None = None) -> pyo.Block:
+                   rounding: Sequence[float] | None = None,
+                   library_input: Callable[[int, float], float] | None = None) -> pyo.Block:
+    """OMLT's full-space ReLU formulation (module docstring); ``grids``, ``rounding`` and
+    ``library_input`` concern tree splits only."""
     if net.is_linear:
         return _build_linear(block, name, net, bounds)
     from omlt import OmltBlock
@@ -297,13 +305,27 @@ def _initial_zero_outside_bounds(record: logging.LogRecord) -> bool:
 
 
 def _build_linear(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds) -> pyo.Block:
+    r"""A linear model: ``outputs = W inputs + b``, written on the inputs normalized to
+    their box, :math:`t_i = (x_i - \ell_i) / w_i \in [0, 1]`:
+    :math:`\text{out}_j = \sum_i W_{ji} w_i t_i + b_j + \sum_i W_{ji} \ell_i`, so a model
+    fitted on raw units (a coefficient 1e-7 on an input of range 1e6) gives rows of
+    coefficients near 1 (solvers misjudged the raw rows, e.g. Gurobi proving 1.1 where 1.0
+    is feasible)."""
     layer = net.layers[0]
     w, b = layer.weight, layer.bias
     out_bounds = _affine_bounds(w, b, bounds)
+    lo = np.array([lb for lb, _ in bounds])
+    width = np.array([ub - lb for lb, ub in bounds])
+    moving = [i for i in range(net.n_inputs) if width[i] > 0]
+    offset = b + w @ lo
     sub = pyo.Block()
     block.add_component(name, sub)
     sub.inputs = pyo.Var(range(net.n_inputs), bounds=lambda _, i: bounds[i])
     sub.outputs = pyo.Var(range(net.n_outputs), bounds=lambda _, j: out_bounds[j])
+    sub.unit = pyo.Var(moving, bounds=(0.0, 1.0))
+    sub.unit_link = pyo.Constraint(moving, rule=lambda s, i: s.unit[i] == (
+        s.inputs[i] - float(lo[i])) / float(width[i]))
     sub.affine = pyo.Constraint(range(net.n_outputs), rule=lambda s, j: s.outputs[j] == sum(
-        float(w[j, i]) * s.inputs[i] for i in range(net.n_inputs) if w[j, i] != 0) + float(b[j]))
+        float(w[j, i] * width[i]) * s.unit[i] for i in moving if w[j, i] != 0) +
+        float(offset[j]))
     return sub

@@ -16,8 +16,8 @@ largest value the MILP sends left and the smallest it sends right:
 
 * inputs on a grid (integer, binary, ordinal codes and one-hot columns; ``input_grids``):
   the grid values on either side of the threshold :math:`\theta` — exact. A grid value
-  within rounding of :math:`\theta` is :math:`\theta` itself computed otherwise by the
-  library, and keeps :math:`\theta`'s side;
+  within rounding of :math:`\theta` takes the side of the library's own computation of
+  it (``library_input``);
 * continuous inputs: the switching point :math:`\beta` (:math:`\theta`, or for
   libraries that compare ``float32(x)``, the midpoint between the last float32 going
   left and the next one) with :math:`L = \beta + \delta_j`, :math:`R = \beta - \delta_j`,
@@ -48,8 +48,9 @@ bounds are dropped before building. Outputs: :math:`\text{out}_k = \text{init}_k
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,26 +116,32 @@ def _boundary(theta: float, rule: str, float32: bool) -> float:
 
 
 def _grid_sides(theta: float, rule: str, grid: tuple[float, float], float32: bool,
-                rounding: float) -> tuple[float, float]:
-    """(last grid value going left, first going right) of a split on a grid input."""
+                rounding: float, library_value: Callable[[float], float] | None = None
+                ) -> tuple[float, float]:
+    """(last grid value going left, first going right) of a split on a grid input.
+
+    A grid value within the input's rounding of ``theta`` may fall on either side of it
+    in the library's own arithmetic (``(code - shift) / scale`` against the MILP's
+    ``offset + code * step``; histogram boosting's thresholds can be such values):
+    ``library_value`` gives the library's value of that input, else ``theta``'s side is
+    taken."""
     offset, step = grid
     k = math.floor((theta - offset) / step)
     for cand in (k + 1, k, k - 1, k - 2):  # the last grid value that goes left
         value = offset + cand * step
-        # a grid value within the input's rounding of theta is theta itself, computed
-        # otherwise by the library (e.g. (code - shift) / scale for offset + code * step):
-        # a threshold that is a training value (histogram boosting) keeps theta's side
-        near = abs(value - theta) <= rounding + 4 * _EPS * abs(theta)
-        if _goes_left(theta if near else value, theta, rule, float32):
+        seen = value
+        if abs(value - theta) <= rounding + 4 * _EPS * abs(theta):
+            seen = theta if library_value is None else library_value(value)
+        if _goes_left(seen, theta, rule, float32):
             return value, offset + (cand + 1) * step
     raise AssertionError(f"no grid value near threshold {theta} goes left")
 
 
-def make_cut(j: int, theta: float, rule: str, float32: bool, grid: Grid,
-             rounding: float) -> Cut:
+def make_cut(j: int, theta: float, rule: str, float32: bool, grid: Grid, rounding: float,
+             library_value: Callable[[float], float] | None = None) -> Cut:
     """The cut of a split of input ``j`` at ``theta`` (module docstring)."""
     if grid is not None:
-        h, r = _grid_sides(theta, rule, grid, float32, rounding)
+        h, r = _grid_sides(theta, rule, grid, float32, rounding, library_value)
         return Cut(j, h, r, h, r, theta, rule, float32)
     beta = _boundary(theta, rule, float32)
     delta = rounding + 4 * _EPS * abs(beta)
@@ -261,6 +268,7 @@ def _reachable_splits(tree: Tree, bounds: Bounds, cuts: dict[tuple[int, float], 
 def _build_trees(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bounds,
                  grids: Sequence[Grid] | None = None,
                  rounding: Sequence[float] | None = None,
+                 library_input: Callable[[int, float], float] | None = None,
                  formulation: str = "leaf") -> pyo.Block:
     n, k = ensemble.n_inputs, ensemble.n_outputs
     if formulation not in FORMULATIONS:
@@ -274,7 +282,8 @@ def _build_trees(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bo
         for node in np.flatnonzero(tree.feature >= 0):
             j = int(tree.feature[node])
             cut = make_cut(j, float(tree.threshold[node]), ensemble.rule, ensemble.float32,
-                           grids[j], rounding[j])
+                           grids[j], rounding[j], None if library_input is None else
+                           functools.partial(library_input, j))
             key_of[int(node)] = cut.sure_left  # one key per distinct switching point
             cuts.setdefault((j, cut.sure_left), cut)
         keys.append(key_of)

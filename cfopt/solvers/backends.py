@@ -5,6 +5,7 @@ solver through Pyomo's classic ``SolverFactory``.
 from __future__ import annotations
 
 import dataclasses
+import io
 import logging
 import math
 import time
@@ -222,8 +223,11 @@ class GurobiBackend(_ContribBackend):
 #: CBC's preprocessing (Cgl, default "sos") returned wrong optima as proven on
 #: restricted tree-ensemble queries (e.g. 0.0528 where HiGHS, Gurobi and CBC without it
 #: prove 0.0414, by fixing 12 binaries), as reported upstream for other models
-#: (coin-or/Cbc#283, #724): it is off
-_LEGACY_DEFAULTS = {"cbc": {"preprocess": "off"}}
+#: (coin-or/Cbc#283, #724): it is off. CBC's default objective ``increment`` prunes
+#: nodes that cannot improve the incumbent by its own estimate of the objective's
+#: granularity, which missed better points (8.216e-5 "optimal" where 8.106e-5 is
+#: feasible; 0.0219326 where 0.0219251 is): it is 0 (every improvement counts)
+_LEGACY_DEFAULTS = {"cbc": {"preprocess": "off", "increment": 0}}
 #: option names of classic Pyomo solvers: (time limit, relative gap, threads, seed)
 _LEGACY_OPTIONS = {
     "cbc": ("sec", "ratioGap", "threads", "randomCbcSeed"),
@@ -278,11 +282,24 @@ class LegacyBackend(SolverBackend):
         if not self.available():
             hint = INSTALL_HINTS.get(self.name, "install it and put it on PATH")
             raise SolverNotAvailableError(f"solver {self.name!r} is not available: {hint}")
+        from pyomo.common.errors import ApplicationError
+        from pyomo.common.log import LoggingIntercept
+
         options = self._options(settings)
         t0 = time.perf_counter()
+        log = io.StringIO()
         try:
-            results = self._opt.solve(model, load_solutions=False, tee=settings.verbose,
-                                      options=options)
+            with LoggingIntercept(log, "pyomo.opt", logging.ERROR):
+                results = self._opt.solve(model, load_solutions=False, tee=settings.verbose,
+                                          options=options)
+        except ApplicationError as exc:
+            # the solver process died (e.g. CBC 2.10 with preprocessing off segfaults while
+            # writing the solution of some infeasible problems): no claim, an ERROR status
+            return SolveOutcome(
+                status=Status.ERROR, objective=None, bound=None, solver_time=None,
+                wall_time=time.perf_counter() - t0, termination="crashed",
+                message=f"{self.name} crashed ({' '.join(log.getvalue().split())[:200] or exc});"
+                        f" nothing is claimed: try another solver or other solver_options")
         except Exception as exc:
             raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         wall = time.perf_counter() - t0
@@ -321,12 +338,12 @@ class LegacyBackend(SolverBackend):
         bound = results.problem.lower_bound if sense_min else results.problem.upper_bound
         bound = _finite(bound)
         if status is Status.OPTIMAL and objective is not None:
-            # the solver claims optimality within the gap; classic interfaces parse the
-            # bound from logs, which some solvers (CBC after preprocessing) leave at 0
-            proven = objective - settings.mip_gap * abs(objective) if sense_min else \
-                objective + settings.mip_gap * abs(objective)
-            if bound is None or (bound < proven if sense_min else bound > proven):
-                bound = proven
+            # the solver claims optimality within the relative gap (or its absolute gap,
+            # 1e-10 for CBC): that is the bound it proved. The bound classic interfaces
+            # parse from logs is not: Pyomo sets CBC's to the objective itself when the
+            # log gives no gap (a false bound when CBC stopped on the relative gap)
+            slack = max(settings.mip_gap * abs(objective), 1e-10)
+            bound = objective - slack if sense_min else objective + slack
         solver_time = getattr(results.solver, "wallclock_time", None) or \
             getattr(results.solver, "time", None)
         if status is Status.ERROR:
