@@ -7,8 +7,9 @@ CBC and Gurobi (those installed), checks every answer against the independent
 references of ``tests/differential.py`` and the solvers against each other, and writes
 ``benchmarks/results/differential.json``: ``summary`` (counters, statuses per family and
 solver, instances per case), ``failures`` (each with the line that reproduces it),
-``findings`` (left empty: filled in when the failures are classified), and
-``harness_errors`` (instances the harness itself could not build or check).
+``findings`` (every disagreement seen while the harness was built, with its fix:
+``benchmarks/differential_findings.py``), and ``harness_errors`` (instances the harness
+itself could not build or check).
 
     python benchmarks/differential.py [--instances 3000] [--seed 0] [--jobs 2]
         [--solvers highs,cbc,gurobi] [--out differential.json] [--note "commit ..."]
@@ -28,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT.parent))  # the tests package holds the harness
 
 from common import environment, progress, write  # noqa: E402
+from differential_findings import FINDINGS  # noqa: E402
 from joblib import Parallel, delayed  # noqa: E402
 
 from tests.differential import (  # noqa: E402
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    "solvers": solvers, "seconds": round(seconds, 1), "note": args.note},
         "summary": summary,
         "failures": failures,
-        "findings": [],
+        "findings": FINDINGS,
         "harness_errors": errors,
     }
     path = write(args.out, payload)

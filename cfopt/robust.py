@@ -70,6 +70,7 @@ from .problem import CounterfactualModel
 from .progress import progress_bar, progress_enabled
 from .query_tightening import objective_value
 from .results import _plain, _row_dict
+from .solution import verified_solution
 from .solvers import SolverBackend, SolverSettings, make_solver
 from .status import Status
 
@@ -609,7 +610,7 @@ class Proplace(_RobustMethod):
                         "; the last point is returned unproven" if row is not None else "")
                     break
                 bound = outcome.bound
-                row = m.decode()
+                row = verified_solution(m).row
                 left = self._settings_left(t0)
                 if left is None:
                     status = RobustStatus.TIME_LIMIT
@@ -787,7 +788,7 @@ class MILPR(_RobustMethod):
                     message = (f"no counterfactual with margin {margin:g} "
                                f"({outcome.termination})")
                     break
-                row, bound = m.decode(), outcome.bound
+                row, bound = verified_solution(m).row, outcome.bound
                 a0 = time.perf_counter()
                 verdict = self.checker.check(m.space.encode(row)[0], sign)
                 times["adversary"] += time.perf_counter() - a0

@@ -63,6 +63,11 @@ from .predictors import Bounds, PredictorConstr, register_formulation
 
 Grid = tuple[float, float] | None
 
+#: a solver may put an input this far (x its width) beyond a cut side it chose: 10x the
+#: largest integrality tolerance of the supported solvers (Gurobi 1e-5) times the unit
+#: big-M of the normalized cut rows; the factual's side of a cut this close is settled
+#: exactly (:meth:`TreePredictorConstr.set_factual_inputs`)
+TOLERANCE_BAND = 1e-4
 #: ``"leaf"`` (binary leaves) or ``"threshold"`` (continuous leaves)
 FORMULATIONS = ("leaf", "threshold")
 _EPS = float(np.finfo(np.float64).eps)
@@ -167,26 +172,23 @@ class TreePredictorConstr(PredictorConstr):
                      ) -> list[tuple[float, float]]:
         """Per model input, the interval of values on the side of every cut the solver
         chose (``left_of`` rounded), using the sides the library surely takes; the
-        factual's own input value (``factual``: the MILP's inputs of the factual) is
-        kept on the side the library sends it. An input without cuts keeps its bounds;
-        an empty interval (cuts within rounding of each other) is returned as is."""
+        factual's own input value (``factual``: the MILP's inputs of the factual) stays
+        in it when the library sends it to the chosen side. An input without cuts keeps
+        its bounds; an empty interval (cuts within rounding of each other) is returned
+        as is."""
         b = self.block
         region = [list(bd) for bd in self.input_bounds]
-        for (j, q), cut in b.cuts.items():
-            left = pyo.value(b.left_of[j, q]) >= 0.5
+        for key, cut in b.cuts.items():
+            j = cut.input
+            left = pyo.value(b.left_of[key]) >= 0.5
+            own = b.factual_left.get(key)
             lo, hi = region[j]
-            own = None if factual is None else factual[j]
             if left:
-                side = cut.sure_left
-                if own is not None and cut.sure_left < own < cut.sure_right and \
-                        b.factual_left.get((j, q), False):
-                    side = own
+                side = cut.sure_left if own is not True else max(cut.sure_left, factual[j])
                 region[j] = [lo, min(hi, side)]
             else:
-                side = cut.sure_right
-                if own is not None and cut.sure_left < own < cut.sure_right and \
-                        not b.factual_left.get((j, q), True):
-                    side = own
+                side = cut.sure_right if own is not False else min(cut.sure_right,
+                                                                    factual[j])
                 region[j] = [max(lo, side), hi]
         return [(lo, hi) for lo, hi in region]
 
@@ -204,11 +206,15 @@ class TreePredictorConstr(PredictorConstr):
     def set_factual_inputs(self, library_inputs: Sequence[float],
                            milp_inputs: Sequence[float],
                            movable: Sequence[tuple[bool, bool]]) -> list[tuple[int, bool, Any]]:
-        """The cuts whose two MILP sides both hold the factual's input value (within the
-        input's rounding of the switching point): each is remembered with the side the
-        library sends the factual (for :meth:`input_region`); if the input cannot move
-        towards the other side, the cut binary is fixed to the library's side (bounds,
-        restored at the next call), else it is returned for the caller's change link."""
+        """The cuts whose both sides a solver may give the factual's input value without
+        moving it: the MILP's side the library does not take is within the solvers'
+        tolerances of the value (``TOLERANCE_BAND`` x the input's width; always so within
+        the input's rounding of the switching point, and on a grid finer than that). Each is
+        remembered with the side the library sends the factual (for
+        :meth:`input_region`). The other side is reached only by moving the input: if it
+        cannot move that way (immutable, monotone), the cut binary is fixed to the
+        library's side (bounds, restored at the next call), else it is returned for the
+        caller to count as a change."""
         b = self.block
         for var, (lb, ub) in self._fixed:
             var.setlb(lb)
@@ -218,9 +224,13 @@ class TreePredictorConstr(PredictorConstr):
         out = []
         for key, cut in b.cuts.items():
             j = cut.input
-            if not cut.sure_left < milp_inputs[j] < cut.sure_right:
-                continue
+            lb, ub = self.input_bounds[j]
+            band = TOLERANCE_BAND * (ub - lb)
             left = cut.goes_left(float(library_inputs[j]))
+            # the MILP's other side within the solvers' reach of the factual's value
+            reach = cut.right - milp_inputs[j] if left else milp_inputs[j] - cut.left
+            if reach >= band:
+                continue
             b.factual_left[key] = left
             var = b.left_of[key]
             up, down = movable[j]

@@ -220,14 +220,15 @@ class GurobiBackend(_ContribBackend):
 
 
 #: options cfopt sets by default on classic solvers (the user's ``solver_options`` win).
-#: CBC's preprocessing (Cgl, default "sos") returned wrong optima as proven on
-#: restricted tree-ensemble queries (e.g. 0.0528 where HiGHS, Gurobi and CBC without it
-#: prove 0.0414, by fixing 12 binaries), as reported upstream for other models
-#: (coin-or/Cbc#283, #724): it is off. CBC's default objective ``increment`` prunes
-#: nodes that cannot improve the incumbent by its own estimate of the objective's
-#: granularity, which missed better points (8.216e-5 "optimal" where 8.106e-5 is
-#: feasible; 0.0219326 where 0.0219251 is): it is 0 (every improvement counts)
-_LEGACY_DEFAULTS = {"cbc": {"preprocess": "off", "increment": 0}}
+#: CBC 2.10 proved wrong optima with its defaults, each found by the differential harness
+#: (``benchmarks/differential_findings.py``) and gone with the option turned off:
+#: its preprocessing fixed 12 binaries of a restricted tree query wrongly (0.0528
+#: "optimal" where HiGHS, Gurobi and CBC without it prove 0.0414; cf. coin-or/Cbc#283,
+#: #724); its objective ``increment`` pruned nodes that could improve the incumbent by
+#: less than its estimate of the objective's granularity (8.216e-5 where 8.106e-5 is
+#: feasible); its cuts cut the optimum off a network query restricted by the objective
+#: cut-off row (1.0 where 0.374 is feasible) and a multiclass linear one
+_LEGACY_DEFAULTS = {"cbc": {"preprocess": "off", "increment": 0, "cuts": "off"}}
 #: option names of classic Pyomo solvers: (time limit, relative gap, threads, seed)
 _LEGACY_OPTIONS = {
     "cbc": ("sec", "ratioGap", "threads", "randomCbcSeed"),

@@ -1,0 +1,125 @@
+"""Every disagreement the differential harness showed while it was built (issue 16), with
+its fix; ``benchmarks/differential.py`` writes them as ``findings`` in
+``benchmarks/results/differential.json``. Seeds are those of
+``tests.differential.make_instance`` (``python -c "from tests.differential import
+make_instance, run_instance; print(run_instance(make_instance(SEED)))"``); "first run"
+is the harness on the code before issue 16 (commit a7d68d2, 500 instances:
+``benchmarks/results/differential_before.json``).
+"""
+
+from __future__ import annotations
+
+FINDINGS: list[dict[str, object]] = [
+    {
+        "class": "multiclass target sets: false infeasibility",
+        "seen": "seeds 94 (LightGBM, target None), 5093 (logistic, target [0, 1]); "
+                "tests/test_claims.py: 30 false InfeasibleErrors of 30 queries on a 3-class "
+                "XGBoost and a torch net, an OPTIMAL 1.083 where 0.75 is reachable (MLP)",
+        "cause": "the pairwise validity big-M mu + u_j - l_c is negative when class j can "
+                 "never beat class c, so a switched-off constraint still cut",
+        "fix": "M = mu + max(0, u_j - l_c) (cfopt/formulations/validity.py)",
+    },
+    {
+        "class": "false OPTIMAL after verification retries (float32 trees)",
+        "seen": "seeds 146 (extra trees: 0.333 claimed, 0.209 true), 205, 457, 1129, 1409 "
+                "(XGBoost), 75 (random forest, every solver: 1.0 vs 1.5e-8); GMC XGBoost rows "
+                "11487, 11683, 12997 (7x and 42x the optimum)",
+        "cause": "the solver's point sat a tolerance on the wrong side of a split one float32 "
+                 "ulp wide; the retry raised the margin (another problem) and its optimum "
+                 "and bound were reported as OPTIMAL",
+        "fix": "no gap: a cut binary per split point shared by the trees, and decoding moves "
+               "the point into the box of the sides the solver chose (cfopt/solution.py); "
+               "one verdict (cfopt/claims.py): OPTIMAL only within the gap of the first "
+               "solve's bound, which is valid for the declared problem",
+    },
+    {
+        "class": "decoding snapped optimal moves away",
+        "seen": "seeds 11 (linear regression), 25, 1205 (linear SVM: a 2.1e-7 move snapped, "
+                "OPTIMAL at 10x), 380 (sklearn MLP); an integer move of 1 on a range of 1e6 "
+                "failed verification on every solver",
+        "cause": "any move <= 1e-6 x max(1, range) was set back to the factual before "
+                 "verification, then the retry raised the margin",
+        "fix": "integral codes are only rounded; a continuous move is snapped only in a "
+               "first candidate, the unsnapped point is tried if that one fails "
+               "(cfopt/solution.py)",
+    },
+    {
+        "class": "the split gap excluded values the model allows",
+        "seen": "seeds 106, 1058 (HistGradientBoosting, immutable factual beside a split: "
+                "false infeasibility on every solver), 92 (0.386 vs 0.314); 77 of the 99 "
+                "first-run wrong optima (seeds 10, 22: LightGBM and HistGradientBoosting "
+                "optima 1e-4 above the true ones)",
+        "cause": "a band of 1e-4 x input width around each continuous split was excluded",
+        "fix": "sides overlap by the input's rounding (a relaxation) and the factual within "
+               "it keeps the library's side (cfopt/formulations/trees.py)",
+    },
+    {
+        "class": "a bound above the optimum by half a float32 step",
+        "seen": "seed 298 (decision tree, HiGHS, 1.04e-6 over)",
+        "cause": "the gap's floor excluded the last float32 values going right",
+        "fix": "no gap (as above)",
+    },
+    {
+        "class": "badly scaled features misled the solvers",
+        "seen": "seeds 1232 (logistic, Gurobi: 0.4815 vs 0.4537), 1025 (torch MLP), 1877 "
+                "(linear SVM, Gurobi: 0.0996 vs 0.000109), 1890 (logistic, Gurobi: 1.1 vs "
+                "1.0), 2279 (linear regression, Gurobi: 0.174 vs 0.120); HiGHS: 0.274 vs "
+                "0.058 and 0.244 vs 0.012 (tests/test_claims_solvers.py), a 1.7 % gap "
+                "reported as optimal under mip_gap 1e-4 (torch MLP)",
+        "cause": "rows in raw units: a feature of range 1e-3 beside one of range 1e6 (an "
+                 "absolute tolerance of 1e-6 was a 1e-3 objective error; Gurobi's presolve "
+                 "mishandled a raw-unit column); the solver's optimality claim was taken "
+                 "at its word",
+        "fix": "continuous feature variables in units of their range, rows divided by the "
+               "widths, linear models on normalized inputs (cfopt/formulations/features.py, "
+               "distances.py, predictors.py); the gap is recomputed from the verified "
+               "point (cfopt/claims.py)",
+    },
+    {
+        "class": "grid value on a threshold in the library's arithmetic",
+        "seen": "seeds 1198 (HistGradientBoosting, every solver, +1/997), 1464 (bound)",
+        "cause": "an integer code whose library input is one ulp above a threshold was put "
+                 "on theta's side by the MILP's arithmetic",
+        "fix": "a grid value within rounding of a threshold takes the side of the "
+               "library's own computation of it (library_input)",
+    },
+    {
+        "class": "CBC statuses and bounds read wrongly",
+        "seen": "seed 1215 (crash: No value for uninitialized VarData changed[cont0]); "
+                "CBC stopped on time without an integer solution reported as "
+                "VERIFICATION_FAILED; seed 404 and 2980 (bound above the optimum: Pyomo "
+                "reports CBC's objective as its bound)",
+        "cause": "values missing after an 'optimal' CBC run were not detected; the LP "
+                 "relaxation's values were decoded; a parsed bound was trusted",
+        "fix": "missing values give ERROR, no integer solution gives NO_SOLUTION, CBC's "
+               "bound is its objective minus its gap (cfopt/solvers/backends.py)",
+    },
+    {
+        "class": "CBC proved wrong optima",
+        "seen": "a restricted tree query (0.0528 'optimal' where 0.0414 is feasible) by "
+                "CBC's preprocessing; seeds 210, 1426, 1442, 2340 (e.g. 8.216e-5 'optimal' "
+                "where 8.106e-5 is feasible) by CBC's objective increment",
+        "cause": "CBC 2.10.8's preprocessing fixed 12 binaries wrongly (cf. coin-or/Cbc#283, "
+                 "#724); its default increment pruned nodes that could improve the incumbent "
+                 "by less than its estimate",
+        "fix": "CBC runs with preprocess off and increment 0 by default",
+    },
+    {
+        "class": "CBC crashes",
+        "seen": "seeds 332, 1169, 1191, 1285, 1493 (infeasible queries: CBC segfaults, "
+                "exit code -11, writing the solution after 'Problem is infeasible - "
+                "tightenPrimalBounds' with preprocessing off)",
+        "cause": "a CBC 2.10.8 bug; the exception ended the query",
+        "fix": "a crashed solver process is an ERROR status (no claim), not an exception",
+    },
+    {
+        "class": "optimal objectives differ within the margin's tolerance (no false claim)",
+        "seen": "German MLP through a Pipeline vs the bare model: 0.7626 vs 0.7749, both "
+                "OPTIMAL (HiGHS)",
+        "cause": "a solver's feasibility tolerance (1e-6) lets the validity margin give way: "
+                 "the cheaper point has logit 0.000998; it is verified by the model, and "
+                 "its bound is still a valid bound of the declared problem",
+        "fix": "none needed; the harness compares answers only on points clear of the "
+               "margin band, the equality tests run at a feasibility tolerance of 1e-9",
+    },
+]
