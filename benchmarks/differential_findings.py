@@ -98,11 +98,27 @@ FINDINGS: list[dict[str, object]] = [
         "class": "CBC proved wrong optima",
         "seen": "a restricted tree query (0.0528 'optimal' where 0.0414 is feasible) by "
                 "CBC's preprocessing; seeds 210, 1426, 1442, 2340 (e.g. 8.216e-5 'optimal' "
-                "where 8.106e-5 is feasible) by CBC's objective increment",
+                "where 8.106e-5 is feasible) by CBC's objective increment; seeds 1025 "
+                "(torch MLP, restricted query: 1.0 'optimal' where 0.374 is feasible) and "
+                "813 (multiclass linear SVM) by CBC's cuts",
         "cause": "CBC 2.10.8's preprocessing fixed 12 binaries wrongly (cf. coin-or/Cbc#283, "
                  "#724); its default increment pruned nodes that could improve the incumbent "
-                 "by less than its estimate",
-        "fix": "CBC runs with preprocess off and increment 0 by default",
+                 "by less than its estimate; its cuts, with the objective cut-off row of a "
+                 "restricted query, cut the optimum off (a primal tolerance of 1e-9 fixed "
+                 "those two but made CBC prove a feasible tree query infeasible)",
+        "fix": "CBC runs with preprocess off, increment 0 and cuts off by default",
+    },
+    {
+        "class": "a tolerance-sized move crossed a split for free",
+        "seen": "seed 116 (decision tree, L0, factual 1.5e-8 of the input's width left of a "
+                "split: the solvers took the other side at zero change, HiGHS then returned "
+                "a point costing 1 as FEASIBLE with bound 0, CBC at a 1e-9 tolerance "
+                "proved the query infeasible)",
+        "cause": "a solver may put the factual's value a tolerance beyond the side of a "
+                 "cut it chose, so crossing a split that close cost nothing in the MILP",
+        "fix": "for every cut whose other side is within the solvers' reach (1e-4 x input "
+               "width) of the factual, the library's side is known exactly: crossing counts "
+               "as a change (L0, max_changes) or is forbidden (immutable, monotone)",
     },
     {
         "class": "CBC crashes",

@@ -17,12 +17,14 @@ optimal counterfactual lies close to the factual :math:`\hat x`. For one query:
    \cdot \text{scale}_f` per model-input unit, and category switches, cost
    :math:`w_f`); deeper layers follow by interval propagation; all intersected with the
    model's global bounds.
-3. The MILP is solved with these bounds and the cut :math:`\text{objective} \le r`.
-   That restricted problem has the same optimum as the original whenever the
-   original optimum is :math:`\le r`; if it is infeasible (the heuristic point broke a
-   user constraint, or numerics), the original problem is solved instead. A solver
-   bound on the restricted problem is a valid bound on the original one whenever the
-   restricted problem has a solution.
+3. The MILP is solved with these bounds (no row :math:`\text{objective} \le r`:
+   parallel to the objective, it made solvers prove wrong optima). The bounds hold
+   for every point of objective :math:`\le r` and are exact inside them, so that
+   restricted problem has the same optimum as the original whenever the original
+   optimum is :math:`\le r`; if it is infeasible or its optimum exceeds :math:`r`
+   (the heuristic point broke a user constraint, or numerics), the original problem
+   is solved instead. A solver bound on the restricted problem is then a valid bound
+   on the original one.
 """
 
 from __future__ import annotations

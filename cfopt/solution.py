@@ -12,6 +12,7 @@ repairs these at their root and never moves the goalposts:
 2. **Snapping.** A continuous feature within ``SNAP`` x its range of the factual is set
    back to the factual's value (a solver's round-off is not a change), but only in the
    first candidate: if that point does not verify, the point without snapping is tried.
+   A difference within float round-off of the code is no move in either candidate.
 3. **Verification.** A candidate is returned only if the real model's own prediction
    on it (exactly as returned, no rounding afterwards) is a target and it satisfies
    every declared constraint (:meth:`CounterfactualModel.violations`).
@@ -23,6 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
 
@@ -31,6 +33,9 @@ if TYPE_CHECKING:
 
 #: a continuous move this small (relative to the feature's range) is solver round-off
 SNAP = 1e-6
+#: a move this small (relative to the feature's magnitude) is float round-off of the
+#: MILP's representation of a code, never a move: every candidate keeps the factual's
+_ROUNDING = 64 * float(np.finfo(np.float64).eps)
 
 
 @dataclass
@@ -47,13 +52,17 @@ def feature_intervals(m: CounterfactualModel) -> dict[str, tuple[float, float]]:
     """Per numeric feature, the code interval of the predictor's region for the
     solution (its bounds when the predictor has no region)."""
     out = {f.name: (f.lower, f.upper) for f in m.space if not f.is_onehot}
-    region = m.predictor_constr.input_region(m.factual_inputs)
+    own = m.factual_inputs
+    region = m.predictor_constr.input_region(own)
     if region is None:
         return out
-    for spec, (lo, hi) in zip(m.input_specs, region):
+    for j, (spec, (lo, hi)) in enumerate(zip(m.input_specs, region)):
         if spec.kind != "affine" or spec.a == 0:
             continue
-        ends = sorted(((lo - spec.b) / spec.a, (hi - spec.b) / spec.a))
+        # an end on the factual's own input is the factual's code exactly (mapping the
+        # input back, (z - b) / a, could miss it by an ulp and move an immutable feature)
+        x0 = pyo.value(m.x0[spec.feature])
+        ends = sorted(x0 if end == own[j] else (end - spec.b) / spec.a for end in (lo, hi))
         low, high = out[spec.feature]
         out[spec.feature] = (max(low, ends[0]), min(high, ends[1]))
     return out
@@ -85,8 +94,10 @@ def candidates(m: CounterfactualModel) -> list[pd.DataFrame]:
         if lo <= hi:
             v = min(max(v, lo), hi)
         v = min(max(v, f.lower), f.upper)
-        plain[f.name] = f.from_code(v)
         x0 = pyo.value(m.x0[f.name])
+        if abs(v - x0) <= _ROUNDING * max(abs(f.lower), abs(f.upper), f.upper - f.lower):
+            v = x0  # the representation's round-off (x = lower + width * x_unit)
+        plain[f.name] = f.from_code(v)
         near = abs(v - x0) <= SNAP * (f.upper - f.lower) and lo <= x0 <= hi
         snapped[f.name] = f.from_code(x0 if near and not f.is_integral else v)
     rows = [pd.DataFrame([snapped], columns=m.space.names)]

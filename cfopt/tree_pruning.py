@@ -18,12 +18,12 @@ feature box. One query only reaches a small part of it:
    input specs, this is a box on the model inputs.
 3. **Pruning** (:class:`pruned_leaves`): a leaf whose path interval misses the query
    box on some input cannot be reached by such a counterfactual; its binary is bounded
-   to 0 for this solve (and freed afterwards), together with the cut
-   :math:`\text{objective} \le r`.
+   to 0 for this solve (and freed afterwards).
 
 The restricted problem has the same optimum as the original whenever the original
-optimum is :math:`\le r`; when it is infeasible (the heuristic point misses the MILP's
-margin or a user constraint), the caller solves the original problem. Without a
+optimum is :math:`\le r`; when it is infeasible or its optimum exceeds :math:`r` (the
+heuristic point misses the MILP's margin or a user constraint), the caller solves the
+original problem. Without a
 heuristic point, :math:`r = \infty` and only actionability prunes (exact always).
 """
 

@@ -269,7 +269,7 @@ def _labels(rng: np.random.Generator, Z: np.ndarray, n_classes: int) -> np.ndarr
 def _near_threshold(space: cfopt.FeatureSpace, model: Any, x: pd.DataFrame,
                     rng: np.random.Generator, notes: dict[str, Any]) -> bool:
     """Put a continuous feature of the factual on (or one ulp from) a split threshold."""
-    thresholds, _, _ = split_thresholds(model)
+    thresholds, *_ = split_thresholds(model)
     slices = space.input_slices()
     options = [f for f in space if f.kind.value == "continuous" and f.upper > f.lower
                and slices[f.name].start in thresholds]

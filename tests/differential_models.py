@@ -184,13 +184,19 @@ def linear_coefficients(model: Any) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- split thresholds
-def split_thresholds(model: Any) -> tuple[dict[int, np.ndarray], bool, str]:
+#: LightGBM reads a value within this of 0 as 0 (``kZeroThreshold``, 1e-35 as a float)
+LIGHTGBM_ZERO = float(np.float32(1e-35))
+
+
+def split_thresholds(model: Any) -> tuple[dict[int, np.ndarray], bool, str, float]:
     """The split thresholds of a tree model per model input (sorted, distinct), read from
     the library's own arrays / dumps, and how the library compares: whether it rounds
-    the input to float32 first, and the rule (``"le"``: left iff x <= t, ``"lt"``: x < t).
+    the input to float32 first, the rule (``"le"``: left iff x <= t, ``"lt"``: x < t),
+    and the band around 0 it reads as 0 (LightGBM; else 0).
     """
     name = type(model).__name__
     pairs: list[tuple[int, float]] = []
+    zero = 0.0
     if name.startswith("XGB"):
         for dump in model.get_booster().get_dump(dump_format="json"):
             _xgb_nodes(json.loads(dump), pairs)
@@ -198,7 +204,7 @@ def split_thresholds(model: Any) -> tuple[dict[int, np.ndarray], bool, str]:
     elif name.startswith("LGBM"):
         for info in model.booster_.dump_model()["tree_info"]:
             _lgbm_nodes(info["tree_structure"], pairs)
-        float32, rule = False, "le"
+        float32, rule, zero = False, "le", LIGHTGBM_ZERO
     elif hasattr(model, "_predictors"):  # histogram gradient boosting, float64 compares
         for stage in model._predictors:
             for predictor in stage:
@@ -215,7 +221,7 @@ def split_thresholds(model: Any) -> tuple[dict[int, np.ndarray], bool, str]:
     out: dict[int, list[float]] = {}
     for i, t in pairs:
         out.setdefault(int(i), []).append(float(t))
-    return {i: np.unique(np.asarray(v)) for i, v in out.items()}, float32, rule
+    return {i: np.unique(np.asarray(v)) for i, v in out.items()}, float32, rule, zero
 
 
 def _xgb_nodes(node: dict, pairs: list[tuple[int, float]]) -> None:
@@ -235,10 +241,12 @@ def _lgbm_nodes(node: dict, pairs: list[tuple[int, float]]) -> None:
     _lgbm_nodes(node["right_child"], pairs)
 
 
-def goes_left(u: np.ndarray, thresholds: np.ndarray, float32: bool, rule: str) -> np.ndarray:
+def goes_left(u: np.ndarray, thresholds: np.ndarray, float32: bool, rule: str,
+              zero: float = 0.0) -> np.ndarray:
     """(n, m) side of each model-input value ``u`` at each threshold, as the library
     decides it (the signature that groups candidate values into cells)."""
     u = np.asarray(u, dtype=np.float64)
+    u = np.where(np.abs(u) <= zero, 0.0, u)
     if float32:
         u = u.astype(np.float32).astype(np.float64)
     u = u[:, None]

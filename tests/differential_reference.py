@@ -226,7 +226,7 @@ def _near_threshold(t: float, width: float) -> list[float]:
 
 
 def tree_values(inst: Instance, f: Feature, thresholds: dict[int, np.ndarray], float32: bool,
-                rule: str) -> list[Any]:
+                rule: str, zero: float = 0.0) -> list[Any]:
     """Candidate values of one feature for a tree model: per cell of the library's split
     decisions on it, the candidate nearest the factual."""
     values = admissible(inst, f)
@@ -251,7 +251,7 @@ def tree_values(inst: Instance, f: Feature, thresholds: dict[int, np.ndarray], f
         candidates = np.unique(candidates[(candidates >= lo) & (candidates <= hi)])
     if not len(ts):  # the model ignores the feature: moving it only costs
         return [_plain(x0)]
-    sides = goes_left((candidates - f.shift) / f.scale, ts, float32, rule)
+    sides = goes_left((candidates - f.shift) / f.scale, ts, float32, rule, zero)
     order = np.argsort(np.abs(candidates - c0), kind="stable")
     _, first = np.unique(sides[order], axis=0, return_index=True)
     return [_plain(x0) if c == c0 else from_code(f, c) for c in candidates[order[first]]]
@@ -267,8 +267,8 @@ def reference_size(inst: Instance) -> int | None:
 
 
 def tree_axes_values(inst: Instance) -> list[list[Any]]:
-    thresholds, float32, rule = split_thresholds(inst.model)
-    return [tree_values(inst, f, thresholds, float32, rule) for f in inst.space]
+    thresholds, float32, rule, zero = split_thresholds(inst.model)
+    return [tree_values(inst, f, thresholds, float32, rule, zero) for f in inst.space]
 
 
 # ------------------------------------------------------------------ the product

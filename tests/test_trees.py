@@ -238,3 +238,25 @@ def test_booster_multiclass(continuous_data, family):
     for target in {0, 1, 2} - {current}:
         ce = explainer.explain(x, target=target)
         assert ce.verified and model.predict(space.transform(ce.counterfactual))[0] == target
+
+
+def test_lightgbm_reads_values_near_zero_as_zero():
+    """LightGBM reads |x| <= 1e-35 (as a float) as 0 and puts its zero-bin splits at
+    +-1e-35: the structure must send such values where the library does (a factual at
+    -1e-35 went left in cfopt's model and right in LightGBM's); zero as missing with a
+    default way that breaks the half-line is refused by name."""
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.choice([-1.0, 0.0, 1.0], 400) * rng.random(400), rng.random(400)])
+    y = (X[:, 0] > 0).astype(int) ^ (X[:, 0] == 0).astype(int)
+    model = lgb.LGBMClassifier(n_estimators=5, num_leaves=4, min_child_samples=5,
+                               verbose=-1).fit(X, y)
+    zero = float(np.float32(1e-35))
+    probes = np.array([[v, 0.5] for v in (0.0, 5e-36, -5e-36, zero, -zero, 1e-35, -1e-35,
+                                          np.nextafter(-zero, -1.0), 1e-30, -1e-30)])
+    out = cfopt.parse_model(model).structure.outputs(probes)[:, 0]
+    np.testing.assert_allclose(out, model.predict(probes, raw_score=True), rtol=0, atol=1e-12)
+    missing = lgb.LGBMClassifier(n_estimators=5, num_leaves=4, min_child_samples=5, verbose=-1,
+                                 zero_as_missing=True).fit(X, y)
+    with pytest.raises(cfopt.UnsupportedModelError, match="zero_as_missing=False"):
+        cfopt.parse_model(missing)

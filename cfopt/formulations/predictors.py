@@ -269,17 +269,30 @@ def _build_network(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds
     ``library_input`` concern tree splits only."""
     if net.is_linear:
         return _build_linear(block, name, net, bounds)
-    from omlt import OmltBlock
+    from omlt import OffsetScaling, OmltBlock
     from omlt.neuralnet import FullSpaceNNFormulation, NetworkDefinition
     from omlt.neuralnet.layer import DenseLayer, InputLayer
 
-    definition = NetworkDefinition(scaled_input_bounds=dict(enumerate(bounds)))
+    # the network runs on the inputs normalized to their box, t = (x - l) / w in [0, 1],
+    # with the first layer folded (W diag(w), b + W l): OMLT's scaled inputs, so a network
+    # on raw units gives rows of coefficients near 1 (CBC proved a raw-unit query
+    # infeasible)
+    lo = np.array([lb for lb, _ in bounds])
+    width = np.array([ub - lb if ub > lb else 1.0 for lb, ub in bounds])
+    scaling = OffsetScaling(offset_inputs=lo.tolist(), factor_inputs=width.tolist(),
+                            offset_outputs=[0.0] * net.n_outputs,
+                            factor_outputs=[1.0] * net.n_outputs)
+    definition = NetworkDefinition(scaling_object=scaling, scaled_input_bounds={
+        i: (0.0, 1.0 if ub > lb else 0.0) for i, (lb, ub) in enumerate(bounds)})
     prev = InputLayer([net.n_inputs])
     definition.add_layer(prev)
-    for layer in net.layers:
+    for k, layer in enumerate(net.layers):
+        weight, bias = layer.weight, layer.bias
+        if k == 0:
+            weight, bias = weight * width[None, :], bias + weight @ lo
         dense = DenseLayer(prev.output_size, [layer.weight.shape[0]],
                            activation="relu" if layer.relu else "linear",
-                           weights=layer.weight.T.copy(), biases=layer.bias.copy())
+                           weights=weight.T.copy(), biases=bias.copy())
         definition.add_layer(dense)
         definition.add_edge(prev, dense)
         prev = dense

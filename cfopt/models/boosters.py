@@ -3,9 +3,9 @@
 * XGBoost (``save_raw("json")``): node arrays per tree; a node sends ``x`` left when
   ``float32(x) < threshold`` (thresholds and leaf values are float32); tree ``i``
   scores class ``tree_info[i]``.
-* LightGBM (``dump_model()``): nested nodes; left when ``x <= threshold`` in float64
-  (numerical splits only; categorical splits are refused); tree ``i`` scores class
-  ``i % num_tree_per_iteration``.
+* LightGBM (``dump_model()``): nested nodes; left when ``x <= threshold`` in float64,
+  an input within 1e-35 of 0 read as 0 (numerical splits only; categorical splits are
+  refused); tree ``i`` scores class ``i % num_tree_per_iteration``.
 
 The outputs are the raw margins (``output_margin`` / ``raw_score``); the constant base
 score (XGBoost's ``base_score``, LightGBM's init score) is measured as the difference
@@ -115,6 +115,31 @@ class XGBoostAdapter(_BoosterAdapter):
 
 
 
+#: LightGBM reads an input within this of 0 as 0 (``kZeroThreshold``: 1e-35 as a float)
+LIGHTGBM_ZERO = float(np.float32(1e-35))
+
+
+def _zero_read_threshold(node: dict) -> float:
+    """The threshold ``t`` such that LightGBM sends ``x`` left iff ``x <= t``.
+
+    LightGBM reads ``|x| <= LIGHTGBM_ZERO`` as 0 (a sparse zero), which goes the way
+    0 compares, or the node's default way when it treats zero as missing
+    (``missing_type: "Zero"``); elsewhere ``x <= threshold`` decides. A split whose
+    threshold lies in that band (LightGBM puts its zero-bin splits at +-1e-35) moves to
+    the band's edge; a split whose left side would not be a half-line is refused."""
+    theta, zero = float(node["threshold"]), LIGHTGBM_ZERO
+    band_left = bool(node.get("default_left", True)) if node.get("missing_type") == "Zero" \
+        else 0.0 <= theta
+    if -zero <= theta < zero:
+        return zero if band_left else float(np.nextafter(-zero, -np.inf))
+    if band_left == (theta >= zero):
+        return theta
+    raise UnsupportedModelError(
+        f"a LightGBM split at {theta!r} sends zero (missing) values "
+        f"{'left' if band_left else 'right'} but smaller values the other way; cfopt encodes "
+        f"splits whose left side is a half-line (train with zero_as_missing=False)")
+
+
 class LightGBMAdapter(_BoosterAdapter):
     """``lightgbm.LGBMClassifier`` / ``LGBMRegressor`` with numerical splits."""
 
@@ -147,7 +172,7 @@ class LightGBMAdapter(_BoosterAdapter):
                 raise UnsupportedModelError(f"LightGBM split type {node.get('decision_type')!r}"
                                             f" (categorical) is not supported")
             feature[idx] = int(node["split_feature"])
-            threshold[idx] = float(node["threshold"])
+            threshold[idx] = _zero_read_threshold(node)
             left[idx] = add(node["left_child"])
             right[idx] = add(node["right_child"])
             return idx

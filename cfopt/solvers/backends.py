@@ -226,9 +226,12 @@ class GurobiBackend(_ContribBackend):
 #: "optimal" where HiGHS, Gurobi and CBC without it prove 0.0414; cf. coin-or/Cbc#283,
 #: #724); its objective ``increment`` pruned nodes that could improve the incumbent by
 #: less than its estimate of the objective's granularity (8.216e-5 where 8.106e-5 is
-#: feasible); its cuts cut the optimum off a network query restricted by the objective
-#: cut-off row (1.0 where 0.374 is feasible) and a multiclass linear one
-_LEGACY_DEFAULTS = {"cbc": {"preprocess": "off", "increment": 0, "cuts": "off"}}
+#: feasible); its cuts cut the optimum off a network query (1.0 where 0.374 is
+#: feasible) and a multiclass linear one; at its integrality tolerance (1e-7) it proved a
+#: query of a network with big-M constants of 4e5 infeasible (1e-7 x 4e5 is 40x the
+#: validity margin): 1e-8
+_LEGACY_DEFAULTS = {"cbc": {"preprocess": "off", "increment": 0, "cuts": "off",
+                            "integerTolerance": 1e-8}}
 #: option names of classic Pyomo solvers: (time limit, relative gap, threads, seed)
 _LEGACY_OPTIONS = {
     "cbc": ("sec", "ratioGap", "threads", "randomCbcSeed"),
