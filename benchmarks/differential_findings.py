@@ -106,7 +106,9 @@ FINDINGS: list[dict[str, object]] = [
                  "by less than its estimate; its cuts, with the objective cut-off row of a "
                  "restricted query, cut the optimum off (a primal tolerance of 1e-9 fixed "
                  "those two but made CBC prove a feasible tree query infeasible)",
-        "fix": "CBC runs with preprocess off, increment 0 and cuts off by default",
+        "fix": "CBC runs with preprocess off, increment 0, cuts off and integerTolerance 1e-8 "
+               "by default (the last: seed 3657, a raw-unit network with big-M constants of "
+               "4e5 proved infeasible at 1e-7)",
     },
     {
         "class": "a tolerance-sized move crossed a split for free",
@@ -127,6 +129,33 @@ FINDINGS: list[dict[str, object]] = [
                 "tightenPrimalBounds' with preprocessing off)",
         "cause": "a CBC 2.10.8 bug; the exception ended the query",
         "fix": "a crashed solver process is an ERROR status (no claim), not an exception",
+    },
+    {
+        "class": "the objective cut-off row misled the solvers",
+        "seen": "seeds 4791 (torch MLP, HiGHS: OPTIMAL 0.39668 where 0.39658 is feasible), "
+                "1025 (CBC: 1.0 where 0.374 is)",
+        "cause": "the per-query restriction added objective <= r (the heuristic's objective), "
+                 "a row parallel to the objective; without it both solve correctly",
+        "fix": "the restriction tightens bounds only and falls back to the full problem when "
+               "its optimum lies beyond r (cfopt/explainer.py)",
+    },
+    {
+        "class": "LightGBM reads values within 1e-35 of 0 as 0",
+        "seen": "seed 4784 (a zero-bin split at -1e-35: -1.0000000180025095e-35 goes right "
+                "in LightGBM, left in a plain comparison; the harness's reference missed "
+                "the cheap move cfopt found)",
+        "cause": "LightGBM maps |x| <= kZeroThreshold to 0 before comparing",
+        "fix": "zero-bin thresholds moved to the band's edge (cfopt/models/boosters.py); the "
+               "harness emulates the same reading (tests/differential_models.py)",
+    },
+    {
+        "class": "decoding moved an immutable feature by an ulp",
+        "seen": "seeds 526, 946, 1424, 2581 (immutable or decrease-only feature near a split: "
+                "VERIFICATION_FAILED), 1398 (immutable 0.0108 decoded as 0.010800000000000002)",
+        "cause": "mapping the factual's input back to a code, (z - b) / a, and x = lower + "
+                 "width * x_unit, are off by an ulp",
+        "fix": "an end of the region on the factual's own input is the factual's code, and a "
+               "difference within float round-off of a code is no move (cfopt/solution.py)",
     },
     {
         "class": "optimal objectives differ within the margin's tolerance (no false claim)",
