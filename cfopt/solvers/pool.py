@@ -52,7 +52,16 @@ def read_gurobi_pool(solver: Any) -> list[PoolMember]:
 
 class HighsIncumbents:
     """Collects HiGHS's improving incumbents during one solve (a context manager
-    around the solve of a contrib ``highs`` solver already holding the model)."""
+    around the solve of a contrib ``highs`` solver already holding the model).
+
+    Entering also turns HiGHS's output off until the solve applies its own options
+    (``HighsBackend`` always sets ``output_flag``): a model just loaded by
+    ``set_instance`` has HiGHS's default output on, and Pyomo's update before the solve
+    sends every mutable coefficient, zeros included, with ``Highs::changeCoeff`` — HiGHS
+    then printed one C-level ``|Value| of 0 supplied to Highs::changeCoeff`` warning per
+    zero to the process's stdout, outside Pyomo's output capture. (A zero that is not a
+    stored nonzero is ignored by HiGHS, which is the right effect.)
+    """
 
     def __init__(self, solver: Any) -> None:
         self._solver = solver
@@ -63,7 +72,9 @@ class HighsIncumbents:
                             np.array(event.data_out.mip_solution, dtype=float)))
 
     def __enter__(self) -> HighsIncumbents:
-        self._solver._solver_model.cbMipImprovingSolution.subscribe(self._record)
+        highs = self._solver._solver_model
+        highs.setOptionValue("output_flag", False)  # the solve sets it as asked
+        highs.cbMipImprovingSolution.subscribe(self._record)
         return self
 
     def __exit__(self, *exc: Any) -> None:
