@@ -17,6 +17,7 @@ from .batch import BatchResult
 from .bound_tightening import BoundTighteningReport, tighten_relu_bounds
 from .diagnosis import Diagnosis, diagnose
 from .errors import (
+                     AlreadyTargetError,
                      CfoptError,
                      DataNotFoundError,
                      InfeasibleError,
@@ -70,7 +71,8 @@ from .status import Status
 __version__ = "0.1.0"
 
 __all__ = [
-    "add_predictor", "BoundTighteningReport", "build", "CausalModel", "CfoptError",
+    "add_predictor", "AlreadyTargetError", "BoundTighteningReport", "build", "CausalModel",
+    "CfoptError",
     "ClusterHulls", "ConstraintBlock", "ConvexHull", "Counterfactual", "CounterfactualModel",
     "CounterfactualSet", "DataNotFoundError", "datasets", "diagnose", "Diagnosis",
     "DiverseNeighbours", "DiverseNeighboursResult", "diversity", "DiversityCuts", "Explainer",

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import cloudpickle
 import pandas as pd
 
-from .errors import InfeasibleError
+from .errors import AlreadyTargetError, InfeasibleError
 from .features import as_frame
 from .progress import progress_bar
 from .results import Counterfactual
@@ -76,6 +76,7 @@ class BatchResult(Sequence[Counterfactual]):
         workers: parallel workers used (1 serially).
         solver_threads: solver threads per worker.
         total_time: wall seconds of the whole batch.
+        index: the index of ``X`` (the rows' labels; ``to_frame`` keeps it).
     """
 
     results: list[Counterfactual]
@@ -84,6 +85,7 @@ class BatchResult(Sequence[Counterfactual]):
     workers: int = 1
     solver_threads: int | None = 1
     total_time: float = 0.0
+    index: pd.Index | None = None
 
     def __len__(self) -> int:
         return len(self.results)
@@ -107,12 +109,13 @@ class BatchResult(Sequence[Counterfactual]):
         return out
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per query: status, verified, objective, bound, changed features and
-        times (total, the solver's own)."""
+        """One row per query, indexed like ``X``: status, verified, objective, bound,
+        changed features, times (total, the solver's own) and the message."""
         return pd.DataFrame([{
             "status": r.status.value, "verified": r.verified, "objective": r.objective,
             "bound": r.bound, "changed": len(r.changes()) if r.found else None,
-            "total_s": r.total_time, "solver_s": r.solver_time} for r in self.results])
+            "total_s": r.total_time, "solver_s": r.solver_time, "message": r.message}
+            for r in self.results], index=self.index)
 
     def to_dict(self) -> dict[str, Any]:
         return {"interrupted": self.interrupted, "backend": self.backend,
@@ -130,7 +133,7 @@ class BatchResult(Sequence[Counterfactual]):
 
 
 def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,
-                  errors: Literal["raise", "record"] = "raise", n_jobs: int | None = None,
+                  errors: Literal["raise", "record"] = "record", n_jobs: int | None = None,
                   backend: str | None = None, solver_threads: int | None = None,
                   client: Any = None, progress: bool | None = None,
                   **options: Any) -> BatchResult:
@@ -155,13 +158,13 @@ def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,
     if client is not None and backend != "dask":
         raise ValueError("client is for backend='dask' only")
     frame = as_frame(X)
-    explainer.space.validate(frame)
+    explainer.space.validate(frame.iloc[:0])  # the columns; a bad value is its row's status
     t0 = time.perf_counter()
     if backend is None and n_jobs in (None, 1):
         results, interrupted = _serial(explainer, frame, target, errors, solver_threads,
                                        progress, options)
         batch = BatchResult(results, interrupted, "serial", 1,
-                            solver_threads or explainer.settings.threads)
+                            solver_threads or explainer.settings.threads, index=frame.index)
     else:
         jobs = -1 if n_jobs is None else n_jobs
         batch = _parallel(explainer, frame, target, errors, jobs, backend or "loky",
@@ -240,28 +243,42 @@ def _parallel(explainer: Explainer, frame: pd.DataFrame, target: Any, errors: st
     finally:
         bar.close()
     return BatchResult(_fill(explainer, frame, results), interrupted, backend, workers,
-                       solver_threads)
+                       solver_threads, index=frame.index)
 
 
 def _answer(explainer: Explainer, row: pd.DataFrame, target: Any, errors: str,
             options: Mapping[str, Any]) -> Counterfactual:
-    """One query; with ``errors="record"`` an infeasible one becomes a result."""
+    """One query. A row already in the target gets the status ``ALREADY_TARGET``. Any
+    other failure of the row (infeasible, a bad value, a solver failure) raises with
+    ``errors="raise"``, naming the row's index label; with ``errors="record"`` it
+    becomes the row's status (``INFEASIBLE`` with the diagnosis, else ``ERROR``) and
+    message."""
+    label = row.index[0]
     try:
         return explainer.explain(row, target, **options)
-    except InfeasibleError as exc:
-        if errors == "raise":
-            raise
-        return _empty(explainer, row, Status.INFEASIBLE, str(exc), explainer.milp.target,
+    except AlreadyTargetError as exc:
+        return _empty(explainer, row, Status.ALREADY_TARGET, str(exc), explainer.milp.target,
                       explainer.milp.factual_class)
+    except Exception as exc:  # the row's own failure: its status, or raised by label
+        if errors == "raise":
+            exc.add_note(f"in explain_many, row {label!r} of X")
+            raise
+        status = Status.INFEASIBLE if isinstance(exc, InfeasibleError) else Status.ERROR
+        return _empty(explainer, row, status, f"row {label!r}: {type(exc).__name__}: {exc}",
+                      (), None)
 
 
 def _empty(explainer: Explainer, row: pd.DataFrame, status: Status, message: str,
            target: tuple, factual_class: Any) -> Counterfactual:
+    try:
+        factual = explainer.space.validate(row)
+    except ValueError:  # a bad row keeps its raw values
+        factual = row
     return Counterfactual(
-        factual=explainer.space.validate(row).reset_index(drop=True), counterfactual=None,
-        target=target, factual_class=factual_class, predicted_class=None, status=status,
-        verified=False, objective=None, bound=None, solver=explainer.backend.name,
-        margin=explainer.margin, message=message)
+        factual=factual.reset_index(drop=True), counterfactual=None, target=target,
+        factual_class=factual_class, predicted_class=None, status=status, verified=False,
+        objective=None, bound=None, solver=explainer.backend.name, margin=explainer.margin,
+        message=message)
 
 
 def _fill(explainer: Explainer, frame: pd.DataFrame,

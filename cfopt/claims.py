@@ -21,7 +21,7 @@ splits admit either side within rounding; :mod:`cfopt.formulations.trees`), so
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -40,13 +40,14 @@ ABS_GAP = 1e-6
 @dataclass(frozen=True)
 class Verdict:
     """A query's status, returned point (``None`` without a verified one), objective,
-    valid bound and message."""
+    valid bound, message, and the real model's prediction on the point."""
 
     status: Status
     row: pd.DataFrame | None
     objective: float | None
     bound: float | None
     message: str
+    predicted: Any = None
 
 
 def proven_optimal(objective: float, bound: float | None, mip_gap: float) -> bool:
@@ -55,16 +56,29 @@ def proven_optimal(objective: float, bound: float | None, mip_gap: float) -> boo
 
 
 def claim(outcomes: list[SolveOutcome], point: Verification | None, m: CounterfactualModel,
-          mip_gap: float, margin: float) -> Verdict:
+          mip_gap: float, margin: float, heuristic: Verification | None = None) -> Verdict:
     """The verdict of a query from its solves (the first of the declared problem, the
-    others re-solves with larger margins) and the last decoded point."""
+    others re-solves with larger margins), the last decoded point, and the verified
+    heuristic point of the query (the answer, ``FEASIBLE``, when no solve gives a
+    verified point: e.g. the time limit struck first)."""
     first, last = outcomes[0], outcomes[-1]
     bound = first.bound if first.status is not Status.ERROR else None
+    if (point is None or not point.verified) and heuristic is not None and \
+            first.status is not Status.INFEASIBLE:
+        objective = objective_value(m, heuristic.row)
+        bound = None if bound is None else min(bound, objective)
+        if proven_optimal(objective, bound, mip_gap):
+            return Verdict(Status.OPTIMAL, heuristic.row, objective, bound, "",
+                           heuristic.predicted)
+        return Verdict(Status.FEASIBLE, heuristic.row, objective, bound,
+                       f"the solver ended {last.status.value} without a verified point: the "
+                       f"verified heuristic counterfactual is returned, optimality not "
+                       f"proven", heuristic.predicted)
     if point is not None and point.verified:
         objective = objective_value(m, point.row)
         bound = None if bound is None else min(bound, objective)
         if proven_optimal(objective, bound, mip_gap):
-            return Verdict(Status.OPTIMAL, point.row, objective, bound, "")
+            return Verdict(Status.OPTIMAL, point.row, objective, bound, "", point.predicted)
         if len(outcomes) > 1:
             why = (f"the solver's point failed verification and the re-solve with margin "
                    f"{margin:g} (a smaller problem) found this one; optimality is not proven "
@@ -77,7 +91,7 @@ def claim(outcomes: list[SolveOutcome], point: Verification | None, m: Counterfa
             why = (f"the verified point's objective {objective:.6g} is above the proven bound "
                    f"{bound:.6g} by more than the requested gap {mip_gap:g}: optimality not "
                    f"proven")
-        return Verdict(Status.FEASIBLE, point.row, objective, bound, why)
+        return Verdict(Status.FEASIBLE, point.row, objective, bound, why, point.predicted)
     if point is not None:  # a solution that never verified
         return Verdict(Status.VERIFICATION_FAILED, None, None, None,
                        f"the solver's point is predicted as {point.predicted!r} by the real "

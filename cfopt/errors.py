@@ -32,6 +32,12 @@ class ModelChangedError(CfoptError, RuntimeError):
     the counterfactual MILP was built from it: answers would be about the old model."""
 
 
+class AlreadyTargetError(CfoptError, ValueError):
+    """The factual is already classified as a target (or predicted inside the target
+    interval): there is nothing to explain. In a batch, such a row gets the status
+    ``ALREADY_TARGET``."""
+
+
 class InfeasibleError(CfoptError, ValueError):
     """No counterfactual satisfies the declared constraints.
 

@@ -14,6 +14,7 @@ so its point is reported ``OPTIMAL`` only within the gap of the first solve's bo
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
 import time
@@ -34,7 +35,7 @@ from .models.trees import TreeEnsemble
 from .problem import CounterfactualModel
 from .query_tightening import greedy_counterfactual, objective_value, radius_bounds
 from .results import Counterfactual, CounterfactualSet
-from .solution import Verification, verified_solution
+from .solution import Verification, verified_solution, verify_row
 from .solvers import SolveOutcome, SolverBackend, SolverSettings, make_solver
 from .solvers.base import time_left
 from .solvers.options import check_options
@@ -78,9 +79,11 @@ class Explainer:
         verbose: print solver logs.
         constraints: declared constraint blocks (rules, causal equations, trust
             regions), see :class:`~cfopt.CounterfactualModel`.
-        tree_formulation: tree ensembles: ``"leaf"`` (default; fastest with per-query
-            pruning) or ``"threshold"`` (Mišić's, fastest without pruning; see
-            ``benchmarks/results/trees.json``).
+        tree_formulation: tree ensembles: ``"leaf"`` (default: binary leaves) or
+            ``"threshold"`` (continuous leaves); see :mod:`cfopt.formulations.trees`.
+        features_to_vary: the only features a counterfactual may change (DiCE's
+            allow-list; the others become immutable in a copy of ``space``, see
+            :meth:`FeatureSpace.vary_only`); ``None``: as the space declares.
 
     Attributes:
         milp: the :class:`~cfopt.CounterfactualModel` (a Pyomo ``ConcreteModel``);
@@ -96,7 +99,8 @@ class Explainer:
                  solver_options: Mapping[str, Any] | None = None, verify_retries: int = 3,
                  tighten_per_query: bool = True, verbose: bool = False,
                  constraints: Sequence[ConstraintBlock] = (),
-                 tree_formulation: str | None = None) -> None:
+                 tree_formulation: str | None = None,
+                 features_to_vary: Sequence[str] | None = None) -> None:
         self.settings = SolverSettings(time_limit=time_limit, mip_gap=mip_gap, threads=threads,
                                        seed=seed, options=dict(solver_options or {}),
                                        verbose=verbose)
@@ -108,6 +112,11 @@ class Explainer:
         self.tighten_per_query = bool(tighten_per_query)
         self.backend = make_solver(solver)
         check_options(self.backend.name, self.settings.options)
+        if features_to_vary is not None:
+            if isinstance(features_to_vary, str):
+                raise TypeError(f"features_to_vary must be a list of feature names, got the "
+                                f"string {features_to_vary!r}")
+            space = copy.deepcopy(space).vary_only(*features_to_vary)
         self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
                                         max_changes=max_changes, margin=margin,
                                         bound_tightening=bound_tightening,
@@ -133,8 +142,9 @@ class Explainer:
 
         Args:
             x: one row (DataFrame, Series or dict) in raw units with category labels.
-            target: a class label, a list of labels, or ``None`` (any other class);
-                for a regressor, the interval ``(low, high)`` (``None``: open side).
+            target: a class label, a list of labels, or ``None`` / ``"opposite"`` (any
+                other class); for a regressor, the interval ``(low, high)`` (``None``:
+                open side).
             n: give it (or ``diversity``) for a :class:`~cfopt.CounterfactualSet` of up to
                 ``n`` counterfactuals (default 5 when only ``diversity`` is given).
             diversity: ``"nogood"`` (default for sets), ``"distance"``, ``"epsilon"`` or
@@ -144,7 +154,9 @@ class Explainer:
                 ``min_distance``, ``epsilon``, ``hamming``, ``pool_mode``, ``pool_gap``.
 
         Raises:
-            ValueError: bad input (columns, NaN, categories, bounds, target).
+            ValueError: bad input (columns, NaN, categories, bounds, target);
+                :class:`~cfopt.AlreadyTargetError` (a ``ValueError``) when the factual
+                already meets the target.
             InfeasibleError: no counterfactual exists; the message names the
                 conflicting constraint groups.
         """
@@ -198,6 +210,7 @@ class Explainer:
         outcomes: list[SolveOutcome] = []
         details: dict[str, Any] = {}
         point: Verification | None = None
+        heuristic: list[Verification] = []  # the first restriction's verified candidate
         margin_used = pyo.value(m.margin)
         try:
             for _ in range(self.verify_retries + 1):
@@ -208,7 +221,7 @@ class Explainer:
                                                      "maxTimeLimit"))
                     break
                 margin_used = pyo.value(m.margin)
-                outcome = self._solve(m, budget, details)
+                outcome = self._solve(m, settings, t0, details, heuristic)
                 outcomes.append(outcome)
                 if not outcome.status.has_solution:
                     break
@@ -218,7 +231,8 @@ class Explainer:
                 m.margin = margin_used * 10
         finally:
             m.margin = self.margin
-        verdict = claim(outcomes, point, m, settings.mip_gap, margin_used)
+        verdict = claim(outcomes, point, m, settings.mip_gap, margin_used,
+                        heuristic[0] if heuristic else None)
         if verdict.status is Status.INFEASIBLE and diagnose_infeasible:
             diagnosis = diagnose(m, self.backend, settings)
             raise InfeasibleError(diagnosis.message(m.describe_target()),
@@ -230,7 +244,7 @@ class Explainer:
         return Counterfactual(
             factual=factual, counterfactual=row, target=target_labels,
             factual_class=m.factual_class,
-            predicted_class=point.predicted if row is not None else None,
+            predicted_class=verdict.predicted,
             status=verdict.status, verified=row is not None, objective=verdict.objective,
             bound=verdict.bound, distances=m.distances(row) if row is not None else {},
             build_time=build_time + one_off, solve_time=sum(o.wall_time for o in outcomes),
@@ -239,68 +253,81 @@ class Explainer:
             margin=margin_used, attempts=len(outcomes), message=verdict.message,
             details=details, space=m.space)
 
-    def _solve(self, m: CounterfactualModel, settings: SolverSettings,
-               details: dict[str, Any]) -> SolveOutcome:
-        """One solve, restricted around a heuristic counterfactual of objective ``r`` when
-        possible (:mod:`cfopt.query_tightening`, :mod:`cfopt.tree_pruning`). The
-        restriction keeps every point of objective at most ``r``, so it is exact when the
-        optimum is: the full problem is solved instead when the restricted one is
-        infeasible or its best point lies beyond ``r`` (the heuristic point broke a
-        constraint that cannot be checked on raw rows, e.g. a raw Pyomo one). Out of time
-        for that, the restricted point is kept with the bound ``min(bound, r)``, valid for
-        the full problem."""
-        found = self._restriction(m, details) if self.tighten_per_query else None
+    def _solve(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
+               details: dict[str, Any], heuristic: list[Verification]) -> SolveOutcome:
+        """One solve within the time left of the query started at ``t0``, restricted
+        around a heuristic counterfactual of objective ``r`` when possible
+        (:mod:`cfopt.query_tightening`, :mod:`cfopt.tree_pruning`); the heuristic point,
+        verified by the real model, is kept in ``heuristic`` (the answer when no solve
+        finds a point in time). The restriction keeps every point of objective at most
+        ``r``, so it is exact when the optimum is: the full problem is solved instead when
+        the restricted one is infeasible or its best point lies beyond ``r`` (the
+        heuristic point broke a constraint that cannot be checked on raw rows, e.g. a raw
+        Pyomo one). Out of time for that, the restricted point is kept with the bound
+        ``min(bound, r)``, valid for the full problem."""
+        found = self._restriction(m, details, heuristic) if self.tighten_per_query else None
+        budget = self._budget(m, settings, t0)  # building the restriction took time too
+        if budget is None:
+            return SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit")
         if found is None:
-            return self.backend.solve(m, settings)
+            return self.backend.solve(m, budget)
         restriction, radius = found
-        t0 = time.perf_counter()
         with restriction:
-            outcome = self.backend.solve(m, settings)
+            outcome = self.backend.solve(m, budget)
         details["restricted"] = True
         beyond = outcome.objective is not None and outcome.objective > radius * (
             1 + 1e-6) + 1e-9
         if math.isinf(radius) or (outcome.status is not Status.INFEASIBLE and not beyond):
             return outcome
         details["fallback"] = True
-        if settings.time_limit is not None:
-            left = settings.time_limit - (time.perf_counter() - t0)
-            if left <= 0:
-                if beyond:
-                    bound = radius if outcome.bound is None else min(outcome.bound, radius)
-                    return dataclasses.replace(outcome, status=Status.FEASIBLE, bound=bound)
-                return dataclasses.replace(outcome, status=Status.NO_SOLUTION)
-            settings = dataclasses.replace(settings, time_limit=left)
-        again = self.backend.solve(m, settings)
+        budget = self._budget(m, settings, t0)
+        if budget is None:
+            if beyond:
+                bound = radius if outcome.bound is None else min(outcome.bound, radius)
+                return dataclasses.replace(outcome, status=Status.FEASIBLE, bound=bound)
+            return dataclasses.replace(outcome, status=Status.NO_SOLUTION)
+        again = self.backend.solve(m, budget)
         times = [o.solver_time for o in (outcome, again) if o.solver_time is not None]
         return dataclasses.replace(again, wall_time=again.wall_time + outcome.wall_time,
                                    solver_time=sum(times) if times else None)
 
-    def _restriction(self, m: CounterfactualModel, details: dict[str, Any]
+    def _budget(self, m: CounterfactualModel, settings: SolverSettings, t0: float
+                ) -> SolverSettings | None:
+        """The settings of a solve with the time left of the query started at ``t0``, or
+        ``None`` when less time is left than the backend spends outside the solver on
+        this model (a solve started then would overrun the limit)."""
+        budget = time_left(settings, t0)
+        if budget is not None and budget.time_limit is not None and \
+                budget.time_limit <= self.backend.overhead(m):
+            return None
+        return budget
+
+    def _restriction(self, m: CounterfactualModel, details: dict[str, Any],
+                     heuristic: list[Verification]
                      ) -> tuple[AbstractContextManager[None], float] | None:
         """The per-query restriction of this query and the objective ``r`` of the
         heuristic point it is built around (infinite: actionability only, exact), or
-        ``None``."""
-        if isinstance(m.adapter.structure, TreeEnsemble):
-            candidate = _admissible(m, greedy_tree_counterfactual(m))
-            radius = math.inf
-            if candidate is not None:
-                radius = objective_value(m, candidate)
-                details["heuristic_objective"] = radius
-            return _pruned(m, radius, details), radius
-        if m.global_layer_bounds and m.uses_space_encoding:
-            candidate = _admissible(m, greedy_counterfactual(m))
-            if candidate is None:
-                return None
-            radius = objective_value(m, candidate)
-            bounds = radius_bounds(m, radius)
-            if bounds is None:
-                return None
+        ``None``; the first heuristic point the real model verifies joins ``heuristic``."""
+        tree = isinstance(m.adapter.structure, TreeEnsemble)
+        if not tree and not (m.global_layer_bounds and m.uses_space_encoding):
+            return None
+        candidate = _admissible(m, greedy_tree_counterfactual(m) if tree
+                                else greedy_counterfactual(m))
+        radius = math.inf if candidate is None else objective_value(m, candidate)
+        if candidate is not None:
             details["heuristic_objective"] = radius
-            return _relu_bounds(m, bounds, details), radius
-        return None
+            checked = verify_row(m, candidate)
+            if checked.verified and not heuristic:
+                heuristic.append(checked)
+        if tree:
+            return _pruned(m, radius, details), radius
+        bounds = radius_bounds(m, radius) if candidate is not None else None
+        if bounds is None:
+            return None
+        return _relu_bounds(m, bounds, details), radius
 
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,
-                     errors: Literal["raise", "record"] = "raise", n_jobs: int | None = None,
+                     errors: Literal["raise", "record"] = "record", n_jobs: int | None = None,
                      backend: str | None = None, solver_threads: int | None = None,
                      client: Any = None, progress: bool | None = None,
                      **options: Any) -> BatchResult:
@@ -309,9 +336,13 @@ class Explainer:
 
         Args:
             X: the raw rows.
-            target: as :meth:`explain`, for every row.
-            errors: ``"record"`` turns an infeasible query into a result with status
-                ``INFEASIBLE`` and the diagnosis as its message, instead of raising.
+            target: as :meth:`explain`, for every row (``"opposite"``: the other class
+                of each row); a row already in its target gets the status
+                ``ALREADY_TARGET``.
+            errors: ``"record"`` (default): a row that fails (infeasible, a bad value, a
+                solver failure) gets its status (``INFEASIBLE`` with the diagnosis, else
+                ``ERROR``) and a message naming its index label, and the batch goes on;
+                ``"raise"``: the first failing row raises, its label noted.
             n_jobs: parallel workers (``-1``: every core, or every Dask worker thread);
                 ``None`` (default) or 1 with no ``backend`` runs serially in this
                 process; ``None`` with a backend means -1.
@@ -329,7 +360,8 @@ class Explainer:
 
         Returns:
             a :class:`~cfopt.batch.BatchResult` (a sequence of
-            :class:`~cfopt.Counterfactual`, in the order of ``X``). Ctrl-C stops the
+            :class:`~cfopt.Counterfactual`, in the order of ``X``; ``to_frame()`` keeps
+            ``X``'s index). Ctrl-C stops the
             batch and returns the finished answers, the others with status
             ``INTERRUPTED``.
         """

@@ -445,6 +445,26 @@ class FeatureSpace:
             self.set(n, immutable=True)
         return self
 
+    def vary_only(self, *names: str) -> FeatureSpace:
+        """Let only the named features change (DiCE's ``features_to_vary``): every other
+        feature becomes immutable. A named feature declared immutable is an error (the
+        list does not silently free it). Returns ``self``."""
+        unknown = [n for n in names if n not in self._features]
+        if unknown:
+            raise ValueError(f"features_to_vary names unknown feature(s) {unknown}; the "
+                             f"space has {self.names}")
+        if not names:
+            raise ValueError("features_to_vary is empty: name at least one feature that may "
+                             "change")
+        fixed = [n for n in names if self[n].immutable]
+        if fixed:
+            raise ValueError(f"features_to_vary names immutable feature(s) {fixed}; free them "
+                             f"first with space.set(name, immutable=False)")
+        for f in self:
+            if f.name not in names:
+                self.set(f.name, immutable=True)
+        return self
+
     def increase_only(self, *names: str) -> FeatureSpace:
         """Declare features that may only increase. Returns ``self``."""
         for n in names:

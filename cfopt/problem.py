@@ -50,7 +50,7 @@ from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 
 from .bound_tightening import BoundTighteningReport, layer_bounds, tighten_relu_bounds
 from .encoding import encode, space_specs, spec_bounds, spec_grids, spec_rounding
-from .errors import ModelChangedError
+from .errors import AlreadyTargetError, ModelChangedError
 from .features import FeatureSpace, as_frame
 from .formulations.actionability import add_actionability, add_max_changes
 from .formulations.blocks import ConstraintBlock
@@ -341,9 +341,12 @@ class CounterfactualModel(pyo.ConcreteModel):
             self.factual_split_changes.add(changed >= (1 - left_of if left else left_of))
 
     def set_target(self, target: Any = None) -> tuple:
-        """Set the target class(es): a label, a list of labels, or ``None`` (any class
-        other than the factual's); for a regressor, the interval ``(low, high)`` the
-        prediction must reach (``None`` for an open side). Returns the target."""
+        """Set the target class(es): a label, a list of labels, or ``None`` /
+        ``"opposite"`` (any class other than the factual's: the other one of a binary
+        model; ``"opposite"`` is a label when the model has a class of that name); for a
+        regressor, the interval ``(low, high)`` the prediction must reach (``None`` for
+        an open side). Returns the target. Raises :class:`~cfopt.AlreadyTargetError`
+        when the factual already meets it."""
         if self._factual is None:
             raise RuntimeError("set the factual (set_factual) before the target")
         if self._adapter.is_regressor:
@@ -351,7 +354,8 @@ class CounterfactualModel(pyo.ConcreteModel):
             self._update_constraints()
             return self._target
         classes = self._adapter.classes
-        if target is None:
+        if target is None or (isinstance(target, str) and target == "opposite"
+                              and "opposite" not in classes):
             labels = tuple(c for c in classes if c != self._factual_class)
         elif isinstance(target, (list, tuple, set, frozenset, np.ndarray, pd.Index)):
             labels = tuple(dict.fromkeys(target))
@@ -361,9 +365,9 @@ class CounterfactualModel(pyo.ConcreteModel):
             raise ValueError("the target set is empty; give at least one class label")
         indices = [self._adapter.class_index(t) for t in labels]
         if self._factual_class in labels:
-            raise ValueError(f"the factual is already classified as {self._factual_class!r}, "
-                             f"which is in the target {list(labels)}; a counterfactual must "
-                             f"change the class")
+            raise AlreadyTargetError(
+                f"the factual is already classified as {self._factual_class!r}, which is in "
+                f"the target {list(labels)}; a counterfactual must change the class")
         if self._adapter.decision == "sign" and len(indices) != 1:
             raise ValueError(f"a binary model has one target class, got {list(labels)}")
         set_target(self, self._adapter, indices)
@@ -393,8 +397,8 @@ class CounterfactualModel(pyo.ConcreteModel):
             raise ValueError(f"the target interval ({low:g}, {high:g}) is empty; give low < "
                              f"high")
         if low <= self._factual_class <= high:
-            raise ValueError(f"the factual's prediction {self._factual_class:g} already lies in "
-                             f"the target interval [{low:g}, {high:g}]")
+            raise AlreadyTargetError(f"the factual's prediction {self._factual_class:g} already "
+                                     f"lies in the target interval [{low:g}, {high:g}]")
         set_target_interval(self, self._predictor.output_bounds(), low, high)
         return (low, high)
 

@@ -106,16 +106,21 @@ def candidates(m: CounterfactualModel) -> list[pd.DataFrame]:
     return rows
 
 
+def verify_row(m: CounterfactualModel, row: pd.DataFrame) -> Verification:
+    """What the real model and the declared constraints say of a raw row."""
+    predicted = m.classify(row)[0]
+    problems = m.violations(row)
+    return Verification(row, predicted, problems,
+                        verified=m.is_target(predicted) and not problems)
+
+
 def verified_solution(m: CounterfactualModel) -> Verification:
     """The first candidate (:func:`candidates`) that the real model classifies as a
     target and that meets every declared constraint; else the first candidate with what
     is wrong with it (``verified`` False)."""
     checked = []
     for row in candidates(m):
-        predicted = m.classify(row)[0]
-        problems = m.violations(row)
-        result = Verification(row, predicted, problems,
-                              verified=m.is_target(predicted) and not problems)
+        result = verify_row(m, row)
         if result.verified:
             return result
         checked.append(result)

@@ -22,6 +22,8 @@ class Status(str, Enum):
     VERIFICATION_FAILED: the solver's point is not classified as the target by the
         real model even after re-solving with larger margins; no CE is returned.
     INTERRUPTED: the batch was interrupted (Ctrl-C) before this query finished.
+    ALREADY_TARGET: the factual itself is already classified as a target (or its
+        prediction lies in the target interval): no counterfactual is needed.
     """
 
     OPTIMAL = "optimal"
@@ -31,6 +33,7 @@ class Status(str, Enum):
     ERROR = "error"
     VERIFICATION_FAILED = "verification_failed"
     INTERRUPTED = "interrupted"
+    ALREADY_TARGET = "already_target"
 
     @property
     def has_solution(self) -> bool:

@@ -222,9 +222,10 @@ class TreePredictorConstr(PredictorConstr):
         self._fixed = []
         b.factual_left = {}
         out = []
+        bounds = self.input_bounds
         for key, cut in b.cuts.items():
             j = cut.input
-            lb, ub = self.input_bounds[j]
+            lb, ub = bounds[j]
             band = TOLERANCE_BAND * (ub - lb)
             left = cut.goes_left(float(library_inputs[j]))
             # the MILP's other side within the solvers' reach of the factual's value

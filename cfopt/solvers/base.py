@@ -117,6 +117,11 @@ class SolverBackend(ABC):
         raise SolverError(f"solver {self.name!r} has no solution pool cfopt can read; use "
                           f"an iterative diversity method (no-good or distance cuts)")
 
+    def overhead(self, model: pyo.Block) -> float:
+        """Seconds a solve of ``model`` is expected to spend outside the solver's own
+        clock (sending changes to a loaded model); 0 when unknown."""
+        return 0.0
+
     def reset(self) -> None:
         """Forget any loaded model (persistent backends); the next solve reloads it."""
 

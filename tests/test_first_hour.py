@@ -1,0 +1,99 @@
+"""A new user's first hour (issue 19): batches that finish whatever their rows hold,
+``target="opposite"``, DiCE's ``features_to_vary``, and time limits that hold on a
+default random forest with the heuristic point returned when the solver has none."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+
+import cfopt
+
+
+@pytest.fixture(scope="module")
+def logistic(german):
+    space = cfopt.FeatureSpace.from_frame(german.X)
+    model = LogisticRegression(max_iter=2000).fit(space.transform(german.X), german.y)
+    return model, space
+
+
+def test_batch_with_accepted_and_bad_rows_finishes(german, logistic):
+    """Rows already in the target get ALREADY_TARGET, a bad row its ERROR with its index
+    label; every other row is answered, and to_frame keeps X's index."""
+    model, space = logistic
+    explainer = cfopt.Explainer(model, space)
+    labels = model.predict(space.transform(german.X))
+    accepted = [i for i in range(len(labels)) if labels[i] == 1][:2]
+    rejected = [i for i in range(len(labels)) if labels[i] == 0][:3]
+    X = german.X.iloc[accepted + rejected].copy()
+    X.index = [f"applicant-{k}" for k in range(len(X))]
+    bad = X.index[-1]
+    X.loc[bad, "age"] = 500  # outside the declared bounds
+    batch = explainer.explain_many(X, target=1, progress=False)
+    frame = batch.to_frame()
+    assert list(frame.index) == list(X.index)
+    assert list(frame.status) == ["already_target"] * 2 + ["optimal"] * 2 + ["error"]
+    assert f"row {bad!r}" in frame.loc[bad, "message"] and "'age'" in frame.loc[bad, "message"]
+    assert all(r.verified for r in batch.results[2:4])
+    with pytest.raises(ValueError, match="'age'") as info:
+        explainer.explain_many(X, target=1, errors="raise", progress=False)
+    assert any(repr(bad) in note for note in getattr(info.value, "__notes__", []))
+
+
+def test_target_opposite(german, logistic):
+    """``target="opposite"`` explains every row towards the other class (DiCE's
+    ``desired_class="opposite"``); a single accepted row raises AlreadyTargetError."""
+    model, space = logistic
+    explainer = cfopt.Explainer(model, space)
+    X = german.X.iloc[:8]
+    labels = model.predict(space.transform(X))
+    batch = explainer.explain_many(X, target="opposite", progress=False)
+    assert [r.status for r in batch] == [cfopt.Status.OPTIMAL] * len(X)
+    for r, label in zip(batch, labels):
+        assert r.target == (1 - label,)
+        assert model.predict(space.transform(r.counterfactual))[0] == 1 - label
+    accepted = X.iloc[[int(np.argmax(labels))]]
+    with pytest.raises(cfopt.AlreadyTargetError, match="already classified"):
+        explainer.explain(accepted, target=1)
+
+
+def test_features_to_vary(german, logistic):
+    """Only the listed features change; the user's space is left as it was; a listed
+    immutable or unknown feature is an error naming it."""
+    model, space = logistic
+    allowed = ["duration", "credit_amount", "status", "savings"]
+    explainer = cfopt.Explainer(model, space, features_to_vary=allowed)
+    assert not space["age"].immutable
+    labels = model.predict(space.transform(german.X))
+    found = 0
+    for i in [k for k in range(len(labels)) if labels[k] == 0][:6]:
+        try:
+            ce = explainer.explain(german.X.iloc[[i]], target=1)
+        except cfopt.InfeasibleError:
+            continue
+        assert set(ce.changes().index) <= set(allowed)
+        found += 1
+    assert found >= 3
+    with pytest.raises(ValueError, match="'weight'"):
+        cfopt.Explainer(model, space, features_to_vary=["weight"])
+    fixed = cfopt.FeatureSpace.from_frame(german.X).immutable("age")
+    with pytest.raises(ValueError, match="'age'"):
+        fixed.vary_only("age", "duration")
+
+
+def test_time_limit_on_a_default_forest_returns_the_heuristic_point(german):
+    """A default random forest (100 unlimited-depth trees): a short limit returns a
+    verified point (the greedy one when the solver found none) as FEASIBLE, never
+    NO_SOLUTION, within a generous margin of the limit (timing is measured in
+    benchmarks, not asserted here)."""
+    space = cfopt.FeatureSpace.from_frame(german.X)
+    model = RandomForestClassifier(random_state=0).fit(space.transform(german.X), german.y)
+    explainer = cfopt.Explainer(model, space)
+    labels = model.predict(space.transform(german.X))
+    for i in [k for k in range(len(labels)) if labels[k] == 0][:3]:
+        ce = explainer.explain(german.X.iloc[[i]], target=1, time_limit=0.5)
+        assert ce.status in (cfopt.Status.OPTIMAL, cfopt.Status.FEASIBLE), ce.message
+        assert ce.verified and model.predict(space.transform(ce.counterfactual))[0] == 1
+        assert ce.total_time < 0.5 + 30.0  # the first query loads the model into HiGHS
