@@ -11,6 +11,11 @@
 ``Counterfactual.plot()`` and ``CounterfactualSet.plot()`` call these. Positions come
 from the counterfactual's feature space (set by the explainer, or ``space=``); without
 one each feature's track spans its own from → to values.
+
+Layout: a figure cfopt creates uses matplotlib's constrained layout. Given ``ax=`` in a
+figure without a layout engine (``fig, ax = plt.subplots()``), the Axes (and the set
+chart's colour bar) shrink within their place just enough that every label, tick label
+and title lies inside the figure; a figure with a layout engine is left to it.
 """
 
 from __future__ import annotations
@@ -43,11 +48,68 @@ def _pyplot() -> Any:
     return plt
 
 
+#: room kept between a label and the figure's edge, in pixels
+_EDGE = 4.0
+
+
 def _axes(ax: Axes | None, size: tuple[float, float]) -> Axes:
     if ax is not None:
         return ax
     _, ax = _pyplot().subplots(figsize=size, layout="constrained")
     return ax
+
+
+def _slot(ax: Axes) -> Any:
+    """The part of the figure (in pixels) a chart drawn into ``ax`` may use: the whole
+    figure, or for a grid cell the cell up to half-way to its neighbours."""
+    from matplotlib.transforms import Bbox
+
+    fig = ax.figure
+    spec = ax.get_subplotspec()
+    if spec is None:
+        return fig.bbox
+    spec = spec.get_topmost_subplotspec()
+    grid = spec.get_gridspec()
+    bottoms, tops, lefts, rights = grid.get_grid_positions(fig)
+    rows, cols = grid.get_geometry()
+    r0, r1 = spec.rowspan.start, spec.rowspan.stop - 1
+    c0, c1 = spec.colspan.start, spec.colspan.stop - 1
+    x0 = 0.0 if c0 == 0 else (rights[c0 - 1] + lefts[c0]) / 2
+    x1 = 1.0 if c1 == cols - 1 else (rights[c1] + lefts[c1 + 1]) / 2
+    y1 = 1.0 if r0 == 0 else (bottoms[r0 - 1] + tops[r0]) / 2
+    y0 = 0.0 if r1 == rows - 1 else (bottoms[r1] + tops[r1 + 1]) / 2
+    return Bbox.from_extents(x0, y0, x1, y1).transformed(fig.transSubfigure)
+
+
+def _fit(axes: Sequence[Axes]) -> None:
+    """Shrink ``axes`` (one chart: the Axes and its colour bar) within the box they
+    span, so that their labels, tick labels and titles lie inside the figure (inside
+    their cell of a grid). Only for a figure without a layout engine: cfopt's own figures
+    use constrained layout, and a user's engine lays the chart out itself."""
+    from matplotlib.transforms import Bbox
+
+    fig = axes[0].figure
+    if fig.get_layout_engine() is not None:
+        return
+    edge = _slot(axes[0])
+    width, height = fig.bbox.width, fig.bbox.height
+    for _ in range(3):  # a shrunk Axes can re-flow its tick labels: settle in a few steps
+        tight = Bbox.union([a.get_tightbbox() for a in axes])
+        over = (max(0.0, edge.x0 + _EDGE - tight.x0), max(0.0, edge.y0 + _EDGE - tight.y0),
+                max(0.0, tight.x1 - edge.x1 + _EDGE), max(0.0, tight.y1 - edge.y1 + _EDGE))
+        if max(over) < 0.5:
+            return
+        box = Bbox.union([a.get_position() for a in axes])
+        left, bottom = box.x0 + over[0] / width, box.y0 + over[1] / height
+        right, top = box.x1 - over[2] / width, box.y1 - over[3] / height
+        if right - left < 0.2 * box.width or top - bottom < 0.2 * box.height:
+            return  # no room to make: the figure is too small for the labels
+        sx, sy = (right - left) / box.width, (top - bottom) / box.height
+        for a in axes:
+            p, in_layout = a.get_position(), a.get_in_layout()
+            a.set_position([left + (p.x0 - box.x0) * sx, bottom + (p.y0 - box.y0) * sy,
+                            p.width * sx, p.height * sy])
+            a.set_in_layout(in_layout)  # a later fig.tight_layout() still places it
 
 
 def show_value(value: Any) -> str:
@@ -145,19 +207,23 @@ def plot_changes(ce: Counterfactual, *, space: FeatureSpace | None = None,
                         arrowprops={"arrowstyle": "-|>", "color": colour, "linewidth": 2})
         text = f"{_short(show_value(a))} → {_short(show_value(b))}" if a != b \
             else _short(show_value(a))
-        ax.text(1.06, y, text, va="center", ha="left", fontsize=9)
+        # beside the track, a fixed distance right of the Axes (room made by the layout)
+        ax.annotate(text, xy=(1, y), xytext=(14, 0), textcoords="offset points",
+                    va="center", ha="left", fontsize=9, annotation_clip=False)
     ax.set_yticks(range(len(names)))
     ax.set_yticklabels([_short(n) if f is None else f"{_short(n)}\n[{_range_text(f)}]"
                         for n, f in ((n, _feature(space, n)) for n in names)], fontsize=9)
     ax.set_ylim(len(names) - 0.5, -0.5)
-    ax.set_xlim(-0.05, 1.9)  # the right part holds the from → to texts
-    ax.set_xticks([0, 0.25, 0.5, 0.75, 1])
+    ax.set_xlim(-0.05, 1.05)
+    ax.set_xticks([0, 0.5, 1], ["0", "0.5", "1"])  # three labels fit a narrow chart too
+    ax.set_xticks([0.25, 0.75], minor=True)
     ax.set_xlabel("position within the feature's range" if space is not None
                   else "from → to (no feature space: each track spans its own change)")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     ax.spines["bottom"].set_bounds(0, 1)
     ax.set_title(_title(ce), fontsize=10)
+    _fit([ax])
     return ax
 
 
@@ -194,7 +260,7 @@ def plot_set(found: CounterfactualSet, *, space: FeatureSpace | None = None,
     plt = _pyplot()
     from matplotlib.colors import to_rgba
 
-    ax = _axes(ax, (2.0 + 1.45 * (len(rows) + 1), 1.4 + 0.5 * max(len(names), 1)))
+    ax = _axes(ax, (2.0 + 1.45 * (len(rows) + 1), 2.1 + 0.5 * max(len(names), 1)))
     moves = np.full((len(names), len(rows) + 1), 0.0)
     for i, name in enumerate(names):
         f = _feature(space, name)
@@ -220,8 +286,12 @@ def plot_set(found: CounterfactualSet, *, space: FeatureSpace | None = None,
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(names)))
     ax.set_yticklabels([_short(n) for n in names], fontsize=9)
-    bar = ax.figure.colorbar(image, ax=ax, fraction=0.04, pad=0.02)
+    # below the grid, horizontal: its label runs along the chart's width, which grows
+    # with the members (a vertical label outgrew a short chart's height)
+    bar = ax.figure.colorbar(image, ax=ax, location="bottom", shrink=0.7, aspect=40,
+                             pad=0.04)
+    bar.ax.tick_params(labelsize=8)
     bar.set_label("move / feature range (purple: category changed)", fontsize=8)
-    ax.set_title(f"{len(rows)} counterfactuals ({found.method}); · = unchanged", fontsize=10,
-                 pad=28)
+    ax.set_title(f"{len(rows)} counterfactuals ({found.method}); · = unchanged", fontsize=10)
+    _fit([ax, bar.ax])
     return ax

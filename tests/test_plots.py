@@ -93,3 +93,61 @@ def test_nothing_to_plot_is_an_error(explained):
         ce.plot(features=["not_a_feature"])
     with pytest.raises(ValueError, match="features must be"):
         found.plot(features="some")
+
+
+def outside(fig):
+    """The texts of ``fig`` (tick labels, axis labels, titles, annotations, the colour
+    bar's label) whose drawn extent leaves the figure."""
+    fig.canvas.draw()
+    edge = fig.bbox
+    found = []
+    for ax in fig.axes:
+        for artist in [*ax.get_xticklabels(), *ax.get_yticklabels(), ax.xaxis.label,
+                       ax.yaxis.label, ax.title, *ax.texts]:
+            if not artist.get_visible() or not artist.get_text():
+                continue
+            box = artist.get_window_extent()
+            if (box.x0 < edge.x0 - 0.5 or box.y0 < edge.y0 - 0.5 or box.x1 > edge.x1 + 0.5
+                    or box.y1 > edge.y1 + 0.5):
+                found.append((artist.get_text(), tuple(round(v) for v in box.extents)))
+    return found
+
+
+def test_labels_inside_a_given_figure(explained, tmp_path):
+    """The README's pattern ``fig, ax = plt.subplots(); ce.plot(ax=ax)``: the feature
+    names and ranges (left) and the from → to texts (right) lie inside the figure (the
+    y tick labels were cut at the left edge)."""
+    ce, found = explained
+    fig, ax = plt.subplots()
+    ce.plot(ax=ax)
+    assert outside(fig) == []
+    save(ax, tmp_path / "given.png")
+    fig, ax = plt.subplots()
+    found.plot(ax=ax)
+    assert outside(fig) == []
+    save(ax, tmp_path / "given_set.png")
+
+
+def test_set_chart_keeps_its_colour_bar_label(explained, tmp_path):
+    """cfopt's own figure of a set: the colour bar's label (longer than a short chart is
+    high when it stood vertically) and every tick label lie inside the figure."""
+    _, found = explained
+    for members in (found, dataclasses.replace(found, members=found.members[:1])):
+        ax = members.plot()
+        bar = next(a for a in ax.figure.axes if a is not ax)
+        assert "move / feature range" in bar.get_xlabel() + bar.get_ylabel()
+        assert outside(ax.figure) == []
+        save(ax, tmp_path / f"set{len(members)}.png")
+
+
+def test_charts_side_by_side_do_not_overlap(explained, tmp_path):
+    """Two charts in one row of a user's grid stay within their own cells."""
+    ce, found = explained
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    ce.plot(ax=left)
+    found.plot(ax=right)
+    fig.canvas.draw()
+    assert outside(fig) == []
+    charts = [left.get_tightbbox(), right.get_tightbbox()]
+    assert charts[0].x1 <= charts[1].x0
+    save(left, tmp_path / "grid.png")
