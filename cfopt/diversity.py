@@ -5,9 +5,10 @@ Four methods (``Explainer.explain(x, n=..., diversity=...)``):
 * ``"nogood"`` (default): each next counterfactual is the optimum subject to changing a
   different *set of features* than every earlier one (Hamming distance ≥ ``hamming``
   between change patterns; :meth:`DiversityCuts.add_nogood`); after the first member,
-  a continuous feature counts as changed only when it moves by at least
-  ``min_change`` × its range (default 1 %), so members do not differ by negligible
-  moves.
+  a numeric feature counts as changed only when it moves by at least ``min_change`` ×
+  its range (default 10 %, at least one unit), and smaller moves are excluded, so
+  members differ in what a person would do, not by one month of duration or one euro
+  of credit.
 * ``"distance"``: each next counterfactual is the optimum at weighted L1 distance ≥
   ``min_distance`` from every earlier one (:meth:`DiversityCuts.add_distance`; default
   radius: the exact counterfactual distance cfd(x), so members are at least as far
@@ -59,6 +60,8 @@ _SET = ("min_distance", "epsilon", "hamming", "min_change", "pool_mode", "pool_g
 #: point (they differ in auxiliary variables only) or fail verification (CE-OCL's code
 #: asks Gurobi for n + 100 and de-duplicates)
 POOL_EXTRA = 100
+#: default smallest counted move of the no-good method, relative to the range: a tenth
+NOGOOD_MIN_CHANGE = 0.1
 
 
 def explain_diverse(explainer: Explainer, x: pd.DataFrame | pd.Series | Mapping,
@@ -68,7 +71,8 @@ def explain_diverse(explainer: Explainer, x: pd.DataFrame | pd.Series | Mapping,
 
     Options: ``min_distance`` (``"distance"``; default cfd(x)), ``epsilon``
     (``"epsilon"``; relative, default 0.1), ``hamming`` (``"nogood"``; default 1),
-    ``min_change`` (``"nogood"``, ``"epsilon"``; default 0.01 of the range),
+    ``min_change`` (``"nogood"``: default 0.1 of the range, integral features too;
+    ``"epsilon"``: default 0.01, continuous features only, as Leofante & Potyka),
     ``pool_mode`` / ``pool_gap`` (``"pool"``: Gurobi's PoolSearchMode, default 2 —
     the n best —, and PoolGap, default none), and the query options ``mip_gap``,
     ``max_changes`` (per solve) and ``time_limit`` (for the whole set: its solves share
@@ -95,10 +99,11 @@ def explain_diverse(explainer: Explainer, x: pd.DataFrame | pd.Series | Mapping,
             return _harvest_pool(explainer, settings, n, t0, **settings_of)
         settings_of = {"fallback": f"solver {explainer.backend.name!r} has no solution pool; "
                                    f"no-good cuts used instead", "hamming": 1,
-                       "min_change": MIN_CHANGE}
+                       "min_change": NOGOOD_MIN_CHANGE}
         method = "nogood"
     cuts = DiversityCuts(name=_free_name(m, "diversity"),
-                         min_change=settings_of.get("min_change", MIN_CHANGE))
+                         min_change=settings_of.get("min_change", MIN_CHANGE),
+                         integers_too=method == "nogood")
     first = explainer.answer(settings, t0)  # the unrestricted optimum: cfd(x)
     m.add_constraint(cuts)
     try:
@@ -203,8 +208,9 @@ def _set_options(method: str, options: Mapping[str, Any]) -> dict[str, Any]:
         raise TypeError(f"option(s) {wrong} do not apply to diversity={method!r} "
                         f"(it takes {list(applies)})")
     out: dict[str, Any] = {}
-    if method in ("nogood", "epsilon"):
-        out["min_change"] = options.get("min_change", MIN_CHANGE)  # checked by DiversityCuts
+    if method in ("nogood", "epsilon"):  # checked by DiversityCuts
+        out["min_change"] = options.get("min_change", NOGOOD_MIN_CHANGE if method == "nogood"
+                                        else MIN_CHANGE)
     if method == "nogood":
         h = options.get("hamming", 1)
         if isinstance(h, bool) or not isinstance(h, int) or h < 1:

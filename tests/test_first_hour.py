@@ -97,3 +97,26 @@ def test_time_limit_on_a_default_forest_returns_the_heuristic_point(german):
         assert ce.status in (cfopt.Status.OPTIMAL, cfopt.Status.FEASIBLE), ce.message
         assert ce.verified and model.predict(space.transform(ce.counterfactual))[0] == 1
         assert ce.total_time < 0.5 + 30.0  # the first query loads the model into HiGHS
+
+
+def test_nogood_members_differ_by_meaningful_changes(german, german_model):
+    """After the first member of a no-good set, every numeric change is at least a tenth
+    of the feature's range (one unit at least), not a one-month or one-euro move that
+    makes a near-copy count as a new member."""
+    net, space = german_model
+    explainer = cfopt.Explainer(net, space)
+    labels = explainer.milp.predict(german.X)
+    checked = 0
+    for i in [k for k in range(len(labels)) if labels[k] == 0][:4]:
+        found = explainer.explain(german.X.iloc[[i]], target=1, n=5, diversity="nogood")
+        for member in found.members[1:]:
+            for name, change in member.changes().iterrows():
+                f = space[name]
+                if f.is_onehot:
+                    continue
+                move = abs(f.to_code(change["to"]) - f.to_code(change["from"]))
+                floor = 0.1 * (f.upper - f.lower)
+                assert move >= (max(1.0, np.ceil(floor - 1e-9)) if f.is_integral
+                                else floor) - 1e-9, (i, name, change.to_dict())
+                checked += 1
+    assert checked >= 4

@@ -7,10 +7,12 @@ is the constraint block holding those cuts; its methods add one cut each.
 
 **Exact change indicators** (declared with the first no-good cut). ``changed[f]`` is 1
 *iff* feature :math:`f` moves by at least :math:`\tau_f`, and 0 iff it stays: for a
-numeric feature with range :math:`R_f = u_f - \ell_f`, :math:`\tau_f` = 1 for integral
-features and ``min_change`` × :math:`R_f` for continuous ones (default 1 %: a change
-smaller than that is not a different way to reach the target, and without a floor
-the next member differs by a change of 1e-5 of the range), two direction binaries
+numeric feature with range :math:`R_f = u_f - \ell_f`, :math:`\tau_f` =
+``min_change`` × :math:`R_f` for a continuous one (default 1 %: a change smaller than
+that is not a different way to reach the target, and without a floor the next member
+differs by a change of 1e-5 of the range), and for an integral one one unit, or, with
+``integers_too``, also ``min_change`` × :math:`R_f` (at least one unit: else the next
+member differs by one euro of a credit amount), two direction binaries
 :math:`p_f + n_f = \text{changed}_f`:
 
 .. math:: x_f - \hat x_f \le R_f\,p_f,\quad \hat x_f - x_f \le R_f\,n_f,\quad
@@ -41,6 +43,7 @@ re-checks each on the decoded raw row.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -75,14 +78,18 @@ def weighted_l1(space: FeatureSpace, weights: Mapping[str, float], a: pd.Series,
 
 
 def add_exact_change_indicators(m: CounterfactualModel, block: pyo.Block, min_change: float,
-                                names: list[str] | None = None) -> None:
+                                names: list[str] | None = None, *,
+                                integers_too: bool = False) -> None:
     """Direction binaries ``block.up[f]``, ``block.down[f]`` of the mutable numeric
     features (``names``, default all): their sum is 1 iff :math:`|x_f - \\hat x_f| \\ge
-    \\tau_f` and 0 iff :math:`x_f = \\hat x_f` (see the module docstring)."""
+    \\tau_f` and 0 iff :math:`x_f = \\hat x_f` (see the module docstring);
+    ``integers_too``: an integral feature's :math:`\\tau_f` is also ``min_change`` of its
+    range (at least one unit), else one unit."""
     space = m.space
     mutable = [n for n in (m.NUMERIC if names is None else names) if not space[n].immutable]
     span = {n: space[n].upper - space[n].lower for n in mutable}
-    step = {n: (1.0 if space[n].is_integral else min_change * span[n]) for n in mutable}
+    step = {n: (max(1.0, math.ceil(min_change * span[n] - 1e-9)) if integers_too else 1.0)
+            if space[n].is_integral else min_change * span[n] for n in mutable}
     block.MUTABLE = pyo.Set(initialize=mutable, ordered=True)
     block.up = pyo.Var(block.MUTABLE, domain=pyo.Binary)
     block.down = pyo.Var(block.MUTABLE, domain=pyo.Binary)
@@ -104,14 +111,18 @@ class DiversityCuts(ConstraintBlock):
         weights: per-feature weights of the distance cuts (default: the model's
             objective weights).
         min_change: smallest move of a continuous feature, relative to its range, that
-            counts as a change for the no-good cuts.
+            counts as a change for the no-good cuts; smaller moves are excluded once a cut
+            exists.
+        integers_too: the same for integral features (at least one unit); else any move
+            of an integral feature counts.
         name: block name (default ``diversity``).
     """
 
     kind = "diversity"
 
     def __init__(self, weights: Mapping[str, float] | None = None, *,
-                 min_change: float = MIN_CHANGE, name: str | None = "diversity") -> None:
+                 min_change: float = MIN_CHANGE, integers_too: bool = False,
+                 name: str | None = "diversity") -> None:
         super().__init__(name)
         if isinstance(min_change, bool) or not isinstance(min_change, (int, float)) or \
                 not 1e-5 <= min_change <= 1:
@@ -119,6 +130,7 @@ class DiversityCuts(ConstraintBlock):
                              f"the 1e-6 at which a decoded value snaps to the factual), got "
                              f"{min_change!r}")
         self.min_change = float(min_change)
+        self.integers_too = bool(integers_too)
         self._weights = dict(weights) if weights is not None else None
         self._nogoods: list[tuple[frozenset[str], int]] = []
         self._distances: list[tuple[pd.Series, float]] = []
@@ -157,7 +169,8 @@ class DiversityCuts(ConstraintBlock):
         in at least ``hamming`` features."""
         block = m.component(self.name)
         if block.component("up") is None:
-            add_exact_change_indicators(m, block, self.min_change)
+            add_exact_change_indicators(m, block, self.min_change,
+                                        integers_too=self.integers_too)
         names = [n for n in m.space.names if not m.space[n].immutable]
         block.cuts.add(sum((1 - self._changed(m, block, n)) if n in changed
                            else self._changed(m, block, n) for n in names) >= hamming)
