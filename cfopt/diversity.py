@@ -190,7 +190,9 @@ def _harvest_pool(explainer: Explainer, settings: SolverSettings, n: int, t0: fl
     elif not outcome.status.has_solution:
         stopped = outcome.status.value
     else:
-        stopped = f"pool exhausted: {len(pool)} harvested, {len(members)} distinct and verified"
+        stopped = (f"pool exhausted: {len(pool)} harvested from "
+                   f"{explainer.backend.pool_kind}, {len(members)} distinct and verified; "
+                   f"diversity='nogood' finds more")
     return CounterfactualSet(
         factual=m.factual, target=m.target, members=members, method="pool", requested=n,
         cfd=members[0].objective if first_optimal else None, stopped=stopped,

@@ -164,6 +164,7 @@ class HighsBackend(_ContribBackend):
     name = "highs"
     _pyomo_name = "highs"
     has_pool = True
+    pool_kind = "HiGHS's improving incumbents of one solve (often fewer than asked)"
 
     def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
         # HiGHS starts one thread scheduler per process and refuses a solve with another

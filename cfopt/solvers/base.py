@@ -92,6 +92,8 @@ class SolverBackend(ABC):
     persistent: bool = False
     #: True when :meth:`solve_pool` harvests the solver's own solution pool
     has_pool: bool = False
+    #: what :meth:`solve_pool` harvests, in words (for a set that comes back short)
+    pool_kind: str = "the solver's solution pool"
 
     @abstractmethod
     def available(self) -> bool:
