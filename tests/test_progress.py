@@ -1,7 +1,14 @@
-"""Progress bars: on by default, off by flag or CFOPT_PROGRESS=0; PROPLACE's bar shows
-the bounds of each cutting-set iteration."""
+"""Progress bars: by default only where someone watches (stderr a terminal), on or off
+by flag or CFOPT_PROGRESS; PROPLACE's bar shows the bounds of each cutting-set
+iteration."""
 
 from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import types
 
 import numpy as np
 import pandas as pd
@@ -14,8 +21,16 @@ from cfopt.progress import progress_bar, progress_enabled
 from .conftest import train_torch
 
 
+class Terminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def test_flag_and_environment(monkeypatch):
     monkeypatch.delenv("CFOPT_PROGRESS", raising=False)
+    monkeypatch.setattr(sys, "stderr", Terminal())
     assert progress_enabled(None) and progress_enabled(True) and not progress_enabled(False)
     monkeypatch.setenv("CFOPT_PROGRESS", "0")
     assert not progress_enabled(None) and progress_enabled(True)
@@ -24,14 +39,72 @@ def test_flag_and_environment(monkeypatch):
         progress_enabled(1)
 
 
+def test_off_by_default_when_stderr_is_not_a_terminal(monkeypatch):
+    """Logs of CI and batch jobs (stderr a file or a pipe) get no bars unless asked."""
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    monkeypatch.delenv("CFOPT_PROGRESS", raising=False)
+    assert not progress_enabled(None) and progress_bar(3, "x").disable
+    assert progress_enabled(True)
+    for on in ("1", "true", "on"):
+        monkeypatch.setenv("CFOPT_PROGRESS", on)
+        assert progress_enabled(None) and not progress_bar(3, "x").disable
+    monkeypatch.setenv("CFOPT_PROGRESS", "0")
+    assert not progress_enabled(None) and progress_enabled(True)
+
+
+
+def test_on_by_default_in_a_notebook(monkeypatch):
+    """A Jupyter kernel's stderr is no terminal, but someone watches it."""
+    class ZMQInteractiveShell:
+        pass
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    monkeypatch.delenv("CFOPT_PROGRESS", raising=False)
+    monkeypatch.setitem(sys.modules, "IPython",
+                        types.SimpleNamespace(get_ipython=ZMQInteractiveShell))
+    assert progress_enabled(None)
+    monkeypatch.setenv("CFOPT_PROGRESS", "0")
+    assert not progress_enabled(None)
+
 def test_batch_bar_on_stderr(german, german_model, capsys, monkeypatch):
+    """capsys's stderr is no terminal: no bar by default, a bar when asked for (by the
+    flag or CFOPT_PROGRESS=1), none with progress=False."""
     monkeypatch.delenv("CFOPT_PROGRESS", raising=False)
     net, space = german_model
     explainer = cfopt.Explainer(net, space)
+    capsys.readouterr()
+    explainer.explain_many(german.X.iloc[:2])
+    assert "counterfactuals" not in capsys.readouterr().err
+    explainer.explain_many(german.X.iloc[:2], progress=True)
+    assert "counterfactuals: 100%" in capsys.readouterr().err
+    monkeypatch.setenv("CFOPT_PROGRESS", "1")
     explainer.explain_many(german.X.iloc[:2])
     assert "counterfactuals: 100%" in capsys.readouterr().err
     explainer.explain_many(german.X.iloc[:2], progress=False)
     assert capsys.readouterr().err == ""
+
+
+_SCRIPT = """
+import numpy as np, pandas as pd, cfopt
+from sklearn.linear_model import LogisticRegression
+rng = np.random.default_rng(0)
+X = pd.DataFrame(rng.uniform(0, 1, (80, 2)), columns=["a", "b"])
+space = cfopt.FeatureSpace.from_frame(X)
+model = LogisticRegression().fit(space.transform(X), (X.a + X.b > 1).astype(int))
+cfopt.Explainer(model, space).explain_many(X.iloc[:3])
+"""
+
+
+@pytest.mark.parametrize("setting, shown", [(None, False), ("1", True), ("0", False)])
+def test_a_piped_stderr_gets_no_bar_unless_asked(setting, shown):
+    """A script whose stderr is a pipe (as in CI logs) writes no bar by default."""
+    env = {k: v for k, v in os.environ.items() if k != "CFOPT_PROGRESS"}
+    if setting is not None:
+        env["CFOPT_PROGRESS"] = setting
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert ("counterfactuals: 100%" in proc.stderr) is shown
 
 
 def test_proplace_bar_shows_the_bounds(monkeypatch):
