@@ -38,6 +38,7 @@ each declared constraint block.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -97,6 +98,7 @@ class CounterfactualModel(pyo.ConcreteModel):
         t0 = time.perf_counter()
         if not isinstance(space, FeatureSpace):
             raise TypeError(f"space must be a cfopt.FeatureSpace, got {type(space).__name__}")
+        space = copy.deepcopy(space)  # the model is built on the space as it is now
         adapter = parse_model(model)
         self._fingerprint = adapter.fingerprint()
         specs = adapter.input_specs(space)
