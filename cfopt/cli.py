@@ -118,12 +118,121 @@ def load_model_file(path: str, allow_pickle: bool = False) -> Any:
                          f"{type(exc).__name__}: {exc}") from exc
 
 
+#: ``--target``'s word for "any class other than the row's" (unless a class is so named)
+OPPOSITE = "opposite"
+
+
+def parse_target(text: str | None, classes: Sequence[Any], regressor: bool = False) -> Any:
+    """``--target`` as :meth:`Explainer.explain` takes it.
+
+    For a classifier: ``None`` or ``"opposite"`` (unless a class has that name) mean any
+    class other than the row's (``None``); otherwise the class whose label the text
+    spells, in the type of the model's classes (``"1"`` is the class ``1`` of a model
+    with classes ``(0, 1)``, ``"true"`` the class ``True``, ``"good"`` the class
+    ``"good"``). For a regressor: ``"LOW,HIGH"`` (a side left empty is open), the
+    interval the prediction must reach.
+
+    Raises:
+        ValueError: a label that is not a class of the model (the message names the
+            classes), or a regressor's target that is missing or not ``LOW,HIGH``.
+    """
+    if regressor:
+        return _parse_interval(text)
+    if text is None:
+        return None
+    labels = [str(c) for c in classes]
+    if text in labels:
+        return classes[labels.index(text)]
+    if text == OPPOSITE:
+        return None
+    for c in classes:
+        if isinstance(c, (bool, np.bool_)):
+            if text.strip().lower() == str(bool(c)).lower():
+                return c
+        elif isinstance(c, (int, float, np.number)):
+            try:
+                if float(text) == c:
+                    return c
+            except ValueError:
+                pass
+        elif text.strip() == str(c).strip():
+            return c
+    raise ValueError(f"--target {text!r} is not a class of the model; its classes are "
+                     f"{list(classes)} (or {OPPOSITE!r}: any class other than the row's)")
+
+
+def _parse_interval(text: str | None) -> tuple[float | None, float | None]:
+    usage = ("a regressor's --target is the interval LOW,HIGH its prediction must reach, a "
+             "side left empty being open (e.g. --target=250, for at least 250)")
+    if text is None:
+        raise ValueError(f"--target is required: {usage}")
+    sides = text.split(",")
+    if len(sides) != 2:
+        raise ValueError(f"--target {text!r}: {usage}")
+    try:
+        low, high = (float(v) if v.strip() else None for v in sides)
+    except ValueError:
+        raise ValueError(f"--target {text!r}: {usage}") from None
+    return low, high
+
+
+def _model_columns(fitted: Any) -> list[str] | None:
+    """The raw column names a model was fitted on, when it knows them (a scikit-learn
+    ``Pipeline`` fitted on a DataFrame); ``None`` for an ONNX file or a model of encoded
+    inputs."""
+    if isinstance(fitted, str) or type(fitted).__name__ != "Pipeline":
+        return None
+    names = getattr(fitted, "feature_names_in_", None)
+    return None if names is None else [str(n) for n in names]
+
+
+def match_columns(X: pd.DataFrame, names: Sequence[str], expected_by: str, data: str,
+                  target_col: str) -> pd.DataFrame:
+    """The rows with their columns matched by name to ``names`` (in that order).
+
+    Raises:
+        ValueError: naming the missing and the unexpected columns (a wrong
+            ``--target-col`` drops a feature and keeps the label).
+    """
+    missing = [n for n in names if n not in X.columns]
+    unexpected = [str(c) for c in X.columns if c not in set(names)]
+    if missing or unexpected:
+        found = "; ".join(f"{what} column(s) {cols}" for what, cols in
+                          (("missing", missing), ("unexpected", unexpected)) if cols)
+        hint = (f"; --target-col {target_col!r} is a feature: name the label column"
+                if target_col in names else "")
+        raise ValueError(f"the columns of {data!r} (without --target-col {target_col!r}) "
+                         f"do not match {expected_by}: {found}{hint}")
+    return X[list(names)]
+
+
+def _check_label_column(frame: pd.DataFrame, target_col: str, classes: Sequence[Any]) -> None:
+    """Without names to match (an inferred space, an ONNX model), a wrong --target-col
+    that keeps the model's input width would shift every later column silently; a label
+    column holds at most as many values as the model has classes."""
+    values = pd.unique(frame[target_col].dropna())
+    if len(values) > len(classes):
+        shown = ", ".join(repr(v.item() if isinstance(v, np.generic) else v)
+                          for v in values[:5])
+        raise ValueError(f"--target-col {target_col!r} holds {len(values)} distinct values "
+                         f"({shown}, ...), more than the model's {len(classes)} classes "
+                         f"{list(classes)}: it is not the label column. Name the label "
+                         f"column, or pass --space so that the columns are matched by name")
+
+
 def explain_file(model: str, data: str, target_col: str, row: int, *, space_file: str | None,
                  scaling: str, solver: str, time_limit: float | None, immutable: list[str],
                  increase_only: list[str], decrease_only: list[str],
-                 as_json: bool, allow_pickle: bool = False) -> Counterfactual:
+                 as_json: bool, allow_pickle: bool = False,
+                 target: str | None = None) -> Counterfactual:
     """Explain row ``row`` of the CSV file ``data`` for the model file ``model`` (see
-    :func:`load_model_file`) and print the result."""
+    :func:`load_model_file`) towards ``target`` (see :func:`parse_target`) and print the
+    result.
+
+    The CSV's columns (less ``target_col``) are matched by name to the features of
+    ``space_file`` or, for a model that knows its columns (a ``Pipeline``), to those;
+    without either the space is inferred from the CSV in its column order.
+    """
     fitted = load_model_file(model, allow_pickle)
     try:
         frame = pd.read_csv(data)
@@ -135,11 +244,22 @@ def explain_file(model: str, data: str, target_col: str, row: int, *, space_file
     X = frame.drop(columns=[target_col])
     if not 0 <= row < len(X):
         raise ValueError(f"--row {row} is out of range: {data!r} has {len(X)} rows (0-based)")
-    space = (FeatureSpace.from_json(space_file) if space_file
-             else FeatureSpace.from_frame(X, scaling=scaling))
+    space = FeatureSpace.from_json(space_file) if space_file else None
+    named = _model_columns(fitted)
+    if space is not None:
+        X = match_columns(X, space.names, f"the features of --space {space_file!r}", data,
+                          target_col)
+    elif named is not None:
+        X = match_columns(X, named, "the columns the model was fitted on", data, target_col)
+    if space is None:
+        space = FeatureSpace.from_frame(X, scaling=scaling)
     space.immutable(*immutable).increase_only(*increase_only).decrease_only(*decrease_only)
     explainer = Explainer(fitted, space, solver=solver, time_limit=time_limit)
-    ce = explainer.explain(X.iloc[[row]])
+    adapter = explainer.milp.adapter
+    if space_file is None and named is None and not adapter.is_regressor:
+        _check_label_column(frame, target_col, adapter.classes)
+    goal = parse_target(target, adapter.classes, adapter.is_regressor)
+    ce = explainer.explain(X.iloc[[row]], target=goal)
     if as_json:
         print(ce.to_json())
     else:
@@ -169,8 +289,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_exp.add_argument("--data", required=True, help="CSV file of raw rows (with the target)")
     p_exp.add_argument("--target-col", required=True, help="label column to drop")
     p_exp.add_argument("--row", type=int, required=True, help="0-based row to explain")
+    p_exp.add_argument("--target", help="the class to reach, as the model's classes spell it "
+                       "(e.g. 1 or good), or 'opposite' (default): any class other than the "
+                       "row's. For a regressor, LOW,HIGH: the interval its prediction must "
+                       "reach, a side left empty being open (--target=250,)")
     p_exp.add_argument("--space", help="FeatureSpace JSON (FeatureSpace.to_json) the model "
-                       "was trained with; default: inferred from the CSV")
+                       "was trained with; the CSV's columns are matched to its features by "
+                       "name. Default: inferred from the CSV, in its column order")
     p_exp.add_argument("--scaling", default="minmax", choices=["minmax", "standard", "none"],
                        help="scaling when the space is inferred (default minmax)")
     p_exp.add_argument("--immutable", help="comma-separated immutable features")
@@ -189,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           time_limit=args.time_limit, immutable=_names(args.immutable),
                           increase_only=_names(args.increase_only),
                           decrease_only=_names(args.decrease_only), as_json=args.json,
-                          allow_pickle=args.allow_pickle)
+                          allow_pickle=args.allow_pickle, target=args.target)
         return 0 if ce.verified else 1
     except (CfoptError, ValueError, TypeError, FileNotFoundError, KeyError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

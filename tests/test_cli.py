@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import joblib
+import numpy as np
 import pytest
 
 import cfopt
@@ -78,3 +80,113 @@ def test_explain_bad_files(tmp_path, onnx_and_csv, capsys):
     assert main(["explain", "--model", str(not_onnx), "--data", str(csv), "--target-col",
                  "good_credit", "--row", "0"]) == 2
     assert "is not an ONNX model" in capsys.readouterr().err
+
+
+def _explain(model, csv, row, *args):
+    return ["explain", "--model", str(model), "--data", str(csv), "--row", str(row), *args]
+
+
+@pytest.mark.parametrize("target", ["1", "1.0", "opposite"])
+def test_explain_to_a_target_class(onnx_and_csv, capsys, target):
+    """--target takes a class label as the model spells it (parsed into its type), or
+    'opposite'."""
+    model, csv, space_file, row = onnx_and_csv
+    code = main(_explain(model, csv, row, "--target-col", "good_credit", "--space",
+                         str(space_file), "--target", target, "--json"))
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and result["verified"]
+    assert result["target"] == [1] and result["predicted_class"] == 1
+
+
+@pytest.mark.parametrize("target, message", [
+    ("2", "--target '2' is not a class of the model; its classes are [0, 1]"),
+    ("good", "--target 'good' is not a class of the model; its classes are [0, 1]"),
+    ("0", "already classified as 0"),
+])
+def test_explain_refuses_a_target_it_cannot_reach(onnx_and_csv, capsys, target, message):
+    model, csv, _, row = onnx_and_csv
+    assert main(_explain(model, csv, row, "--target-col", "good_credit", "--target",
+                         target)) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_explain_to_a_labelled_class_of_a_multiclass_model(tmp_path, german, capsys):
+    """Text labels: '--target good' is the class 'good' of the model's classes."""
+    from sklearn.linear_model import LogisticRegression
+
+    space = cfopt.FeatureSpace.from_frame(german.X)
+    Z = space.transform(german.X)
+    score = LogisticRegression(max_iter=3000).fit(Z, german.y).decision_function(Z)
+    labels = np.where(score > 1, "good", np.where(score > -1, "fair", "poor"))
+    model = LogisticRegression(max_iter=3000).fit(Z, labels)
+    joblib.dump(model, tmp_path / "model.joblib")
+    frame = german.X.assign(rating=labels)
+    frame.to_csv(tmp_path / "rated.csv", index=False)
+    row = int(np.flatnonzero(model.predict(Z) == "poor")[0])
+    args = _explain(tmp_path / "model.joblib", tmp_path / "rated.csv", row, "--target-col",
+                    "rating", "--allow-pickle", "--json")
+    assert main([*args, "--target", "good"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["target"] == ["good"] and result["predicted_class"] == "good"
+    assert main([*args, "--target", "excellent"]) == 2
+    assert "its classes are ['fair', 'good', 'poor']" in capsys.readouterr().err
+
+
+def test_explain_a_regressor_to_an_interval(tmp_path, german, capsys):
+    from sklearn.linear_model import Ridge
+
+    space = cfopt.FeatureSpace.from_frame(german.X.drop(columns=["credit_amount"]))
+    X = german.X.drop(columns=["credit_amount"])
+    model = Ridge().fit(space.transform(X), german.X["credit_amount"])
+    joblib.dump(model, tmp_path / "amount.joblib")
+    german.X.to_csv(tmp_path / "amount.csv", index=False)
+    low = float(model.predict(space.transform(X.iloc[[0]]))[0]) + 500
+    args = _explain(tmp_path / "amount.joblib", tmp_path / "amount.csv", 0, "--target-col",
+                    "credit_amount", "--allow-pickle", "--json")
+    assert main([*args, f"--target={low},"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["verified"] and result["predicted_class"] >= low
+    assert main(args) == 2
+    assert "--target is required" in capsys.readouterr().err
+
+
+def test_wrong_target_col_against_the_space(onnx_and_csv, capsys):
+    """--target-col names a feature: the columns are matched by name to --space, and the
+    error names the missing feature and the unexpected label column."""
+    model, csv, space_file, row = onnx_and_csv
+    assert main(_explain(model, csv, row, "--target-col", "age", "--space",
+                         str(space_file))) == 2
+    err = capsys.readouterr().err
+    assert "missing column(s) ['age']" in err
+    assert "unexpected column(s) ['good_credit']" in err
+
+
+def test_wrong_target_col_of_the_same_width_is_refused(onnx_and_csv, capsys):
+    """Without --space, dropping 'age' (an integer, one input like the label) instead of
+    the label kept the model's width and silently fed the label in age's place."""
+    model, csv, _, row = onnx_and_csv
+    assert main(_explain(model, csv, row, "--target-col", "age")) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "--target-col 'age' holds 53 distinct values" in captured.err
+    assert "not the label column" in captured.err
+
+
+def test_columns_of_a_pipeline_are_matched_by_name(tmp_path, german, capsys):
+    """A Pipeline knows its columns: the CSV is matched to them by name."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import MinMaxScaler
+
+    numeric = ["duration", "credit_amount", "age"]
+    pipe = Pipeline([("scale", ColumnTransformer([("num", MinMaxScaler(), numeric)])),
+                     ("clf", LogisticRegression())]).fit(german.X[numeric], german.y)
+    joblib.dump(pipe, tmp_path / "pipe.joblib")
+    german.frame[[*numeric, "installment_rate", "good_credit"]].to_csv(
+        tmp_path / "few.csv", index=False)
+    assert main(_explain(tmp_path / "pipe.joblib", tmp_path / "few.csv", 0, "--target-col",
+                         "good_credit", "--allow-pickle")) == 2
+    err = capsys.readouterr().err
+    assert "do not match the columns the model was fitted on" in err
+    assert "unexpected column(s) ['installment_rate']" in err
