@@ -58,7 +58,7 @@ def test_serial_batch_result(batch):
     assert isinstance(serial, BatchResult) and not serial.interrupted
     assert (serial.backend, serial.workers, serial.solver_threads) == ("serial", 1, 1)
     assert serial.counts() == {"optimal": len(X)} and len(serial.finished) == len(X)
-    assert serial[0].build_time > serial[1].build_time  # built once, re-solved
+    assert serial[0].build_time >= explainer.milp.build_time > 0  # built once, re-solved
     frame = serial.to_frame()
     assert list(frame["status"]) == ["optimal"] * len(X)
     assert json.loads(serial.to_json())["counts"] == {"optimal": len(X)}

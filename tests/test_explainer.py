@@ -59,7 +59,7 @@ def test_reuse_equals_rebuild(german, german_model):
     for i, ce in zip(rows, batch):
         fresh = cfopt.Explainer(net, space, mip_gap=0.0).explain(german.X.iloc[[i]], target=1)
         assert ce.objective == pytest.approx(fresh.objective, rel=1e-6)
-    assert batch[0].build_time > batch[1].build_time  # built once
+    assert batch[0].build_time >= explainer.milp.build_time > 0  # built once, counted once
 
 
 def test_bound_tightening_keeps_the_optimum(german, german_model):

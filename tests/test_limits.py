@@ -17,8 +17,13 @@ from cfopt.solvers.backends import HighsBackend
 
 from .bad_input_cases import toy_frame, train
 
-#: seconds a limited query may take beyond its limit (model loading, decoding, checks)
-OVERHEAD = 1.5
+
+def within(limit: float) -> float:
+    """The wall time a query limited to ``limit`` seconds may take: the limit plus a
+    generous margin for model loading, decoding, checks and a busy machine (CI runs one
+    test process per core). A test checks that a limit is honoured, never a speed;
+    timing belongs in benchmarks/. (A 1.5 s margin failed CBC at 2.01 s under load.)"""
+    return limit + max(5.0, limit)
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +42,11 @@ class _Slow(HighsBackend):
     def __init__(self, delay: float) -> None:
         super().__init__()
         self.delay = delay
+        self.limits: list[float | None] = []  # the time limit each solve was given
 
     def _solve(self, model, settings):
         limit = settings.time_limit
+        self.limits.append(limit)
         if limit is not None and limit <= self.delay:
             time.sleep(limit)
             return cfopt.solvers.SolveOutcome(cfopt.Status.NO_SOLUTION, None, None, None, limit,
@@ -66,11 +73,15 @@ class _Disagreeing(ModelAdapter):
 def test_verification_retries_share_the_time_limit(toy):
     """Each retry used to get the whole limit (4 solves: 4x the limit)."""
     X, space, net, rows = toy
-    explainer = cfopt.Explainer(_Disagreeing(cfopt.parse_model(net)), space, solver=_Slow(0.4),
+    slow = _Slow(0.4)
+    explainer = cfopt.Explainer(_Disagreeing(cfopt.parse_model(net)), space, solver=slow,
                                 time_limit=0.5, verify_retries=3, tighten_per_query=False)
     t0 = time.perf_counter()
     ce = explainer.explain(X.iloc[[rows[0]]], target=1)
-    assert time.perf_counter() - t0 < 0.5 + OVERHEAD / 2
+    assert time.perf_counter() - t0 < within(0.5)
+    # each solve gets what the earlier ones left: at most 0.5 s less their 0.4 s delays
+    assert slow.limits and all(limit is not None and limit <= 0.5 - 0.4 * k + 1e-9
+                               for k, limit in enumerate(slow.limits))
     assert ce.counterfactual is None and not ce.verified
     assert ce.status in (cfopt.Status.NO_SOLUTION, cfopt.Status.VERIFICATION_FAILED)
     assert ce.attempts <= 2
@@ -91,7 +102,7 @@ def test_diverse_set_stops_at_the_time_limit_with_its_members(toy):
     explainer = cfopt.Explainer(net, space, solver=_Slow(0.25), tighten_per_query=False)
     t0 = time.perf_counter()
     found = explainer.explain(X.iloc[[rows[0]]], target=1, n=20, time_limit=1.0)
-    assert time.perf_counter() - t0 < 1.0 + OVERHEAD
+    assert time.perf_counter() - t0 < within(1.0)
     assert found.stopped == "time_limit" and 1 <= len(found) < 20
     assert all(ce.verified for ce in found)
     again = explainer.explain(X.iloc[[rows[0]]], target=1)  # cuts removed, limit not kept
@@ -122,7 +133,7 @@ def test_time_limit_returns_within_the_limit(hard, solver):
     for i in rows:
         t0 = time.perf_counter()
         ce = explainer.explain(X.iloc[[i]], target=1)
-        assert time.perf_counter() - t0 < 0.5 + OVERHEAD, ce
+        assert time.perf_counter() - t0 < within(0.5), ce
         assert ce.status in (cfopt.Status.OPTIMAL, cfopt.Status.FEASIBLE,
                              cfopt.Status.NO_SOLUTION)
         if ce.status is cfopt.Status.FEASIBLE:
@@ -146,7 +157,8 @@ def test_proplace_time_limit_is_marked(toy):
     method = cfopt.Proplace(net, space, X, 0.05, k=10, time_limit=1e-4)
     t0 = time.perf_counter()
     r = method.explain(X.iloc[[rows[0]]], 1)
-    assert time.perf_counter() - t0 < method.region.report.seconds + OVERHEAD
+    # the plausible region is updated per query, outside the limit
+    assert time.perf_counter() - t0 < method.region.report.seconds + within(1e-4)
     assert r.status is cfopt.RobustStatus.TIME_LIMIT and not r.certified
     assert r.counterfactual is None or r.verified
 
