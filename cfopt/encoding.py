@@ -1,15 +1,19 @@
-"""How model inputs are computed from raw features: one :class:`InputSpec` per input.
+r"""How model inputs are computed from raw features: one :class:`InputSpec` per input.
 
 The feature space's own transform (min-max / standard scaling, one-hot columns) and an
 sklearn preprocessing pipeline are both lists of input specs, each an exact function of
-one raw feature: ``a * code + b`` (numeric codes), the indicator of one category, or a
+one raw feature: ``a * code + b`` (numeric codes), the indicator of one category, a
+value per category (an ordinal encoding of a categorical feature:
+:math:`\sum_l (a\,c_l + b)\,\text{onehot}_{f,l}` with integer codes :math:`c_l`), or a
 constant. The MILP links its inputs to the feature variables through them, and tree
-splits use them to know which inputs move on a grid (integral codes, indicators) and
-how far the library's own computation of an input may differ from the MILP's.
+splits use them to know which inputs move on a grid (integral codes, indicators, integer
+codes per category) and how far the library's own computation of an input may differ
+from the MILP's.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,14 +29,21 @@ Grid = tuple[float, float] | None
 @dataclass(frozen=True)
 class InputSpec:
     """One model input: ``affine`` (``a * code + b`` of a numeric feature),
-    ``indicator`` (1 iff the categorical ``feature`` takes ``level``) or ``constant``
-    (``b``)."""
+    ``indicator`` (1 iff the categorical ``feature`` takes ``level``), ``levels``
+    (``a * c + b`` where ``c`` is the integer code ``codes`` gives the level the
+    categorical ``feature`` takes: ``codes`` holds ``(level, c)`` for every category)
+    or ``constant`` (``b``)."""
 
-    kind: Literal["affine", "indicator", "constant"]
+    kind: Literal["affine", "indicator", "levels", "constant"]
     feature: str | None = None
     a: float = 1.0
     b: float = 0.0
     level: Any = None
+    codes: tuple[tuple[Any, int], ...] = ()
+
+    def values(self) -> dict[Any, float]:
+        """A ``levels`` input's value per category: ``a * c + b``."""
+        return {level: self.a * c + self.b for level, c in self.codes}
 
 
 def space_specs(space: FeatureSpace) -> list[InputSpec]:
@@ -55,19 +66,27 @@ def spec_bounds(space: FeatureSpace, specs: list[InputSpec]) -> list[tuple[float
             out.append((min(lo, hi), max(lo, hi)))
         elif s.kind == "indicator":
             out.append((0.0, 1.0))
+        elif s.kind == "levels":
+            values = s.values().values()
+            out.append((min(values), max(values)))
         else:
             out.append((s.b, s.b))
     return out
 
 
 def spec_grids(space: FeatureSpace, specs: list[InputSpec]) -> list[Grid]:
-    """Per input, ``(offset, step)`` when it moves on a grid, else ``None``."""
+    """Per input, ``(offset, step)`` when it moves on a grid, else ``None``. A
+    ``levels`` input ``a * c + b`` takes values on the grid of offset ``b`` and step
+    ``|a| * gcd(c)`` (integer codes; step 1 when every code is 0 or ``a`` is 0)."""
     out: list[Grid] = []
     for s in specs:
         if s.kind == "indicator":
             out.append((0.0, 1.0))
         elif s.kind == "constant":
             out.append((s.b, 1.0))
+        elif s.kind == "levels":
+            step = abs(s.a) * math.gcd(*(c for _, c in s.codes))
+            out.append((s.b, step if step > 0 else 1.0))
         elif space[s.feature].is_integral and s.a != 0:
             out.append((s.b, abs(s.a)))
         else:
@@ -78,15 +97,19 @@ def spec_grids(space: FeatureSpace, specs: list[InputSpec]) -> list[Grid]:
 def spec_rounding(space: FeatureSpace, specs: list[InputSpec]) -> list[float]:
     """Per input, a bound on the difference between the library's float64 computation
     of the input from a raw code (``(code - shift) / scale``, ``code * scale + min``)
-    and the MILP's ``a * code + b``: a few ulps of the terms' magnitudes."""
+    and the MILP's ``a * code + b``: a few ulps of the terms' magnitudes. Indicators,
+    constants and unscaled ``levels`` codes (``a = 1``, ``b = 0``: small integers, exact
+    in float64) have none."""
     eps = float(np.finfo(np.float64).eps)
     out = []
     for s in specs:
-        if s.kind != "affine":
-            out.append(0.0)
-            continue
-        f = space[s.feature]
-        size = abs(s.a) * max(abs(f.lower), abs(f.upper)) + abs(s.b)
+        if s.kind == "affine":
+            f = space[s.feature]
+            size = abs(s.a) * max(abs(f.lower), abs(f.upper)) + abs(s.b)
+        elif s.kind == "levels" and (s.a, s.b) != (1.0, 0.0):
+            size = abs(s.a) * max(abs(c) for _, c in s.codes) + abs(s.b)
+        else:
+            size = 0.0
         out.append(16 * eps * size)
     return out
 
@@ -102,6 +125,9 @@ def encode(space: FeatureSpace, specs: list[InputSpec], frame: pd.DataFrame) -> 
         values = frame[s.feature].to_numpy()
         if s.kind == "indicator":
             out[:, k] = [float(v == s.level) for v in values]
+        elif s.kind == "levels":
+            value_of = s.values()
+            out[:, k] = [value_of[v] for v in values]
         else:
             out[:, k] = s.a * np.array([f.to_code(v) for v in values], dtype=float) + s.b
     return out

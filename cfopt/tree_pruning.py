@@ -93,6 +93,9 @@ class _Encoder:
                 Z[:, k] = spec.a * values + spec.b
             elif spec.kind == "indicator":
                 Z[:, k] = [float(f.categories[int(v)] == spec.level) for v in values]
+            elif spec.kind == "levels":
+                value_of = spec.values()
+                Z[:, k] = [value_of[f.categories[int(v)]] for v in values]
         return Z
 
     def objective(self, delta: np.ndarray) -> np.ndarray:
@@ -222,14 +225,15 @@ def query_box(m: CounterfactualModel, radius: float = math.inf) -> Box:
             hi = x0
         feature_box[f.name] = (lo, hi)
     box = []
-    for spec, (glo, ghi) in zip(m.input_specs, m.predictor_constr.input_bounds):
+    own = m.factual_inputs
+    for k, (spec, (glo, ghi)) in enumerate(zip(m.input_specs,
+                                               m.predictor_constr.input_bounds)):
         if spec.kind == "affine":
             lo, hi = feature_box[spec.feature]
             a, b = spec.a * lo + spec.b, spec.a * hi + spec.b
             box.append((max(glo, min(a, b)), min(ghi, max(a, b))))
-        elif spec.kind == "indicator" and feature_box[spec.feature] is not None:
-            v = float(factual[spec.feature] == spec.level)
-            box.append((v, v))
+        elif spec.kind in ("indicator", "levels") and feature_box[spec.feature] is not None:
+            box.append((own[k], own[k]))  # the category stays: the factual's own input
         else:
             box.append((glo, ghi))
     return box

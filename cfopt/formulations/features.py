@@ -75,11 +75,17 @@ def code_variable(m: pyo.Block, space: FeatureSpace, name: str
 
 
 def encode_inputs(m: pyo.Block, space: FeatureSpace, specs: list[InputSpec]) -> list:
-    """Model-input expressions of the feature variables under ``specs``."""
+    r"""Model-input expressions of the feature variables under ``specs``: ``affine``
+    :math:`a\,x_f + b`, ``indicator`` :math:`\text{onehot}_{f,l}`, ``levels``
+    :math:`\sum_l v_l\,\text{onehot}_{f,l}` with :math:`v_l = a\,c_l + b` (exact: one
+    one-hot binary is 1), ``constant`` :math:`b`."""
     inputs: list = []
     for s in specs:
         if s.kind == "indicator":
             inputs.append(m.onehot[s.feature, s.level])
+        elif s.kind == "levels":
+            inputs.append(pyo.quicksum(v * m.onehot[s.feature, level]
+                                       for level, v in s.values().items() if v != 0))
         elif s.kind == "constant":
             inputs.append(s.b)
         else:

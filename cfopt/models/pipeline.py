@@ -1,18 +1,28 @@
-"""scikit-learn ``Pipeline`` / ``ColumnTransformer`` preprocessing as exact input specs.
+r"""scikit-learn ``Pipeline`` / ``ColumnTransformer`` preprocessing as exact input specs.
 
 Supported steps: ``StandardScaler``, ``MinMaxScaler``, ``MaxAbsScaler``,
 ``OneHotEncoder`` (any ``drop``, ``handle_unknown``; no infrequent categories),
-``SimpleImputer`` (the identity: cfopt rejects missing values before any solve),
-``"passthrough"`` and ``"drop"``, composed inside ``ColumnTransformer`` and nested
-``Pipeline`` s, ahead of any supported final estimator. Each transformed column is an
-exact function of one raw column (``a * x + b`` or a category indicator), so the
-user hands over the pipeline trained on the raw DataFrame; verification calls the
-pipeline's own ``predict`` on the raw counterfactual.
+``OrdinalEncoder`` (no infrequent categories; a category unknown to it needs
+``handle_unknown="use_encoded_value"`` with an integer ``unknown_value``),
+``SimpleImputer`` (the identity: cfopt rejects missing values before any solve, so
+neither it nor ``encoded_missing_value`` ever acts), ``"passthrough"`` and ``"drop"``
+(fitted ``ColumnTransformer`` s hold passthrough as the identity
+``FunctionTransformer``, ``func=None``: accepted, any other function refused), composed
+inside ``ColumnTransformer`` and nested ``Pipeline`` s, ahead of any supported final
+estimator. Each transformed column is an exact function of one raw column: ``a * x +
+b``, a category indicator, or ``a * c_l + b`` with :math:`c_l` the ``OrdinalEncoder``'s
+code of category :math:`l` (its index in ``categories_``): the ``levels`` spec
+:math:`\sum_l (a c_l + b)\,\text{onehot}_{f,l}` for a categorical feature, and for an
+ordinal or labelled binary feature, whose code :math:`k` is the label's position, the
+affine ``a * (c_0 + k d) + b`` when its labels' codes are :math:`c_0 + k d` (refused
+otherwise). The user hands over the pipeline trained on the raw DataFrame; verification
+calls the pipeline's own ``predict`` on the raw counterfactual.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,19 +34,28 @@ from ..errors import UnsupportedModelError
 from .base import ModelAdapter
 
 if TYPE_CHECKING:
-    from ..features import FeatureSpace
+    from ..features import Feature, FeatureSpace
 
 
 @dataclass(frozen=True)
 class _Column:
     """A transformed column: ``a * raw + b`` of ``source``, or its indicator of
-    ``level`` (``level`` set), or the constant ``b`` (``source`` None)."""
+    ``level`` (``indicator``), or ``a * c + b`` with ``c`` the index of the raw category
+    in ``categories`` (an ``OrdinalEncoder``'s; ``unknown``: the code of other
+    categories, ``None`` when they are an error), or the constant ``b`` (``source``
+    None)."""
 
     source: str | None
     a: float = 1.0
     b: float = 0.0
     level: Any = None
     indicator: bool = False
+    categories: tuple | None = None
+    unknown: float | None = None
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _affine(cols: list[_Column], a: np.ndarray, b: np.ndarray, step: str) -> list[_Column]:
@@ -45,7 +64,36 @@ def _affine(cols: list[_Column], a: np.ndarray, b: np.ndarray, step: str) -> lis
         if c.indicator:
             raise UnsupportedModelError(f"step {step!r} scales one-hot columns; put scalers "
                                         f"before the OneHotEncoder")
-        out.append(_Column(c.source, c.a * ak, c.b * ak + bk))
+        out.append(replace(c, a=c.a * ak, b=c.b * ak + bk))
+    return out
+
+
+def _check_raw(c: _Column, label: str) -> None:
+    if c.indicator or c.categories is not None or c.a != 1.0 or c.b != 0.0:
+        raise UnsupportedModelError(f"step {label!r} must receive raw columns")
+
+
+def _check_frequent(step: Any, label: str) -> None:
+    if any(v is not None and len(v) for v in getattr(step, "infrequent_categories_",
+                                                       []) or []):
+        raise UnsupportedModelError(f"step {label!r}: infrequent-category grouping "
+                                    f"(min_frequency / max_categories) is not supported; "
+                                    f"fit the encoder without it")
+
+
+def _ordinal(step: Any, cols: list[_Column], label: str) -> list[_Column]:
+    """An ``OrdinalEncoder``: column ``i`` becomes the index of the raw category in
+    ``categories_[i]`` (``unknown_value`` for others under
+    ``handle_unknown="use_encoded_value"``)."""
+    _check_frequent(step, label)
+    unknown = None
+    if step.handle_unknown == "use_encoded_value":
+        unknown = float(step.unknown_value)
+    out = []
+    for c, cats in zip(cols, step.categories_):
+        _check_raw(c, label)
+        out.append(_Column(c.source, categories=tuple(_plain(v) for v in cats),
+                           unknown=unknown))
     return out
 
 
@@ -67,6 +115,14 @@ def _apply(step: Any, cols: list[_Column], where: str,
         for sub_name, sub in step.steps:
             cols = _apply(sub, cols, f"{where}{sub_name}/", encoded)
         return cols
+    if name == "FunctionTransformer":
+        if step.func is None:  # the identity (a fitted ColumnTransformer's passthrough):
+            return cols  # its other parameters only name or validate the columns
+        func = getattr(step.func, "__name__", repr(step.func))
+        raise UnsupportedModelError(f"step {label!r} applies the function {func!r}, which "
+                                    f"cfopt cannot encode exactly; only the identity "
+                                    f"FunctionTransformer (func=None, 'passthrough') is "
+                                    f"supported")
     if name == "StandardScaler":
         mean = step.mean_ if step.with_mean else np.zeros(len(cols))
         scale = step.scale_ if step.with_std else np.ones(len(cols))
@@ -81,27 +137,21 @@ def _apply(step: Any, cols: list[_Column], where: str,
         return _affine(cols, 1.0 / np.asarray(step.scale_), np.zeros(len(cols)), label)
     if name == "SimpleImputer":
         return cols
+    if name == "OrdinalEncoder":
+        return _ordinal(step, cols, label)
     if name == "OneHotEncoder":
-        if any(v is not None and len(v) for v in getattr(step, "infrequent_categories_",
-                                                           []) or []):
-            raise UnsupportedModelError(f"step {label!r}: infrequent-category grouping is "
-                                        f"not supported")
+        _check_frequent(step, label)
         drop = getattr(step, "drop_idx_", None)
         out = []
         for i, (c, cats) in enumerate(zip(cols, step.categories_)):
-            if c.indicator or c.a != 1.0 or c.b != 0.0:
-                raise UnsupportedModelError(f"step {label!r} must receive raw columns")
-            encoded[c.source] = ({v.item() if isinstance(v, np.generic) else v for v in cats},
-                                 step.handle_unknown != "error")
+            _check_raw(c, label)
+            encoded[c.source] = ({_plain(v) for v in cats}, step.handle_unknown != "error")
             for j, level in enumerate(cats):
                 if drop is not None and drop[i] is not None and j == drop[i]:
                     continue
-                level = level.item() if isinstance(level, np.generic) else level
-                out.append(_Column(c.source, level=level, indicator=True))
+                out.append(_Column(c.source, level=_plain(level), indicator=True))
         return out
     if name == "ColumnTransformer":
-        if getattr(step, "sparse_output_", False):
-            pass  # sparse or dense, the columns are the same
         by_name = {c.source: c for c in cols}
         names = list(by_name)
         out = []
@@ -114,7 +164,8 @@ def _apply(step: Any, cols: list[_Column], where: str,
         return out
     raise UnsupportedModelError(f"pipeline step {label!r} is not supported; cfopt encodes "
                                 f"StandardScaler, MinMaxScaler, MaxAbsScaler, OneHotEncoder, "
-                                f"SimpleImputer, ColumnTransformer, passthrough and drop")
+                                f"OrdinalEncoder, SimpleImputer, ColumnTransformer, "
+                                f"passthrough (the identity FunctionTransformer) and drop")
 
 
 def _select(columns: Any, names: list[str], where: str) -> list[str]:
@@ -128,6 +179,44 @@ def _select(columns: Any, names: list[str], where: str) -> list[str]:
             raise UnsupportedModelError(f"{where}: boolean column masks are not supported")
         selected.append(names[int(c)] if isinstance(c, (int, np.integer)) else str(c))
     return selected
+
+
+def _ordinal_spec(f: Feature, c: _Column) -> InputSpec:
+    r"""The spec of an ``OrdinalEncoder`` column ``c`` (``a * code + b``) of feature
+    ``f``: ``levels`` for a categorical feature; for an ordinal or labelled binary one,
+    ``affine`` in its code ``k`` (the label's position) when the encoder's codes are
+    :math:`c_0 + k\,d`; anything else is refused."""
+    if not f.labelled:
+        raise UnsupportedModelError(
+            f"the OrdinalEncoder encodes column {f.name!r}, which the feature space declares "
+            f"{f.kind.value} (numbers, no categories); declare it categorical "
+            f"(FeatureSpace.from_frame(..., kinds={{{f.name!r}: 'categorical'}}))")
+    index = {level: k for k, level in enumerate(c.categories)}
+    codes = []
+    for level in f.categories:
+        if level in index:
+            codes.append(index[level])
+        elif c.unknown is None:
+            raise ValueError(f"category {level!r} of feature {f.name!r} is unknown to the "
+                             f"pipeline's OrdinalEncoder (handle_unknown='error')")
+        elif math.isnan(c.unknown):
+            raise UnsupportedModelError(
+                f"the OrdinalEncoder maps category {level!r} of feature {f.name!r}, unknown "
+                f"to it, to NaN (unknown_value=nan), which no model input can take; give "
+                f"it an integer unknown_value or fit it on every category")
+        else:
+            codes.append(int(c.unknown))
+    if f.is_onehot:
+        return InputSpec("levels", f.name, c.a, c.b, codes=tuple(zip(f.categories, codes)))
+    d = codes[1] - codes[0]
+    if all(code == codes[0] + k * d for k, code in enumerate(codes)):
+        return InputSpec("affine", f.name, c.a * d, c.a * codes[0] + c.b)
+    raise UnsupportedModelError(
+        f"the OrdinalEncoder codes the {f.kind.value} feature {f.name!r} in the order "
+        f"{list(c.categories)}, not as a linear function of its label order "
+        f"{list(f.categories)}; declare it categorical "
+        f"(FeatureSpace.from_frame(..., kinds={{{f.name!r}: 'categorical'}})) or give it "
+        f"the encoder's order (categories={{{f.name!r}: {list(c.categories)!r}}})")
 
 
 class PipelineAdapter(ModelAdapter):
@@ -170,10 +259,13 @@ class PipelineAdapter(ModelAdapter):
         specs = []
         for c in self.columns:
             f = space[c.source]
-            if not c.indicator:
+            if c.categories is not None:
+                specs.append(_ordinal_spec(f, c))
+            elif not c.indicator:
                 if f.is_onehot or (f.labelled and f.kind.value != "ordinal"):
                     raise UnsupportedModelError(f"column {f.name!r} holds labels but reaches "
-                                                f"the estimator without a OneHotEncoder")
+                                                f"the estimator without a OneHotEncoder or "
+                                                f"OrdinalEncoder")
                 specs.append(InputSpec("affine", f.name, c.a, c.b))
             elif f.is_onehot:
                 specs.append(InputSpec("indicator", f.name, level=c.level)
