@@ -10,83 +10,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .demo import demo, print_counterfactual
 from .errors import CfoptError
 from .explainer import Explainer
 from .features import FeatureSpace
 from .results import Counterfactual
-
-
-def _print_ce(ce: Counterfactual, title: str) -> None:
-    out = sys.stdout
-    print(title, file=out)
-    proof = ""
-    if ce.bound is not None and ce.objective is not None:
-        proof = f", objective {ce.objective:.4f}, bound {ce.bound:.4f}"
-    print(f"  status: {ce.status.value}{proof}; verified by the model: "
-          f"{'yes' if ce.verified else 'no'}", file=out)
-    solver_time = f"{ce.solver_time:.3f}" if ce.solver_time is not None else "n/a"
-    print(f"  time: build {ce.build_time:.3f} s, solve {ce.solve_time:.3f} s "
-          f"({ce.solver} itself {solver_time} s), total {ce.total_time:.3f} s", file=out)
-    if ce.message:
-        print(f"  note: {ce.message}", file=out)
-    if ce.counterfactual is not None:
-        table = ce.changes()
-        text = (table.reset_index(names="feature").to_string(index=False) if len(table)
-                else "(no change)")
-        print("  " + text.replace("\n", "\n  "), file=out)
-    print(file=out)
-
-
-def demo(n: int = 3, solver: str = "highs", seed: int = 0) -> list[Counterfactual]:
-    """Train a small MLP on German credit and explain ``n`` rejected applicants."""
-    import torch
-
-    from .datasets import load_german
-
-    t0 = time.perf_counter()
-    data = load_german()
-    space = FeatureSpace.from_frame(data.X)
-    space.immutable("foreign_worker", "status_sex", "people_liable")
-    space.increase_only("age")
-    Z = torch.tensor(space.transform(data.X), dtype=torch.float32)
-    y = torch.tensor(data.y.to_numpy(), dtype=torch.float32)
-    torch.manual_seed(seed)
-    net = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 16), torch.nn.ReLU(),
-                              torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
-    optimizer = torch.optim.Adam(net.parameters(), lr=0.01, weight_decay=1e-4)
-    for _ in range(150):
-        optimizer.zero_grad()
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(net(Z).squeeze(1), y)
-        loss.backward()
-        optimizer.step()
-    with torch.no_grad():
-        good = (net(Z).squeeze(1) > 0).numpy()
-    print(f"German credit (UCI, CC BY 4.0): {len(data.X)} applicants, {len(space)} features "
-          f"-> {space.n_inputs} model inputs")
-    print(f"MLP {space.n_inputs}-16-16-1 trained in {time.perf_counter() - t0:.1f} s, "
-          f"training accuracy {(good == data.y.to_numpy()).mean():.3f}")
-    print("actionability: foreign_worker, status_sex, people_liable immutable; "
-          "age increase-only\n")
-    explainer = Explainer(net, space, solver=solver)
-    rejected = np.flatnonzero(~good)[:n]
-    results = []
-    for i in rejected:
-        ce = explainer.explain(data.X.iloc[[i]], target=1)
-        _print_ce(ce, f"Applicant #{i}: predicted bad credit (0) -> closest change to good "
-                      f"credit (1)")
-        results.append(ce)
-    ok = sum(ce.verified for ce in results)
-    print(f"{ok}/{len(results)} counterfactuals verified by the model; "
-          f"whole demo {time.perf_counter() - t0:.1f} s")
-    return results
-
 
 #: file name endings of pickled models (pickle, joblib)
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav")
@@ -263,7 +197,7 @@ def explain_file(model: str, data: str, target_col: str, row: int, *, space_file
     if as_json:
         print(ce.to_json())
     else:
-        _print_ce(ce, f"Row {row} of {data}: predicted {ce.factual_class!r}, "
+        print_counterfactual(ce, f"Row {row} of {data}: predicted {ce.factual_class!r}, "
                       f"target {list(ce.target)}")
     return ce
 

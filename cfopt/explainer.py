@@ -355,7 +355,8 @@ class Explainer:
                 workers × threads stays within the cores; the explainer's ``threads``
                 serially).
             client: a ``dask.distributed.Client`` for ``backend="dask"``.
-            progress: show a tqdm bar (``None``: unless ``CFOPT_PROGRESS=0``).
+            progress: show a tqdm bar (``None``: ``CFOPT_PROGRESS`` if set, else only
+                when stderr is a terminal or in a notebook).
             **options: ``time_limit``, ``mip_gap``, ``max_changes`` per query.
 
         Returns:

@@ -471,7 +471,7 @@ class _RobustMethod(ABC):
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,
                      progress: bool | None = None) -> list[RobustCounterfactual]:
         """:meth:`explain` for every row of ``X`` (``progress``: a tqdm bar; ``None``:
-        unless ``CFOPT_PROGRESS=0``)."""
+        ``CFOPT_PROGRESS`` if set, else only when stderr is a terminal or in a notebook)."""
         frame = as_frame(X)
         out = []
         with progress_bar(len(frame), f"{self.method} counterfactuals", progress) as bar:
@@ -512,7 +512,8 @@ class Proplace(_RobustMethod):
             options passed through by name).
         progress: a tqdm bar over each query's cutting-set iterations showing the
             master's bound and the adversary's proven bound against σ - t (``None``:
-            unless ``CFOPT_PROGRESS=0``).
+            ``CFOPT_PROGRESS`` if set, else only when stderr is a terminal or in a
+            notebook).
     """
 
     method = "proplace"
