@@ -137,7 +137,9 @@ FINDINGS: list[dict[str, object]] = [
         "cause": "the per-query restriction added objective <= r (the heuristic's objective), "
                  "a row parallel to the objective; without it both solve correctly",
         "fix": "the restriction tightens bounds only and falls back to the full problem when "
-               "its optimum lies beyond r (cfopt/explainer.py)",
+               "its optimum lies beyond r (cfopt/explainer.py); seed 4791 (an MLP on raw "
+               "units, logits of magnitude 1e4) came back once its inputs were normalized, "
+               "at HiGHS's default MIP feasibility tolerance 1e-6: HiGHS now runs at 1e-7",
     },
     {
         "class": "LightGBM reads values within 1e-35 of 0 as 0",
