@@ -1,21 +1,7 @@
-"""Regression tests for issue 16, classes 5-8 (numerics, solvers, options, stale models)
-of false claims.
-
-A result's claims are proofs about the user's declared problem: the real model's own
-``predict`` and scores, the declared space, actionability and constraints, the objective
-and the validity margin μ.
-
-* ``Status.OPTIMAL``: no admissible point that the library classifies as the target with
-  score ≥ μ is cheaper than the returned objective beyond the MIP gap (relative
-  ``mip_gap`` plus an absolute 1e-6);
-* ``INFEASIBLE`` / :class:`cfopt.InfeasibleError`: no such point exists;
-* ``bound``: a valid lower bound on that optimum;
-* every returned point is classified as the target by the library itself.
-
-Whenever a test needs the true optimum it computes it without cfopt: by enumerating a
-small discrete grid, by enumerating the sides of every split of a tree ensemble, or in
-closed form. Each test's docstring names the class of the issue (1-8) it guards.
-"""
+"""Regression tests for issue 16, classes 5-8 of false claims: badly scaled features,
+solver statuses read wrongly, bad numbers accepted, a stale model verified as current.
+What a claim means, and how the true optima are computed without cfopt, is stated in
+``tests/test_claims.py``."""
 
 from __future__ import annotations
 
