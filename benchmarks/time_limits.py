@@ -23,8 +23,9 @@ from sklearn.ensemble import RandomForestClassifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import cfopt  # noqa: E402
 from common import environment, write  # noqa: E402
+
+import cfopt  # noqa: E402
 
 LIMITS = (0.5, 2.0, 10.0)
 
