@@ -22,6 +22,7 @@ import pandas as pd
 
 if TYPE_CHECKING:
     from .features import FeatureSpace
+    from .models import ModelAdapter
 
 Grid = tuple[float, float] | None
 
@@ -131,3 +132,20 @@ def encode(space: FeatureSpace, specs: list[InputSpec], frame: pd.DataFrame) -> 
         else:
             out[:, k] = s.a * np.array([f.to_code(v) for v in values], dtype=float) + s.b
     return out
+
+
+def library_input(adapter: ModelAdapter, space: FeatureSpace, specs: list[InputSpec],
+                  j: int, value: float) -> float:
+    """The real model's own value of input ``j`` at the raw code whose MILP input
+    (``a * code + b``) is ``value``: its preprocessing's arithmetic (``(code - shift) /
+    scale``, a pipeline's own transform), which may differ from the MILP's by an ulp —
+    enough to put a grid value on the other side of a tree threshold."""
+    spec = specs[j]
+    if spec.kind != "affine":
+        return value
+    f = space[spec.feature]
+    code = (value - spec.b) / spec.a
+    row = {g.name: g.categories[0] if g.is_onehot else g.from_code(g.lower) for g in space}
+    row[f.name] = f.from_code(round(code) if f.is_integral else code)
+    frame = pd.DataFrame([row], columns=space.names)
+    return float(adapter.model_inputs(space, frame)[0][j])

@@ -39,7 +39,6 @@ each declared constraint block.
 from __future__ import annotations
 
 import copy
-import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -50,7 +49,14 @@ import pyomo.environ as pyo
 from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 
 from .bound_tightening import BoundTighteningReport, layer_bounds, tighten_relu_bounds
-from .encoding import encode, space_specs, spec_bounds, spec_grids, spec_rounding
+from .encoding import (
+    encode,
+    library_input,
+    space_specs,
+    spec_bounds,
+    spec_grids,
+    spec_rounding,
+)
 from .errors import AlreadyTargetError, ModelChangedError
 from .features import FeatureSpace, as_frame
 from .formulations.actionability import add_actionability, add_max_changes
@@ -58,7 +64,13 @@ from .formulations.blocks import ConstraintBlock
 from .formulations.distances import feature_weights, objective_expression, parse_objective
 from .formulations.features import add_feature_variables, encode_inputs
 from .formulations.predictors import PredictorConstr, add_predictor
-from .formulations.validity import add_validity, set_target, set_target_interval
+from .formulations.validity import (
+    add_validity,
+    check_margin,
+    parse_interval,
+    set_target,
+    set_target_interval,
+)
 from .models import ModelAdapter, parse_model
 
 #: constraint groups a diagnosis may relax (validity and feature structure never are)
@@ -106,7 +118,7 @@ class CounterfactualModel(pyo.ConcreteModel):
             raise ValueError(f"the {adapter.kind} model takes {adapter.n_inputs} inputs but "
                              f"the feature space encodes {space.n_inputs} "
                              f"({', '.join(space.input_names)})")
-        _check_margin(margin)
+        check_margin(margin)
         terms = parse_objective(objective)
         weight_map = feature_weights(space, weights)
         self._space = space
@@ -277,17 +289,8 @@ class CounterfactualModel(pyo.ConcreteModel):
 
     def library_input(self, j: int, value: float) -> float:
         """The real model's own value of input ``j`` at the raw code whose MILP input is
-        ``value`` (its preprocessing's arithmetic, not ``a * code + b``)."""
-        spec = self._specs[j]
-        if spec.kind != "affine":
-            return value
-        f = self._space[spec.feature]
-        code = (value - spec.b) / spec.a
-        row = {g.name: g.categories[0] if g.is_onehot else g.from_code(g.lower)
-               for g in self._space}
-        row[f.name] = f.from_code(round(code) if f.is_integral else code)
-        frame = pd.DataFrame([row], columns=self._space.names)
-        return float(self._adapter.model_inputs(self._space, frame)[0][j])
+        ``value`` (:func:`cfopt.encoding.library_input`)."""
+        return library_input(self._adapter, self._space, self._specs, j, value)
 
     # ----------------------------------------------------------------- queries
     def check_model_unchanged(self) -> None:
@@ -382,22 +385,7 @@ class CounterfactualModel(pyo.ConcreteModel):
             c.update(self, self.component(name))
 
     def _set_interval(self, target: Any) -> tuple[float, float]:
-        if not isinstance(target, (tuple, list)) or len(target) != 2:
-            raise ValueError(f"a regressor's target is an interval (low, high) with None for "
-                             f"an open side, e.g. (250.0, None); got {target!r}")
-        bounds = []
-        for side, v, default in (("low", target[0], -math.inf), ("high", target[1], math.inf)):
-            if v is None:
-                v = default
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
-                    or math.isnan(v):
-                raise ValueError(f"the target interval's {side} end must be a number or None, "
-                                 f"got {v!r}")
-            bounds.append(float(v))
-        low, high = bounds
-        if not low < high:
-            raise ValueError(f"the target interval ({low:g}, {high:g}) is empty; give low < "
-                             f"high")
+        low, high = parse_interval(target)
         if low <= self._factual_class <= high:
             raise AlreadyTargetError(f"the factual's prediction {self._factual_class:g} already "
                                      f"lies in the target interval [{low:g}, {high:g}]")
@@ -500,12 +488,6 @@ def build(model: Any, space: FeatureSpace, x: pd.DataFrame | pd.Series | Mapping
     elif target is not None:
         raise ValueError("give the factual x together with the target")
     return m
-
-
-def _check_margin(margin: float) -> None:
-    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or \
-            not (margin > 0 and math.isfinite(margin)):
-        raise ValueError(f"margin must be a positive number (logit units), got {margin!r}")
 
 
 def _check_max_changes(limit: Any, space: FeatureSpace) -> int:

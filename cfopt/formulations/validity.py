@@ -46,7 +46,9 @@ defaults.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyomo.environ as pyo
@@ -106,6 +108,34 @@ def set_target(m: pyo.Block, adapter: ModelAdapter, target_indices: Sequence[int
     chosen = set(target_indices)
     for c in m.CLASSES:
         m.target_mask[c] = 1.0 if c in chosen else 0.0
+
+
+def check_margin(margin: Any) -> None:
+    """``ValueError`` unless ``margin`` is a positive finite number."""
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or \
+            not (margin > 0 and math.isfinite(margin)):
+        raise ValueError(f"margin must be a positive number (logit units), got {margin!r}")
+
+
+def parse_interval(target: Any) -> tuple[float, float]:
+    """A regressor's target ``(low, high)`` (``None``: an open side) as two floats;
+    ``ValueError`` naming what is wrong otherwise."""
+    if not isinstance(target, (tuple, list)) or len(target) != 2:
+        raise ValueError(f"a regressor's target is an interval (low, high) with None for "
+                         f"an open side, e.g. (250.0, None); got {target!r}")
+    bounds = []
+    for side, v, default in (("low", target[0], -math.inf), ("high", target[1], math.inf)):
+        if v is None:
+            v = default
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) \
+                or math.isnan(v):
+            raise ValueError(f"the target interval's {side} end must be a number or None, "
+                             f"got {v!r}")
+        bounds.append(float(v))
+    low, high = bounds
+    if not low < high:
+        raise ValueError(f"the target interval ({low:g}, {high:g}) is empty; give low < high")
+    return low, high
 
 
 def set_target_interval(m: pyo.Block, output_bounds: Sequence[tuple[float, float]],
