@@ -154,14 +154,13 @@ class _ContribBackend(SolverBackend):
 class HighsBackend(_ContribBackend):
     """HiGHS (open source, ``pip install highspy``), persistent.
 
-    HiGHS's MIP presolve is off by default: on these big-M models (wide-range integer
-    features, ReLU indicator links) HiGHS 1.15 with presolve returned sub-optimal
-    points as proven optimal (2 of 250 Adult queries, both solved correctly with
-    presolve off; compare the HiGHS issue tracker, e.g. #3094, #1725). Pass
-    ``solver_options={"presolve": "on"}`` to turn it back on. Its MIP feasibility
-    tolerance is 1e-7 (HiGHS's default 1e-6 let a network on raw units, logits of
-    magnitude 1e4, prove 0.39668 optimal where 0.39658 is feasible: differential seed
-    4791).
+    HiGHS runs with its own defaults but a MIP feasibility tolerance of 1e-7 (HiGHS's
+    1e-6 let a network on raw units, logits of magnitude 1e4, prove 0.39668 optimal
+    where 0.39658 is feasible, and with presolve on an XGBoost query prove 2 where 1
+    is; differential seeds 4791, 5259). Its presolve is on: with it off, a logistic
+    model with an integer feature of range 1e6 was proven infeasible at 1e-7 (seed
+    2352). An earlier formulation met wrong optima with presolve on (2 of 250 Adult
+    queries); none of 250 does now (``benchmarks/README.md``).
     """
 
     name = "highs"
@@ -180,7 +179,7 @@ class HighsBackend(_ContribBackend):
         return super()._solve(model, settings)
 
     def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
-        opts: dict[str, Any] = {"output_flag": settings.verbose, "presolve": "off",
+        opts: dict[str, Any] = {"output_flag": settings.verbose,
                                 "mip_feasibility_tolerance": 1e-7}
         if settings.seed is not None:
             opts["random_seed"] = settings.seed
