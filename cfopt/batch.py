@@ -21,8 +21,14 @@ solve, so two solves must not run in threads of one process. Workers of one proc
 take turns (a per-process lock): use worker processes with one thread each to run
 queries side by side.
 
-Ctrl-C (``KeyboardInterrupt``) stops the batch and returns a :class:`BatchResult` with
-the finished answers and the others marked ``Status.INTERRUPTED``, with a warning.
+Faults. Ctrl-C (``KeyboardInterrupt``, on every backend and solver: a solver that
+catches it, as HiGHS and Gurobi do, reports it and cfopt raises it again) stops the
+batch and returns a :class:`BatchResult` with the finished answers and the others
+marked ``Status.INTERRUPTED``, with a warning. A row's own failure (a bad value, a
+crashed solver process, a time limit) is that row's status. A dead worker process is
+replaced and its unanswered rows are sent again (:func:`_parallel`). With ``out=``
+every answer is appended to a JSON Lines file as it arrives and a re-run resumes
+from it (:mod:`cfopt.batch_journal`).
 """
 
 from __future__ import annotations
@@ -36,16 +42,17 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import cloudpickle
 import pandas as pd
 
+from .batch_journal import BatchJournal, batch_header
 from .errors import AlreadyTargetError, InfeasibleError
 from .features import as_frame
-from .progress import progress_bar
+from .progress import BatchProgress
 from .results import Counterfactual
 from .status import Status
 
@@ -56,6 +63,8 @@ BACKENDS = ("loky", "dask")
 _QUERY_OPTIONS = ("time_limit", "mip_gap", "max_changes")
 #: rows per chunk at most (a finer chunk reports progress and interrupts sooner)
 _MAX_CHUNK = 16
+#: worker deaths after which a parallel batch gives up on the rows still unanswered
+MAX_WORKER_DEATHS = 3
 
 #: in a worker process: the last payload's digest and the explainer built from it
 _WORKER_EXPLAINER: list[tuple[str, Explainer]] = []
@@ -77,6 +86,8 @@ class BatchResult(Sequence[Counterfactual]):
         solver_threads: solver threads per worker.
         total_time: wall seconds of the whole batch.
         index: the index of ``X`` (the rows' labels; ``to_frame`` keeps it).
+        resumed: rows whose answers were read back from ``out`` (not solved again).
+        out: the file the answers were written to (``None``: none).
     """
 
     results: list[Counterfactual]
@@ -86,6 +97,8 @@ class BatchResult(Sequence[Counterfactual]):
     solver_threads: int | None = 1
     total_time: float = 0.0
     index: pd.Index | None = None
+    resumed: int = 0
+    out: str | None = None
 
     def __len__(self) -> int:
         return len(self.results)
@@ -119,6 +132,7 @@ class BatchResult(Sequence[Counterfactual]):
 
     def to_dict(self) -> dict[str, Any]:
         return {"interrupted": self.interrupted, "backend": self.backend,
+                "resumed": self.resumed, "out": self.out,
                 "workers": self.workers, "solver_threads": self.solver_threads,
                 "total_time": self.total_time, "counts": self.counts(),
                 "results": [r.to_dict() for r in self.results]}
@@ -128,6 +142,7 @@ class BatchResult(Sequence[Counterfactual]):
 
     def __repr__(self) -> str:
         tail = ", interrupted" if self.interrupted else ""
+        tail += f", {self.resumed} resumed" if self.resumed else ""
         return (f"BatchResult({len(self.results)} queries, {self.counts()}, "
                 f"backend={self.backend!r}, workers={self.workers}{tail})")
 
@@ -136,7 +151,7 @@ def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,
                   errors: Literal["raise", "record"] = "record", n_jobs: int | None = None,
                   backend: str | None = None, solver_threads: int | None = None,
                   client: Any = None, progress: bool | None = None,
-                  **options: Any) -> BatchResult:
+                  out: str | os.PathLike | None = None, **options: Any) -> BatchResult:
     """Explain every row of ``X`` (see :meth:`cfopt.Explainer.explain_many`)."""
     if errors not in ("raise", "record"):
         raise ValueError(f"errors must be 'raise' or 'record', got {errors!r}")
@@ -157,93 +172,135 @@ def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,
                          f"got {solver_threads!r}")
     if client is not None and backend != "dask":
         raise ValueError("client is for backend='dask' only")
+    if out is not None and not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"out must be a file path (str or os.PathLike), got {out!r}")
     frame = as_frame(X)
     explainer.space.validate(frame.iloc[:0])  # the columns; a bad value is its row's status
     t0 = time.perf_counter()
-    if backend is None and n_jobs in (None, 1):
-        results, interrupted = _serial(explainer, frame, target, errors, solver_threads,
-                                       progress, options)
-        batch = BatchResult(results, interrupted, "serial", 1,
-                            solver_threads or explainer.settings.threads, index=frame.index)
-    else:
-        jobs = -1 if n_jobs is None else n_jobs
-        batch = _parallel(explainer, frame, target, errors, jobs, backend or "loky",
-                          solver_threads or 1, client, progress, options)
+    results: list[Counterfactual | None] = [None] * len(frame)
+    journal = None
+    if out is not None:
+        journal = BatchJournal(out, batch_header(explainer, target, options))
+        for i, answer in journal.resumed(explainer, frame).items():
+            results[i] = answer
+    resumed = sum(r is not None for r in results)
+    serial = backend is None and n_jobs in (None, 1)
+    name = "serial" if serial else backend or "loky"
+    bar = BatchProgress(len(frame), "counterfactuals" if serial else
+                        f"counterfactuals ({name})", progress, resumed=resumed)
+
+    def record(answers: dict[int, Counterfactual]) -> None:
+        for i, answer in answers.items():
+            results[i] = answer
+        if journal is not None:
+            journal.append(frame, answers)
+        bar.update(answers.values())
+
+    try:
+        if serial:
+            interrupted = _serial(explainer, frame, results, target, errors, solver_threads,
+                                  options, record)
+            workers, threads = 1, solver_threads or explainer.settings.threads
+        else:
+            interrupted, workers = _parallel(
+                explainer, frame, results, target, errors, -1 if n_jobs is None else n_jobs,
+                name, solver_threads or 1, client, options, record)
+            threads = solver_threads or 1
+    finally:
+        bar.close()
+    batch = BatchResult(_fill(explainer, frame, results), interrupted, name, workers, threads,
+                        index=frame.index, resumed=resumed,
+                        out=str(out) if out is not None else None)
     batch.total_time = time.perf_counter() - t0
     if batch.interrupted:
         warnings.warn(f"explain_many interrupted: {len(batch.finished)} of {len(batch)} "
-                      f"queries finished; the others have status 'interrupted'",
+                      f"queries finished; the others have status 'interrupted'"
+                      + (f" (run it again with out={str(out)!r} to go on)" if out else ""),
                       RuntimeWarning, stacklevel=3)
     return batch
 
 
-def _serial(explainer: Explainer, frame: pd.DataFrame, target: Any, errors: str,
-            solver_threads: int | None, progress: bool | None, options: Mapping[str, Any]
-            ) -> tuple[list[Counterfactual], bool]:
-    results: list[Counterfactual | None] = [None] * len(frame)
+def _serial(explainer: Explainer, frame: pd.DataFrame, results: list[Counterfactual | None],
+            target: Any, errors: str, solver_threads: int | None,
+            options: Mapping[str, Any], record: Callable[[dict], None]) -> bool:
+    """Answer the rows without an answer in this process; True when interrupted."""
     settings = explainer.settings
     if solver_threads is not None:
         explainer.settings = dataclasses.replace(settings, threads=solver_threads)
-    interrupted = False
-    bar = progress_bar(len(frame), "counterfactuals", progress)
     try:
-        for i in range(len(frame)):
-            results[i] = _answer(explainer, frame.iloc[[i]], target, errors, options)
-            bar.update(1)
+        for i in [i for i, r in enumerate(results) if r is None]:
+            record({i: _answer(explainer, frame.iloc[[i]], target, errors, options)})
     except KeyboardInterrupt:
-        interrupted = True
         explainer.backend.reset()  # a solve cut short may leave the solver mid-update
+        return True
     finally:
-        bar.close()
         explainer.settings = settings
-    return _fill(explainer, frame, results), interrupted
+    return False
 
 
-def _parallel(explainer: Explainer, frame: pd.DataFrame, target: Any, errors: str,
-              n_jobs: int, backend: str, solver_threads: int, client: Any,
-              progress: bool | None, options: Mapping[str, Any]) -> BatchResult:
-    from joblib import Parallel, delayed, parallel_config
+def _parallel(explainer: Explainer, frame: pd.DataFrame, results: list[Counterfactual | None],
+              target: Any, errors: str, n_jobs: int, backend: str, solver_threads: int,
+              client: Any, options: Mapping[str, Any], record: Callable[[dict], None]
+              ) -> tuple[bool, int]:
+    """Answer the rows without an answer on joblib workers: ``(interrupted, workers)``.
+
+    A worker that dies (killed, out of memory, a crash in native code) takes down the
+    joblib call; the answers already received are kept and the unanswered rows are
+    sent again, one row per task, so that a row which kills its worker takes only
+    itself down next time. After :data:`MAX_WORKER_DEATHS` deaths the rows still
+    unanswered get the status ``ERROR`` saying so (resuming from ``out`` retries them).
+    """
+    from joblib import Parallel, delayed
 
     payload = _payload(explainer, solver_threads)
     digest = hashlib.sha256(payload).hexdigest()
     if backend == "dask":
         client = _dask_client(client)
         capacity = sum(client.nthreads().values())
-        config = parallel_config("dask", client=client, scatter=[payload])
     else:
         capacity = os.cpu_count() or 1
-        config = parallel_config("loky", inner_max_num_threads=1)
     workers = max(1, capacity if n_jobs == -1 else n_jobs)  # a cluster may have none yet
     if backend == "loky" and workers * solver_threads > capacity:
         warnings.warn(f"{workers} workers x {solver_threads} solver threads exceed the "
                       f"{capacity} cores: the solves will slow each other down",
                       RuntimeWarning, stacklevel=4)
-    size = max(1, min(_MAX_CHUNK, math.ceil(len(frame) / (4 * workers))))
-    chunks = [list(range(k, min(k + size, len(frame)))) for k in range(0, len(frame), size)]
-    results: list[Counterfactual | None] = [None] * len(frame)
-    interrupted = False
-    bar = progress_bar(len(frame), f"counterfactuals ({backend}, {workers} workers)", progress)
-    try:
-        with config:
-            answers = Parallel(n_jobs=n_jobs, batch_size=1, return_as="generator_unordered")(
-                delayed(_work)(digest, payload, frame.iloc[rows], rows, target, errors,
-                               dict(options)) for rows in chunks)
-            try:
-                for part in answers:
-                    for i, answer in part:
-                        results[i] = answer
-                    bar.update(len(part))
-            finally:
-                with warnings.catch_warnings():  # joblib's note on the cancelled chunks
-                    warnings.filterwarnings("ignore", "[0-9]+ tasks which were still",
-                                            UserWarning)
-                    answers.close()  # an interrupt cancels the chunks not yet finished
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        bar.close()
-    return BatchResult(_fill(explainer, frame, results), interrupted, backend, workers,
-                       solver_threads, index=frame.index)
+    todo = [i for i, r in enumerate(results) if r is None]
+    size = max(1, min(_MAX_CHUNK, math.ceil(len(todo) / (4 * workers))))
+    chunks = [todo[k:k + size] for k in range(0, len(todo), size)]
+    deaths = 0
+    while chunks:
+        try:
+            with _joblib_config(backend, client, payload):
+                answers = Parallel(n_jobs=n_jobs, batch_size=1,
+                                   return_as="generator_unordered")(
+                    delayed(_work)(digest, payload, frame.iloc[rows], rows, target, errors,
+                                   dict(options)) for rows in chunks)
+                try:
+                    for part in answers:
+                        record(dict(part))
+                finally:
+                    with warnings.catch_warnings():  # joblib's note on the cancelled chunks
+                        warnings.filterwarnings("ignore", "[0-9]+ tasks which were still",
+                                                UserWarning)
+                        answers.close()  # an interrupt cancels the chunks not yet finished
+            return False, workers
+        except KeyboardInterrupt:
+            return True, workers
+        except _worker_lost_errors() as exc:
+            deaths += 1
+            left = [i for i, r in enumerate(results) if r is None]
+            if deaths < MAX_WORKER_DEATHS:
+                warnings.warn(f"a {backend} worker died ({type(exc).__name__}); the "
+                              f"{len(left)} unanswered rows are sent again",
+                              RuntimeWarning, stacklevel=4)
+                chunks = [[i] for i in left]
+                continue
+            record({i: _empty(explainer, frame.iloc[[i]], Status.ERROR,
+                              f"row {frame.index[i]!r}: not answered: {backend} workers died "
+                              f"{deaths} times while it was queued or solving "
+                              f"({type(exc).__name__}: {exc})", (), None) for i in left})
+            return False, workers
+    return False, workers
 
 
 def _answer(explainer: Explainer, row: pd.DataFrame, target: Any, errors: str,
@@ -279,6 +336,31 @@ def _empty(explainer: Explainer, row: pd.DataFrame, status: Status, message: str
         factual_class=factual_class, predicted_class=None, status=status, verified=False,
         objective=None, bound=None, solver=explainer.backend.name, margin=explainer.margin,
         message=message)
+
+
+def _joblib_config(backend: str, client: Any, payload: bytes) -> Any:
+    """joblib's backend for one round of a parallel batch."""
+    from joblib import parallel_config
+
+    if backend == "dask":
+        return parallel_config("dask", client=client, scatter=[payload])
+    return parallel_config("loky", inner_max_num_threads=1)
+
+
+def _worker_lost_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions by which joblib reports a worker process that died."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+    errors: list[type[BaseException]] = [BrokenProcessPool, TerminatedWorkerError]
+    try:
+        from distributed.scheduler import KilledWorker
+
+        errors.append(KilledWorker)
+    except ImportError:
+        pass
+    return tuple(errors)
 
 
 def _fill(explainer: Explainer, frame: pd.DataFrame,

@@ -17,6 +17,7 @@ import contextlib
 import copy
 import dataclasses
 import math
+import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -330,7 +331,7 @@ class Explainer:
                      errors: Literal["raise", "record"] = "record", n_jobs: int | None = None,
                      backend: str | None = None, solver_threads: int | None = None,
                      client: Any = None, progress: bool | None = None,
-                     **options: Any) -> BatchResult:
+                     out: str | os.PathLike | None = None, **options: Any) -> BatchResult:
         """Explain every row of ``X``: serially on this explainer's model (built once), or
         in parallel (:mod:`cfopt.batch`).
 
@@ -355,8 +356,13 @@ class Explainer:
                 workers × threads stays within the cores; the explainer's ``threads``
                 serially).
             client: a ``dask.distributed.Client`` for ``backend="dask"``.
-            progress: show a tqdm bar (``None``: ``CFOPT_PROGRESS`` if set, else only
-                when stderr is a terminal or in a notebook).
+            progress: show a tqdm bar of rows done, found, failed and left, with the
+                rate and an ETA (``None``: ``CFOPT_PROGRESS`` if set, else only when
+                stderr is a terminal or in a notebook).
+            out: a JSON Lines file: every answer is appended to it as it arrives, and
+                a run with the same ``out`` (same explainer, target and options) reads
+                the answered rows back and solves only the others — answers with
+                status ``error`` are solved again (:mod:`cfopt.batch_journal`).
             **options: ``time_limit``, ``mip_gap``, ``max_changes`` per query.
 
         Returns:
@@ -364,13 +370,14 @@ class Explainer:
             :class:`~cfopt.Counterfactual`, in the order of ``X``; ``to_frame()`` keeps
             ``X``'s index). Ctrl-C stops the
             batch and returns the finished answers, the others with status
-            ``INTERRUPTED``.
+            ``INTERRUPTED``. A dead worker process is replaced and its unanswered
+            rows are sent again.
         """
         from .batch import explain_batch
 
         return explain_batch(self, X, target, errors=errors, n_jobs=n_jobs, backend=backend,
                              solver_threads=solver_threads, client=client, progress=progress,
-                             **options)
+                             out=out, **options)
 
 
 def _admissible(m: CounterfactualModel, candidate: pd.DataFrame | None

@@ -7,12 +7,16 @@ Every loop takes ``progress=None | True | False``. ``True`` and ``False`` decide
 other value), bars show only where someone watches them: when stderr is a terminal or
 in a Jupyter notebook. So a script whose stderr goes to a file or a pipe (CI, batch
 jobs, ``2> log``) writes no bars unless asked for them. Bars go to stderr.
+
+A batch's bar (:class:`BatchProgress`) says how many rows are done, found, failed and
+left, the rate and an ETA.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from tqdm import tqdm
@@ -58,3 +62,50 @@ def progress_bar(total: int | None, desc: str, progress: bool | None = None,
     :func:`progress_enabled`)."""
     return tqdm(total=total, desc=desc, disable=not progress_enabled(progress),
                 dynamic_ncols=True, **options)
+
+
+class BatchProgress:
+    """The bar of a batch of queries: rows done of all rows, their rate and an ETA
+    (tqdm's own), then ``found`` (verified counterfactuals), ``failed`` (status
+    ``error`` or ``verification_failed``), ``left`` (rows not yet answered) and, when a
+    batch resumes from its ``out`` file, ``resumed`` (rows read back, counted done from
+    the start; the rate and the ETA count only this run's rows).
+
+    Args:
+        total: rows of the batch.
+        desc: the bar's label.
+        progress: see :func:`progress_enabled`.
+        resumed: rows already answered when the batch starts.
+    """
+
+    #: statuses counted as failed rows
+    FAILED = ("error", "verification_failed")
+
+    def __init__(self, total: int, desc: str, progress: bool | None = None,
+                 resumed: int = 0) -> None:
+        self.bar = progress_bar(total, desc, progress, initial=resumed, unit="row")
+        self.found = 0
+        self.failed = 0
+        self.left = total - resumed
+        self.resumed = resumed
+        self._postfix()
+
+    def update(self, answers: Iterable[Any]) -> None:
+        """Count finished answers (objects with ``status`` and ``found``)."""
+        n = 0
+        for answer in answers:
+            n += 1
+            self.found += bool(answer.found)
+            self.failed += answer.status.value in self.FAILED
+        self.left -= n
+        self._postfix()
+        self.bar.update(n)
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def _postfix(self) -> None:
+        counts = {"found": self.found, "failed": self.failed, "left": self.left}
+        if self.resumed:
+            counts["resumed"] = self.resumed
+        self.bar.set_postfix(counts, refresh=False)

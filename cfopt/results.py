@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,13 @@ def _row_dict(frame: pd.DataFrame | None) -> dict[str, Any] | None:
     if frame is None:
         return None
     return {k: _plain(v) for k, v in frame.iloc[0].items()}
+
+
+def _row_frame(row: Mapping[str, Any] | None) -> pd.DataFrame | None:
+    """The one-row DataFrame of a :func:`_row_dict` (``None`` stays ``None``)."""
+    if row is None:
+        return None
+    return pd.DataFrame([dict(row)])
 
 
 @dataclass
@@ -149,6 +157,35 @@ class Counterfactual:
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *,
+                  space: FeatureSpace | None = None) -> Counterfactual:
+        """The answer :meth:`to_dict` describes (e.g. read back from JSON).
+
+        The factual and the counterfactual become one-row DataFrames again (pandas
+        infers their dtypes from the JSON values); ``changes`` and ``gap`` are derived,
+        so their entries are not read. ``space`` is attached for :meth:`plot` (it is
+        not serialized).
+
+        Raises:
+            ValueError: ``data`` is not a serialized counterfactual (a key is missing or
+                the status is unknown).
+        """
+        try:
+            return cls(
+                factual=_row_frame(data["factual"]),
+                counterfactual=_row_frame(data["counterfactual"]),
+                target=tuple(data["target"]), factual_class=data["factual_class"],
+                predicted_class=data["predicted_class"], status=Status(data["status"]),
+                verified=bool(data["verified"]), objective=data["objective"],
+                bound=data["bound"], distances=dict(data["distances"]),
+                build_time=data["build_time"], solve_time=data["solve_time"],
+                solver_time=data["solver_time"], total_time=data["total_time"],
+                solver=data["solver"], margin=data["margin"], attempts=data["attempts"],
+                message=data["message"], details=dict(data["details"]), space=space)
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a serialized Counterfactual: {exc!r}") from exc
 
     def __repr__(self) -> str:
         head = (f"Counterfactual(status={self.status.value}, verified={self.verified}, "

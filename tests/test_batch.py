@@ -115,20 +115,13 @@ def test_ctrl_c_keeps_finished_results_serial(batch, monkeypatch):
 def test_ctrl_c_keeps_finished_results_parallel(batch, dask_client, monkeypatch):
     """Ctrl-C while the parent collects the workers' answers (at the second answer)."""
     explainer, X, serial = batch
-    real_bar = cfopt.batch.progress_bar
-
-    def interrupting_bar(*args, **kwargs):
-        bar = real_bar(*args, **kwargs)
-        seen = []
-
-        def update_then_interrupt(n=1):
-            seen.append(n)
-            if sum(seen) >= 2:
+    class InterruptingProgress(cfopt.batch.BatchProgress):
+        def update(self, answers):
+            super().update(answers)
+            if self.bar.n >= 2:
                 raise KeyboardInterrupt
-        bar.update = update_then_interrupt
-        return bar
 
-    monkeypatch.setattr(cfopt.batch, "progress_bar", interrupting_bar)
+    monkeypatch.setattr(cfopt.batch, "BatchProgress", InterruptingProgress)
     with pytest.warns(RuntimeWarning, match="interrupted"):
         answers = explainer.explain_many(X, target=1, backend="dask", client=dask_client,
                                          progress=False)

@@ -101,6 +101,15 @@ class _ContribBackend(SolverBackend):
     def _translate_error(self, exc: Exception) -> Exception | None:
         return None
 
+    def _user_interrupted(self, solver: Any, termination: Any) -> bool:
+        """Whether the solver stopped on Ctrl-C. Solvers that catch SIGINT themselves
+        (Gurobi, HiGHS) return normally with that status: :meth:`_solve` raises
+        ``KeyboardInterrupt`` again, so a batch stops instead of recording the row as
+        a failure and going on."""
+        from pyomo.contrib.solver.common.results import TerminationCondition
+
+        return termination == TerminationCondition.interrupted
+
     def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
         from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
 
@@ -125,6 +134,9 @@ class _ContribBackend(SolverBackend):
             raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         wall = time.perf_counter() - t0
         tc = results.termination_condition
+        if self._user_interrupted(solver, tc):
+            self.reset()
+            raise KeyboardInterrupt(f"{self.name}: the solve was interrupted (Ctrl-C)")
         has_solution = results.solution_status in (SolutionStatus.optimal,
                                                    SolutionStatus.feasible)
         if tc == TerminationCondition.convergenceCriteriaSatisfied and has_solution:
@@ -177,6 +189,13 @@ class HighsBackend(_ContribBackend):
             highspy.Highs.resetGlobalScheduler(True)
         _HIGHS_THREADS[:] = [settings.threads]
         return super()._solve(model, settings)
+
+    def _user_interrupted(self, solver: Any, termination: Any) -> bool:
+        # highspy catches Ctrl-C, cancels the solve and returns the model status
+        # kInterrupt, which Pyomo reads as an unknown termination
+        import highspy
+
+        return solver._solver_model.getModelStatus() == highspy.HighsModelStatus.kInterrupt
 
     def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
         opts: dict[str, Any] = {"output_flag": settings.verbose,
@@ -333,6 +352,8 @@ class LegacyBackend(SolverBackend):
             raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         wall = time.perf_counter() - t0
         tc = results.solver.termination_condition
+        if tc == TC.userInterrupt:  # the solver caught Ctrl-C (see _user_interrupted)
+            raise KeyboardInterrupt(f"{self.name}: the solve was interrupted (Ctrl-C)")
         # "Stopped on time (no integer solution - continuous used)": the values are the
         # LP relaxation's, not a solution
         has_solution = len(results.solution) > 0 and tc not in (
@@ -342,7 +363,7 @@ class LegacyBackend(SolverBackend):
             status = Status.OPTIMAL
         elif tc in (TC.infeasible, TC.infeasibleOrUnbounded):
             status = Status.INFEASIBLE
-        elif tc in (TC.maxTimeLimit, TC.maxIterations, TC.maxEvaluations, TC.userInterrupt,
+        elif tc in (TC.maxTimeLimit, TC.maxIterations, TC.maxEvaluations,
                     TC.intermediateNonInteger, TC.feasible, TC.other) and \
                 results.solver.status in (SolverStatus.ok, SolverStatus.aborted,
                                           SolverStatus.warning):

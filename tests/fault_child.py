@@ -1,0 +1,60 @@
+"""A batch run in a child process, for the fault tests (tests/test_faults.py) and the
+fault report (benchmarks/faults.py): the parent kills it or sends it SIGINT.
+
+    python tests/fault_child.py MODEL.pt OUT.jsonl --rows 8 [--solver highs]
+        [--n-jobs 1] [--time-limit 5] [--mip-gap 0]
+
+Explains the first ``--rows`` rejected rows of German credit with the torch network
+saved in ``MODEL.pt`` (``torch.save``), appending answers to ``OUT.jsonl``, and prints
+``{"interrupted", "counts", "resumed", "statuses"}`` as JSON when the batch returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import cfopt  # noqa: E402
+
+
+def german_batch(model_path: str, rows: int, solver: str, mip_gap: float
+                 ) -> tuple[cfopt.Explainer, object]:
+    """The explainer and the rows of the batch (the same in parent and child)."""
+    import torch
+
+    from tests.conftest import german_space
+
+    torch.set_num_threads(1)
+    data = cfopt.datasets.load_german()
+    net = torch.load(model_path, weights_only=False)
+    explainer = cfopt.Explainer(net, german_space(data), solver=solver, mip_gap=mip_gap)
+    rejected = explainer.milp.predict(data.X) == 0
+    return explainer, data.X[rejected].iloc[:rows]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("model")
+    parser.add_argument("out")
+    parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument("--solver", default="highs")
+    parser.add_argument("--n-jobs", type=int, default=1)
+    parser.add_argument("--time-limit", type=float, default=None)
+    parser.add_argument("--mip-gap", type=float, default=0.0)
+    args = parser.parse_args()
+    explainer, X = german_batch(args.model, args.rows, args.solver, args.mip_gap)
+    options = {} if args.time_limit is None else {"time_limit": args.time_limit}
+    print("started", flush=True)
+    batch = explainer.explain_many(X, target=1, n_jobs=args.n_jobs, out=args.out,
+                                   progress=False, **options)
+    print(json.dumps({"interrupted": batch.interrupted, "counts": batch.counts(),
+                      "resumed": batch.resumed,
+                      "statuses": [a.status.value for a in batch]}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
