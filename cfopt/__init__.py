@@ -37,6 +37,7 @@ from .formulations import (
     DiversityCuts,
     IfCategory,
     IfIncreases,
+    IsolationForestScore,
     KAdversary,
     KScenarios,
     KVerdict,
@@ -92,3 +93,4 @@ __all__ += ["KAdversary", "KScenarios", "KVerdict", "Perturbation",
             "PerturbationRobustCounterfactual", "PerturbationRobustExplainer", "perturbations",
             "SetbackCost"]
 __all__ += ["BatchResult"]
+__all__ += ["IsolationForestScore"]

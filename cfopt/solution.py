@@ -50,20 +50,34 @@ class Verification:
 
 def feature_intervals(m: CounterfactualModel) -> dict[str, tuple[float, float]]:
     """Per numeric feature, the code interval of the predictor's region for the
-    solution (its bounds when the predictor has no region)."""
+    solution (its bounds when the predictor has no region), intersected with the
+    regions of declared blocks that embed discrete choices of their own
+    (:meth:`~cfopt.ConstraintBlock.feature_intervals`, e.g. an isolation forest)."""
     out = {f.name: (f.lower, f.upper) for f in m.space if not f.is_onehot}
     own = m.factual_inputs
     region = m.predictor_constr.input_region(own)
-    if region is None:
-        return out
-    for j, (spec, (lo, hi)) in enumerate(zip(m.input_specs, region)):
+    parts = [] if region is None else [region_intervals(m, m.input_specs, region, own)]
+    parts += [c.feature_intervals(m, m.component(name)) for name, c in m.constraints.items()]
+    for part in parts:
+        for name, (lo, hi) in part.items():
+            low, high = out[name]
+            out[name] = (max(low, lo), min(high, hi))
+    return out
+
+
+def region_intervals(m: CounterfactualModel, specs: list, region: list[tuple[float, float]],
+                     own: np.ndarray) -> dict[str, tuple[float, float]]:
+    """Per numeric feature, the code interval a region of model inputs allows, the
+    inputs computed from the features by ``specs`` (``own``: the factual's inputs)."""
+    out: dict[str, tuple[float, float]] = {}
+    for j, (spec, (lo, hi)) in enumerate(zip(specs, region)):
         if spec.kind != "affine" or spec.a == 0:
             continue
         # an end on the factual's own input is the factual's code exactly (mapping the
         # input back, (z - b) / a, could miss it by an ulp and move an immutable feature)
         x0 = pyo.value(m.x0[spec.feature])
         ends = sorted(x0 if end == own[j] else (end - spec.b) / spec.a for end in (lo, hi))
-        low, high = out[spec.feature]
+        low, high = out.get(spec.feature, (-math.inf, math.inf))
         out[spec.feature] = (max(low, ends[0]), min(high, ends[1]))
     return out
 

@@ -11,6 +11,7 @@
 * :mod:`.rules` — linear constraints and conditional rules by feature names, steps;
 * :mod:`.causal` — structural causal models (linear or learned equations);
 * :mod:`.trust_regions` — ε-convex hull, k-nearest-neighbour hull, cluster hulls;
+* :mod:`.isolation` — an isolation forest's outlier score at least a threshold;
 * :mod:`.diversity` — no-good and distance cuts against earlier counterfactuals;
 * :mod:`.robustness` — Δ-robustness under model shift: the exact linear adversary,
   shifted network copies, PROPLACE's plausible region;
@@ -22,6 +23,7 @@ from . import trees  # noqa: F401  (registers the tree-ensemble formulation)
 from .blocks import ConstraintBlock
 from .causal import CausalModel, StructuralEquation
 from .diversity import DiversityCuts
+from .isolation import IsolationForestScore
 from .perturbations import KAdversary, KScenarios, KVerdict, SetbackCost
 from .predictors import PredictorConstr, add_predictor, register_formulation
 from .robustness import RobustPlausibleRegion
@@ -34,3 +36,4 @@ __all__ = [
     "PredictorConstr", "register_formulation", "Step", "StructuralEquation",
 ]
 __all__ += ["RobustPlausibleRegion", "KAdversary", "KScenarios", "KVerdict", "SetbackCost"]
+__all__ += ["IsolationForestScore"]

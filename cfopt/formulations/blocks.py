@@ -9,6 +9,8 @@ sub-block of the :class:`~cfopt.CounterfactualModel` named after it (``m.<name>`
   block's mutable Params (so the model is never rebuilt);
 * :meth:`violations` checks a decoded raw counterfactual row against the factual
   (never the solver's variables): every returned counterfactual passes it;
+* :meth:`feature_intervals` (optional) confines decoding to where the block's own
+  discrete choices hold (an embedded tree ensemble's split sides);
 * :meth:`objective_term` (optional) returns a cost added to the distance minimised,
   and :meth:`cost` its exact value at a raw row.
 
@@ -63,6 +65,13 @@ class ConstraintBlock(ABC):
         """The value of :meth:`objective_term` at the raw ``row`` (exactly, not from
         the solver's variables)."""
         return 0.0
+
+    def feature_intervals(self, m: CounterfactualModel,
+                          block: pyo.Block) -> dict[str, tuple[float, float]]:
+        """Per numeric feature, the code interval where the block's own discrete choices
+        in the solver's solution hold exactly (e.g. the split sides of an embedded tree
+        ensemble); decoding moves the solver's point into it. None by default."""
+        return {}
 
     @abstractmethod
     def violations(self, m: CounterfactualModel, factual: pd.Series,

@@ -222,20 +222,22 @@ def _ordinal_spec(f: Feature, c: _Column) -> InputSpec:
 class PipelineAdapter(ModelAdapter):
     """A fitted sklearn ``Pipeline``: preprocessing steps then a supported estimator."""
 
-    def __init__(self, pipeline: Any) -> None:
+    def __init__(self, pipeline: Any, final: ModelAdapter | None = None) -> None:
+        """``final``: the final estimator already parsed (default: :func:`parse_model`
+        of it), e.g. an :class:`~cfopt.models.isolation.IsolationForestAdapter`."""
         from .registry import parse_model
 
         if not hasattr(pipeline, "feature_names_in_"):
             raise UnsupportedModelError("the Pipeline was not fitted on a pandas DataFrame; "
                                         "fit it on the raw DataFrame so its columns are named")
-        *pre, (_, final) = pipeline.steps
+        *pre, (_, last) = pipeline.steps
         self.model = pipeline
         self.raw_columns = [str(c) for c in pipeline.feature_names_in_]
         cols = [_Column(c) for c in self.raw_columns]
         self._encoded: dict[str, tuple[set, bool]] = {}
         for step_name, step in pre:
             cols = _apply(step, cols, f"{step_name}/", self._encoded)
-        self.final = parse_model(final)
+        self.final = final if final is not None else parse_model(last)
         if len(cols) != self.final.n_inputs:
             raise UnsupportedModelError(f"the preprocessing yields {len(cols)} columns but the "
                                         f"final estimator takes {self.final.n_inputs}")
