@@ -71,9 +71,10 @@ def claim(outcomes: list[SolveOutcome], point: Verification | None, m: Counterfa
             return Verdict(Status.OPTIMAL, heuristic.row, objective, bound, "",
                            heuristic.predicted)
         return Verdict(Status.FEASIBLE, heuristic.row, objective, bound,
-                       f"the solver ended {last.status.value} without a verified point: the "
-                       f"verified heuristic counterfactual is returned, optimality not "
-                       f"proven", heuristic.predicted)
+                       f"the solver ended {last.status.value} without a verified point"
+                       f"{f' ({last.message})' if last.message else ''}: the verified "
+                       f"heuristic counterfactual is returned, optimality not proven",
+                       heuristic.predicted)
     if point is not None and point.verified:
         objective = objective_value(m, point.row)
         bound = None if bound is None else min(bound, objective)

@@ -118,7 +118,7 @@ def test_ctrl_c_keeps_finished_results_parallel(batch, dask_client, monkeypatch)
     class InterruptingProgress(cfopt.batch.BatchProgress):
         def update(self, answers):
             super().update(answers)
-            if self.bar.n >= 2:
+            if self.found >= 2:
                 raise KeyboardInterrupt
 
     monkeypatch.setattr(cfopt.batch, "BatchProgress", InterruptingProgress)

@@ -56,7 +56,6 @@ def net_path(german_model, tmp_path_factory):
 def slow_net_path(german, tmp_path_factory):
     """A (32, 32) network: its exact queries take HiGHS about a second each."""
     import torch
-
     from conftest import german_space, train_torch
 
     net = train_torch(german_space(german).transform(german.X), german.y.to_numpy(),
@@ -111,8 +110,9 @@ def test_killed_worker_rows_are_sent_again(net_path, tmp_path):
 
 
 def test_killed_solver_process_is_the_rows_status(net_path, capfd):
-    """SIGKILL to the CBC process solving a serial batch's row: that row gets the
-    status ``error`` naming it, the others are answered, nothing is printed."""
+    """SIGKILL to the CBC process solving a serial batch's row: that row's answer says
+    so (its verified heuristic point, unproven, or ``error``), the others are answered,
+    nothing is printed (the batch raised SolverError and CBC's log was dumped)."""
     if shutil.which("cbc") is None and not os.environ.get("CI"):
         pytest.skip("cbc executable not on PATH (apt-get install coinor-cbc)")
     explainer, X = german_batch(net_path, 4, "cbc", 0.0)
@@ -137,10 +137,13 @@ def test_killed_solver_process_is_the_rows_status(net_path, capfd):
     done.set()
     killer.join(5)
     assert killed, "no CBC process was seen"
-    statuses = [a.status.value for a in batch]
-    assert statuses.count("error") == 1 and set(statuses) - {"error"} <= FINAL, statuses
-    failed = next(a for a in batch if a.status is cfopt.Status.ERROR)
-    assert "cbc crashed" in failed.message and repr(X.index[0]) in failed.message
+    crashed = [a for a in batch if "cbc crashed" in a.message]
+    assert len(crashed) == 1, [a.message for a in batch]
+    # the row in flight: an error naming it, or the verified heuristic point, unproven
+    failed = crashed[0]
+    assert failed.status in (cfopt.Status.ERROR, cfopt.Status.FEASIBLE)
+    assert failed.bound is None and (failed.status is cfopt.Status.ERROR or failed.found)
+    assert all(a.status.value in FINAL and a.found for a in batch if a is not failed)
     printed = capfd.readouterr()
     assert "Cbc0" not in printed.out + printed.err and "ERROR" not in printed.err
 

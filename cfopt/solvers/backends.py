@@ -15,7 +15,7 @@ import pyomo.environ as pyo
 
 from ..errors import SolverError, SolverLicenseError, SolverNotAvailableError
 from ..status import Status
-from .base import SolveOutcome, SolverBackend, SolverSettings
+from .base import SolveOutcome, SolverBackend, SolverSettings, sigint_watch
 from .pool import GUROBI_POOL_DEFAULTS, HighsIncumbents, gurobi_pool_options, read_gurobi_pool
 
 INSTALL_HINTS = {
@@ -101,14 +101,6 @@ class _ContribBackend(SolverBackend):
     def _translate_error(self, exc: Exception) -> Exception | None:
         return None
 
-    def _user_interrupted(self, solver: Any, termination: Any) -> bool:
-        """Whether the solver stopped on Ctrl-C. Solvers that catch SIGINT themselves
-        (Gurobi, HiGHS) return normally with that status: :meth:`_solve` raises
-        ``KeyboardInterrupt`` again, so a batch stops instead of recording the row as
-        a failure and going on."""
-        from pyomo.contrib.solver.common.results import TerminationCondition
-
-        return termination == TerminationCondition.interrupted
 
     def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
         from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
@@ -122,10 +114,11 @@ class _ContribBackend(SolverBackend):
         loaded = getattr(solver, "_model", None) is model
         t0 = time.perf_counter()
         try:
-            results = solver.solve(
-                model, load_solutions=False, raise_exception_on_nonoptimal_result=False,
-                tee=settings.verbose, threads=settings.threads, rel_gap=settings.mip_gap,
-                time_limit=self._time_limit(settings, loaded), solver_options=options)
+            with sigint_watch() as interrupted:
+                results = solver.solve(
+                    model, load_solutions=False, raise_exception_on_nonoptimal_result=False,
+                    tee=settings.verbose, threads=settings.threads, rel_gap=settings.mip_gap,
+                    time_limit=self._time_limit(settings, loaded), solver_options=options)
         except Exception as exc:
             self.reset()
             translated = self._translate_error(exc)
@@ -134,7 +127,7 @@ class _ContribBackend(SolverBackend):
             raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         wall = time.perf_counter() - t0
         tc = results.termination_condition
-        if self._user_interrupted(solver, tc):
+        if interrupted() or tc == TerminationCondition.interrupted:
             self.reset()
             raise KeyboardInterrupt(f"{self.name}: the solve was interrupted (Ctrl-C)")
         has_solution = results.solution_status in (SolutionStatus.optimal,
@@ -189,13 +182,6 @@ class HighsBackend(_ContribBackend):
             highspy.Highs.resetGlobalScheduler(True)
         _HIGHS_THREADS[:] = [settings.threads]
         return super()._solve(model, settings)
-
-    def _user_interrupted(self, solver: Any, termination: Any) -> bool:
-        # highspy catches Ctrl-C, cancels the solve and returns the model status
-        # kInterrupt, which Pyomo reads as an unknown termination
-        import highspy
-
-        return solver._solver_model.getModelStatus() == highspy.HighsModelStatus.kInterrupt
 
     def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
         opts: dict[str, Any] = {"output_flag": settings.verbose,
@@ -337,7 +323,8 @@ class LegacyBackend(SolverBackend):
         t0 = time.perf_counter()
         log = io.StringIO()
         try:
-            with LoggingIntercept(log, "pyomo.opt", logging.ERROR):
+            with LoggingIntercept(log, "pyomo.opt", logging.ERROR), \
+                    sigint_watch() as interrupted:
                 results = self._opt.solve(model, load_solutions=False, tee=settings.verbose,
                                           options=options)
         except ApplicationError as exc:
@@ -352,7 +339,7 @@ class LegacyBackend(SolverBackend):
             raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         wall = time.perf_counter() - t0
         tc = results.solver.termination_condition
-        if tc == TC.userInterrupt:  # the solver caught Ctrl-C (see _user_interrupted)
+        if interrupted() or tc == TC.userInterrupt:  # the solver caught Ctrl-C
             raise KeyboardInterrupt(f"{self.name}: the solve was interrupted (Ctrl-C)")
         # "Stopped on time (no integer solution - continuous used)": the values are the
         # LP relaxation's, not a solution

@@ -8,10 +8,14 @@ solver's proven bound, so a claim of optimality is always backed by the solver.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import signal
+import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,6 +142,37 @@ def time_left(settings: SolverSettings, t0: float) -> SolverSettings | None:
         return settings
     left = settings.time_limit - (time.perf_counter() - t0)
     return dataclasses.replace(settings, time_limit=left) if left > 0 else None
+
+
+@contextlib.contextmanager
+def sigint_watch() -> Iterator[Callable[[], bool]]:
+    """Within: whether Ctrl-C (SIGINT) arrived. Solvers that catch it themselves end
+    their solve early and return normally (highspy catches the ``KeyboardInterrupt``
+    and cancels; Gurobi reports ``INTERRUPTED``): the backend then raises
+    ``KeyboardInterrupt`` again, so that a batch stops instead of recording the row
+    as a failure and going on. The handler records the signal and calls the one it
+    replaces. Off the main thread (where Python delivers no signal) it watches
+    nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    seen: list[int] = []
+    previous = signal.getsignal(signal.SIGINT)
+
+    def record(signum: int, frame: Any) -> None:
+        if previous == signal.SIG_IGN:
+            return
+        seen.append(signum)
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, record)
+    try:
+        yield lambda: bool(seen)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
