@@ -348,16 +348,18 @@ def _joblib_config(backend: str, client: Any, payload: bytes) -> Any:
 
 
 def _worker_lost_errors() -> tuple[type[BaseException], ...]:
-    """The exceptions by which joblib reports a worker process that died."""
+    """The exceptions by which joblib reports a worker process that died (on Dask
+    also the cancelled tasks whose scattered arguments were lost with it)."""
     from concurrent.futures.process import BrokenProcessPool
 
     from joblib.externals.loky.process_executor import TerminatedWorkerError
 
     errors: list[type[BaseException]] = [BrokenProcessPool, TerminatedWorkerError]
-    try:
+    try:  # a task that killed its workers; a task whose scattered input died with one
+        from distributed.client import FutureCancelledError
         from distributed.scheduler import KilledWorker
 
-        errors.append(KilledWorker)
+        errors += [KilledWorker, FutureCancelledError]
     except ImportError:
         pass
     return tuple(errors)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -37,6 +38,9 @@ def german_batch(model_path: str, rows: int, solver: str, mip_gap: float
 
 
 def main() -> None:
+    # as in a terminal: a process started in the background by a non-interactive shell
+    # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     parser = argparse.ArgumentParser()
     parser.add_argument("model")
     parser.add_argument("out")
