@@ -208,7 +208,7 @@ def already_target(model: str, tmp: Path, n_jobs: int) -> dict[str, Any]:
     rows = pd.concat([X.iloc[:2], accepted, X.iloc[2:]])
     batch = explainer.explain_many(rows, target=1, n_jobs=n_jobs, progress=False)
     statuses = [a.status.value for a in batch]
-    ok = statuses[2] == "already_target" and str(accepted.index[0]) in batch[2].message \
+    ok = statuses[2] == "already_target" and f"row {int(accepted.index[0])}:" in batch[2].message \
         and all(a.found for i, a in enumerate(batch) if i != 2)
     return row(f"a row already in the target class, errors='record', "
                f"{'serial' if n_jobs == 1 else 'n_jobs=2'}",

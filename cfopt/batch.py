@@ -53,7 +53,7 @@ from .batch_journal import BatchJournal, batch_header
 from .errors import AlreadyTargetError, InfeasibleError
 from .features import as_frame
 from .progress import BatchProgress
-from .results import Counterfactual
+from .results import Counterfactual, _plain
 from .status import Status
 
 if TYPE_CHECKING:
@@ -296,8 +296,8 @@ def _parallel(explainer: Explainer, frame: pd.DataFrame, results: list[Counterfa
                 chunks = [[i] for i in left]
                 continue
             record({i: _empty(explainer, frame.iloc[[i]], Status.ERROR,
-                              f"row {frame.index[i]!r}: not answered: {backend} workers died "
-                              f"{deaths} times while it was queued or solving "
+                              f"row {_plain(frame.index[i])!r}: not answered: {backend} "
+                              f"workers died {deaths} times while it was queued or solving "
                               f"({type(exc).__name__}: {exc})", (), None) for i in left})
             return False, workers
     return False, workers
@@ -310,12 +310,12 @@ def _answer(explainer: Explainer, row: pd.DataFrame, target: Any, errors: str,
     ``errors="raise"``, naming the row's index label; with ``errors="record"`` it
     becomes the row's status (``INFEASIBLE`` with the diagnosis, else ``ERROR``) and
     message."""
-    label = row.index[0]
+    label = _plain(row.index[0])  # as the user wrote it, not np.int64(7)
     try:
         return explainer.explain(row, target, **options)
     except AlreadyTargetError as exc:
-        return _empty(explainer, row, Status.ALREADY_TARGET, str(exc), explainer.milp.target,
-                      explainer.milp.factual_class)
+        return _empty(explainer, row, Status.ALREADY_TARGET, f"row {label!r}: {exc}",
+                      explainer.milp.target, explainer.milp.factual_class)
     except Exception as exc:  # the row's own failure: its status, or raised by label
         if errors == "raise":
             exc.add_note(f"in explain_many, row {label!r} of X")

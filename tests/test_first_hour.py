@@ -36,6 +36,7 @@ def test_batch_with_accepted_and_bad_rows_finishes(german, logistic):
     assert list(frame.index) == list(X.index)
     assert list(frame.status) == ["already_target"] * 2 + ["optimal"] * 2 + ["error"]
     assert f"row {bad!r}" in frame.loc[bad, "message"] and "'age'" in frame.loc[bad, "message"]
+    assert frame.message.iloc[0].startswith("row 'applicant-0': ")
     assert all(r.verified for r in batch.results[2:4])
     with pytest.raises(ValueError, match="'age'") as info:
         explainer.explain_many(X, target=1, errors="raise", progress=False)
