@@ -32,6 +32,7 @@ from .diagnosis import diagnose
 from .errors import InfeasibleError
 from .features import FeatureSpace
 from .formulations.blocks import ConstraintBlock
+from .formulations.tree_regions import RegionTooLarge
 from .models.trees import TreeEnsemble
 from .problem import CounterfactualModel
 from .query_tightening import greedy_counterfactual, objective_value, radius_bounds
@@ -41,7 +42,14 @@ from .solvers import SolveOutcome, SolverBackend, SolverSettings, make_solver
 from .solvers.base import time_left
 from .solvers.options import check_options
 from .status import Status
-from .tree_pruning import greedy_tree_counterfactual, pruned_leaves, query_box
+from .tree_pruning import (
+    build_box_region,
+    build_query_region,
+    greedy_tree_counterfactual,
+    per_query,
+    pruned_leaves,
+    query_box,
+)
 
 if TYPE_CHECKING:
     from .batch import BatchResult
@@ -123,6 +131,8 @@ class Explainer:
                                         bound_tightening=bound_tightening,
                                         constraints=constraints,
                                         tree_formulation=tree_formulation)
+        if per_query(self.milp) and self.tighten_per_query:
+            self.milp.predictor_constr.deferred = True  # each query builds its trees
         self.margin = margin
         self._max_changes = max_changes
         self._build_pending = True
@@ -235,6 +245,9 @@ class Explainer:
         verdict = claim(outcomes, point, m, settings.mip_gap, margin_used,
                         heuristic[0] if heuristic else None)
         if verdict.status is Status.INFEASIBLE and diagnose_infeasible:
+            if per_query(m):  # a diagnosis relaxes actionability: the box's leaves
+                build_box_region(m)
+                self.backend.reset()
             diagnosis = diagnose(m, self.backend, settings)
             raise InfeasibleError(diagnosis.message(m.describe_target()),
                                   groups=diagnosis.groups, details=diagnosis.members)
@@ -266,7 +279,13 @@ class Explainer:
         heuristic point broke a constraint that cannot be checked on raw rows, e.g. a raw
         Pyomo one). Out of time for that, the restricted point is kept with the bound
         ``min(bound, r)``, valid for the full problem."""
-        found = self._restriction(m, details, heuristic) if self.tighten_per_query else None
+        limit = settings.time_limit
+        deadline = math.inf if limit is None else t0 + limit
+        try:
+            found = (self._restriction(m, details, heuristic, deadline)
+                     if self.tighten_per_query else None)
+        except RegionTooLarge:  # the query's trees took the time left to build
+            return SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit")
         budget = self._budget(m, settings, t0)  # building the restriction took time too
         if budget is None:
             return SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit")
@@ -281,7 +300,13 @@ class Explainer:
         if math.isinf(radius) or (outcome.status is not Status.INFEASIBLE and not beyond):
             return outcome
         details["fallback"] = True
-        budget = self._budget(m, settings, t0)
+        try:
+            if per_query(m):  # the whole declared problem's trees
+                details["region_leaves"] = build_query_region(m, math.inf, deadline)
+                self.backend.reset()
+            budget = self._budget(m, settings, t0)
+        except RegionTooLarge:
+            budget = None
         if budget is None:
             if beyond:
                 bound = radius if outcome.bound is None else min(outcome.bound, radius)
@@ -304,11 +329,12 @@ class Explainer:
         return budget
 
     def _restriction(self, m: CounterfactualModel, details: dict[str, Any],
-                     heuristic: list[Verification]
+                     heuristic: list[Verification], deadline: float = math.inf
                      ) -> tuple[AbstractContextManager[None], float] | None:
         """The per-query restriction of this query and the objective ``r`` of the
         heuristic point it is built around (infinite: actionability only, exact), or
-        ``None``; the first heuristic point the real model verifies joins ``heuristic``."""
+        ``None``; the first heuristic point the real model verifies joins ``heuristic``.
+        Trees built per query are built here, within ``r`` (by ``deadline``)."""
         tree = isinstance(m.adapter.structure, TreeEnsemble)
         if not tree and not (m.global_layer_bounds and m.uses_space_encoding):
             return None
@@ -320,6 +346,10 @@ class Explainer:
             checked = verify_row(m, candidate)
             if checked.verified and not heuristic:
                 heuristic.append(checked)
+        if tree and per_query(m):
+            details["region_leaves"] = build_query_region(m, radius, deadline)
+            self.backend.reset()  # loading the new trees beats removing the old ones
+            return contextlib.nullcontext(), radius
         if tree:
             return _pruned(m, radius, details), radius
         bounds = radius_bounds(m, radius) if candidate is not None else None

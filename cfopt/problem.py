@@ -72,6 +72,7 @@ from .formulations.validity import (
     set_target_interval,
 )
 from .models import ModelAdapter, parse_model
+from .models.trees import TreeEnsemble
 
 #: constraint groups a diagnosis may relax (validity and feature structure never are)
 ACTIONABILITY_GROUPS = ("immutable", "increase_only", "decrease_only", "max_changes")
@@ -137,7 +138,8 @@ class CounterfactualModel(pyo.ConcreteModel):
             self, adapter, encode_inputs(self, space, specs), name="predictor",
             input_bounds=spec_bounds(space, specs), input_grids=spec_grids(space, specs),
             input_rounding=spec_rounding(space, specs), library_input=self.library_input,
-            formulation=tree_formulation)
+            formulation=tree_formulation,
+            per_query=None if isinstance(adapter.structure, TreeEnsemble) else False)
         self.bound_tightening: BoundTighteningReport = tighten_relu_bounds(
             self, self._predictor, method=bound_tightening or "interval")
         add_actionability(self, space)
@@ -320,10 +322,10 @@ class CounterfactualModel(pyo.ConcreteModel):
         self._factual = row.reset_index(drop=True)
         self._factual_class = self.classify(self._factual)[0]
         self._factual_inputs = encode(self._space, self._specs, self._factual)[0]
-        self._link_factual_splits()
+        self.link_factual_splits()
         return self._factual
 
-    def _link_factual_splits(self) -> None:
+    def link_factual_splits(self) -> None:
         """Tree splits within rounding of the factual's input: the side the library does
         not take is reachable only by changing that feature, which the change indicators
         (L0, ``max_changes``) must count (:meth:`PredictorConstr.set_factual_inputs`)."""

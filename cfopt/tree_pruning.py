@@ -1,7 +1,10 @@
 r"""Per-query leaf pruning for tree ensembles, around a heuristic counterfactual.
 
-The tree ensemble block (:mod:`cfopt.formulations.trees`) is built once for the whole
-feature box. One query only reaches a small part of it:
+A tree ensemble block of moderate size (:mod:`cfopt.formulations.trees`) is built once
+for the whole feature box; a large one (a default random forest) is built per query, on
+the leaves within the heuristic's radius only (:func:`build_query_region`, with the
+lower bound and the exactness argument of :mod:`cfopt.formulations.tree_regions`). One
+query only reaches a small part of either:
 
 1. **Incumbent** (:func:`greedy_tree_counterfactual`): from the factual, each step
    tries every single-feature move to a split side of the ensemble (the largest value
@@ -37,12 +40,18 @@ import pandas as pd
 import pyomo.environ as pyo
 
 from .encoding import encode
+from .formulations.tree_regions import CategoryTerm, NumericTerm, QueryRegion
+from .formulations.trees import TreePredictorConstr
 from .models.trees import TreeEnsemble
 
 if TYPE_CHECKING:
     from .problem import CounterfactualModel
 
 Box = list[tuple[float, float]]
+#: candidate moves per feature and step of the heuristic: the nearest on each side of the
+#: factual and an even spread over the others (a default forest on Adult has ~20,000
+#: split values on one feature, and every candidate is a pass through every tree)
+MAX_MOVES = 64
 
 
 def _target_score(m: CounterfactualModel, out: np.ndarray) -> np.ndarray:
@@ -133,7 +142,13 @@ def _moves(m: CounterfactualModel, enc: _Encoder, name: str, x0: float,
         codes = codes[codes >= x0]
     elif f.direction == "decrease":
         codes = codes[codes <= x0]
-    return np.unique(codes)
+    codes = np.unique(codes)
+    if len(codes) <= MAX_MOVES:
+        return codes
+    near = MAX_MOVES // 4
+    spread = np.linspace(0, len(codes) - 1, MAX_MOVES // 2).astype(int)
+    return np.unique(np.concatenate([codes[codes < x0][-near:], codes[codes > x0][:near],
+                                     codes[spread]]))
 
 
 def greedy_tree_counterfactual(m: CounterfactualModel, max_steps: int = 30
@@ -281,3 +296,71 @@ class pruned_leaves:
             var.setlb(lb)
             var.setub(ub)
         self.changed.clear()
+
+
+def per_query(m: CounterfactualModel) -> bool:
+    """Whether ``m``'s trees are built per query (:mod:`cfopt.formulations.tree_regions`)."""
+    constr = m.predictor_constr
+    return isinstance(constr, TreePredictorConstr) and constr.per_query
+
+
+def query_region(m: CounterfactualModel, radius: float = math.inf) -> QueryRegion:
+    """What the current query admits, as :func:`search
+    <cfopt.formulations.tree_regions.search>` reads it: per feature its inputs, its
+    admissible codes (bounds and actionability), factual and weight; the objective's
+    coefficients and ``radius``."""
+    factual = m.factual.iloc[0]
+    terms: list[NumericTerm | CategoryTerm] = []
+    specs = m.input_specs
+    for f in m.space:
+        mine = [(k, spec) for k, spec in enumerate(specs) if spec.feature == f.name]
+        if f.is_onehot:
+            inputs = []
+            for k, spec in mine:
+                if spec.kind == "indicator":
+                    values = [float(level == spec.level) for level in f.categories]
+                else:
+                    value_of = spec.values()
+                    values = [value_of[level] for level in f.categories]
+                inputs.append((k, np.array(values)))
+            own = f.categories.index(factual[f.name])
+            allowed = np.ones(len(f.categories), dtype=bool)
+            if f.immutable:
+                allowed[:] = False
+                allowed[own] = True
+            if inputs:
+                terms.append(CategoryTerm(inputs, allowed, own, m.weights[f.name]))
+            continue
+        inputs = [(k, spec.a, spec.b) for k, spec in mine if spec.kind == "affine" and spec.a]
+        x0 = f.to_code(factual[f.name])
+        lo, hi = f.lower, f.upper
+        if f.immutable:
+            lo = hi = x0
+        elif f.direction == "increase":
+            lo = x0
+        elif f.direction == "decrease":
+            hi = x0
+        if inputs:
+            terms.append(NumericTerm(inputs, lo, hi, x0, m.weights[f.name]))
+    coef = m.objective_terms
+    return QueryRegion(list(m.predictor_constr.input_bounds), terms, coef.get("l1", 0.0),
+                       coef.get("l0", 0.0), coef.get("linf", 0.0), radius)
+
+
+def build_query_region(m: CounterfactualModel, radius: float = math.inf,
+                       deadline: float = math.inf) -> int:
+    """Build ``m``'s trees for the current query: the leaves within ``radius`` of the
+    factual (exact for every point of objective at most ``radius``; ``inf``: the whole
+    declared problem); returns their number. Raises
+    :class:`~cfopt.formulations.tree_regions.RegionTooLarge` past ``deadline``."""
+    kept = m.predictor_constr.build_region(query_region(m, radius), deadline)
+    m.link_factual_splits()
+    return kept
+
+
+def build_box_region(m: CounterfactualModel) -> int:
+    """Build ``m``'s trees on the whole input box, actionability left out (what a
+    diagnosis of an infeasible query relaxes); returns the number of leaves."""
+    kept = m.predictor_constr.build_region(QueryRegion(list(m.predictor_constr.input_bounds)))
+    m.link_factual_splits()
+    return kept

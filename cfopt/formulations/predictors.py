@@ -180,7 +180,8 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
                   input_grids: Sequence[Grid] | None = None,
                   input_rounding: Sequence[float] | None = None,
                   library_input: Callable[[int, float], float] | None = None,
-                  formulation: str | None = None) -> PredictorConstr:
+                  formulation: str | None = None,
+                  per_query: bool | None = False) -> PredictorConstr:
     """Embed a learned model in ``block`` as the sub-block ``block.<name>``.
 
     Args:
@@ -206,6 +207,9 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
         formulation: for tree ensembles, ``"leaf"`` (default: a binary per leaf) or
             ``"threshold"`` (a binary per distinct split, Mišić 2020); see
             :mod:`cfopt.formulations.trees`.
+        per_query: tree ensembles: build the leaves per query (``True``), by size
+            (``None``) or all at once (``False``, default); see
+            :mod:`cfopt.formulations.tree_regions`.
 
     Returns:
         The :class:`PredictorConstr`.
@@ -242,6 +246,11 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
             raise ValueError(f"formulation={formulation!r} applies to tree ensembles; the "
                              f"{adapter.kind} model has a single formulation")
         options["formulation"] = formulation
+    if per_query is not False:
+        if "per_query" not in inspect.signature(builder).parameters:
+            raise ValueError(f"per_query applies to tree ensembles, not to the {adapter.kind} "
+                             f"model")
+        options["per_query"] = per_query
     if input_rounding is not None and len(input_rounding) != n:
         raise ValueError(f"input_rounding has {len(input_rounding)} entries for {n} inputs")
     sub = builder(block, name, adapter.structure, input_bounds, grids=input_grids,

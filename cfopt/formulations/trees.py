@@ -52,7 +52,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyomo.environ as pyo
@@ -60,6 +60,9 @@ import pyomo.environ as pyo
 from ..models import ModelAdapter
 from ..models.trees import Tree, TreeEnsemble
 from .predictors import Bounds, PredictorConstr, register_formulation
+
+if TYPE_CHECKING:
+    from .tree_regions import QueryRegion
 
 Grid = tuple[float, float] | None
 
@@ -70,6 +73,9 @@ Grid = tuple[float, float] | None
 TOLERANCE_BAND = 1e-4
 #: ``"leaf"`` (binary leaves) or ``"threshold"`` (continuous leaves)
 FORMULATIONS = ("leaf", "threshold")
+#: above this many terms in the leaf rows (the sum of leaf depths), a counterfactual
+#: model builds its trees per query (:mod:`.tree_regions`): 2e5 terms take ~1 s to build
+PER_QUERY_TERMS = 200_000
 _EPS = float(np.finfo(np.float64).eps)
 
 
@@ -167,6 +173,32 @@ class TreePredictorConstr(PredictorConstr):
     def __init__(self, block: pyo.Block, adapter: ModelAdapter) -> None:
         super().__init__(block, adapter)
         self._fixed: list[tuple[Any, tuple]] = []
+        #: per-query blocks: the caller builds each factual's region
+        #: (:func:`cfopt.tree_pruning.build_query_region`); else the region of the whole
+        #: input box is built once, at the first factual
+        self.deferred = False
+        self._factual_key: tuple | None = None
+        self._region_key: tuple | str | None = None
+
+    @property
+    def per_query(self) -> bool:
+        """Whether the leaves are built per query (:mod:`.tree_regions`)."""
+        return self.block.per_query
+
+    def build_region(self, region: QueryRegion, deadline: float = math.inf) -> int:
+        """Build the leaves ``region`` keeps (per-query blocks), for the current factual;
+        returns their number. Raises :class:`~.tree_regions.RegionTooLarge` past
+        ``deadline`` (``time.perf_counter()``), leaving the block without leaves."""
+        from .tree_regions import build_region, clear_region, search
+
+        b = self.block
+        clear_region(b)
+        self._fixed = []
+        self._region_key = None
+        kept = build_region(b, b.ensemble, b.index, search(b.ensemble, b.index, region,
+                                                           deadline), b.bounds)
+        self._region_key = "box" if self._factual_key is None else self._factual_key
+        return kept
 
     def input_region(self, factual: Sequence[float] | None = None
                      ) -> list[tuple[float, float]]:
@@ -216,6 +248,18 @@ class TreePredictorConstr(PredictorConstr):
         library's side (bounds, restored at the next call), else it is returned for the
         caller to count as a change."""
         b = self.block
+        if b.per_query:
+            from .tree_regions import QueryRegion, clear_region
+
+            self._factual_key = key = (tuple(library_inputs), tuple(milp_inputs),
+                                       tuple(movable))
+            if self.deferred and self._region_key != key:
+                clear_region(b)  # the caller builds this factual's region
+                self._fixed, self._region_key = [], None
+                return []
+            if not self.deferred and self._region_key is None:
+                self.build_region(QueryRegion(list(b.bounds)))
+                self._region_key = "box"
         for var, (lb, ub) in self._fixed:
             var.setlb(lb)
             var.setub(ub)
@@ -280,12 +324,21 @@ def _build_trees(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bo
                  grids: Sequence[Grid] | None = None,
                  rounding: Sequence[float] | None = None,
                  library_input: Callable[[int, float], float] | None = None,
-                 formulation: str = "leaf") -> pyo.Block:
+                 formulation: str = "leaf", per_query: bool | None = False) -> pyo.Block:
+    """The block of module docstring; ``per_query``: ``True`` builds the inputs, the
+    outputs and the index of the splits only, the leaves of each query being built by
+    :meth:`TreePredictorConstr.build_region` (:mod:`.tree_regions`); ``None`` does so
+    when the leaf rows would hold more than ``PER_QUERY_TERMS`` terms."""
     n, k = ensemble.n_inputs, ensemble.n_outputs
     if formulation not in FORMULATIONS:
         raise ValueError(f"unknown tree formulation {formulation!r}; use one of {FORMULATIONS}")
     grids = list(grids) if grids is not None else [None] * n
     rounding = list(rounding) if rounding is not None else default_rounding(bounds)
+    from .tree_regions import leaf_depth_sum
+
+    if per_query or (per_query is None and leaf_depth_sum(ensemble) > PER_QUERY_TERMS):
+        return _build_per_query(block, name, ensemble, bounds, grids, rounding,
+                                library_input, formulation)
     cuts: dict[tuple[int, float], Cut] = {}
     keys: list[dict[int, float]] = []
     for tree in ensemble.trees:
@@ -309,6 +362,7 @@ def _build_trees(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bo
     sub = pyo.Block()
     block.add_component(name, sub)
     sub.formulation = formulation
+    sub.per_query = False
     sub.inputs = pyo.Var(range(n), bounds=lambda _, i: bounds[i])
     sub.LEAVES = pyo.Set(initialize=[(t, leaf) for t, (leaves, *_) in enumerate(structure)
                                      for leaf in leaves], dimen=2, ordered=True)
@@ -341,10 +395,9 @@ def _build_trees(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bo
     return sub
 
 
-def _link_cuts(sub: pyo.Block, structure: list, bounds: Bounds,
-               index: dict[tuple[int, float], tuple[int, int]]) -> None:
-    """The cut binaries, their ties to the inputs (rows scaled by the input's width),
-    their order, and the leaf sums of each split node (module docstring)."""
+def add_cut_rows(sub: pyo.Block, bounds: Bounds) -> None:
+    """The binaries of ``sub.cuts``, their ties to the inputs (rows scaled by the input's
+    width) and their order (module docstring)."""
     sub.CUTS = pyo.Set(initialize=sorted(sub.cuts), dimen=2, ordered=True)
     sub.left_of = pyo.Var(sub.CUTS, domain=pyo.Binary)
 
@@ -371,6 +424,38 @@ def _link_cuts(sub: pyo.Block, structure: list, bounds: Bounds,
     sub.cut_order = pyo.Constraint(
         [(j, q) for j, q in sub.CUTS if (j, q + 1) in sub.cuts],
         rule=lambda s, j, q: s.left_of[j, q] <= s.left_of[j, q + 1])
+
+
+def _build_per_query(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bounds,
+                     grids: list[Grid], rounding: list[float],
+                     library_input: Callable[[int, float], float] | None,
+                     formulation: str) -> pyo.Block:
+    """Inputs, outputs (bounded over every leaf) and the split index; no leaves yet."""
+    from .tree_regions import build_index
+
+    sub = pyo.Block()
+    block.add_component(name, sub)
+    sub.formulation = formulation
+    sub.per_query = True
+    sub.index = build_index(ensemble, grids, rounding, library_input)
+    sub.ensemble = ensemble
+    sub.bounds = list(bounds)
+    sub.split_values = sub.index.split_values
+    sub.cuts = {}
+    sub.factual_left = {}
+    sub.inputs = pyo.Var(range(ensemble.n_inputs), bounds=lambda _, i: bounds[i])
+    low = ensemble.init + sum(t.value[t.leaves].min(axis=0) for t in ensemble.trees)
+    high = ensemble.init + sum(t.value[t.leaves].max(axis=0) for t in ensemble.trees)
+    sub.outputs = pyo.Var(range(ensemble.n_outputs),
+                          bounds=lambda _, c: (float(low[c]), float(high[c])))
+    return sub
+
+
+def _link_cuts(sub: pyo.Block, structure: list, bounds: Bounds,
+               index: dict[tuple[int, float], tuple[int, int]]) -> None:
+    """The cut rows (:func:`add_cut_rows`) and the leaf sums of each split node (module
+    docstring)."""
+    add_cut_rows(sub, bounds)
     rows = {(t, node): (index[key], below_, above_)
             for t, (_, splits, _) in enumerate(structure)
             for node, key, below_, above_ in splits}

@@ -1,0 +1,149 @@
+"""Forests of unlimited depth (issue 17): large ensembles are built per query, only on
+the leaves within the heuristic's radius (:mod:`cfopt.formulations.tree_regions`), and
+every claim stays exact: the optimum equals brute force on a grid and the full build's."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pyomo.environ as pyo
+import pytest
+from sklearn.ensemble import RandomForestClassifier
+
+import cfopt
+import cfopt.formulations.trees as tree_formulation
+from cfopt.formulations.tree_regions import leaf_depth_sum, search
+from cfopt.tree_pruning import query_region
+
+from .conftest import grid
+from .test_bruteforce import MARGIN, enumerate_minimum
+
+
+@pytest.fixture(scope="module")
+def deep():
+    """Noisy labels on a 10 x 8 x 3 x 4 grid: unlimited-depth trees of ~100 leaves."""
+    rng = np.random.default_rng(3)
+    n = 1200
+    frame = pd.DataFrame({"a": rng.integers(0, 10, n), "b": rng.integers(0, 8, n),
+                          "c": rng.choice(["red", "green", "blue"], n),
+                          "d": rng.integers(0, 4, n)})
+    score = (0.5 * frame["a"] - 0.6 * frame["b"] + 1.5 * (frame["c"] == "red")
+             - 0.8 * frame["d"])
+    y = (score + rng.normal(0, 1.5, n) > 0).astype(int).to_numpy()
+    space = cfopt.FeatureSpace.from_frame(frame)
+    space.increase_only("a").immutable("d")
+    model = RandomForestClassifier(30, random_state=0).fit(space.transform(frame), y)
+    return frame, space, model
+
+
+def per_query_explainer(monkeypatch, model, space, **options) -> cfopt.Explainer:
+    """An explainer whose trees are built per query, whatever their size."""
+    with monkeypatch.context() as patch:
+        patch.setattr(tree_formulation, "PER_QUERY_TERMS", 0)
+        return cfopt.Explainer(model, space, margin=MARGIN, mip_gap=0.0, **options)
+
+
+def rejected(frame: pd.DataFrame, space: cfopt.FeatureSpace, model, n: int) -> list[int]:
+    return np.flatnonzero(model.predict(space.transform(frame)) == 0)[:n].tolist()
+
+
+@pytest.mark.parametrize("formulation", ["leaf", "threshold"])
+def test_per_query_equals_brute_force_and_full_build(deep, monkeypatch, formulation):
+    frame, space, model = deep
+    lazy = per_query_explainer(monkeypatch, model, space, tree_formulation=formulation)
+    full = cfopt.Explainer(model, space, margin=MARGIN, mip_gap=0.0,
+                           tree_formulation=formulation)
+    assert lazy.milp.predictor_constr.per_query
+    assert not full.milp.predictor_constr.per_query
+    leaves = sum(len(t.leaves) for t in lazy.milp.adapter.structure.trees)
+    for i in rejected(frame, space, model, 4):
+        x = frame.iloc[[i]]
+        a, b = lazy.explain(x, target=1), full.explain(x, target=1)
+        expected = enumerate_minimum(full, x, 1, "l1", space)
+        assert a.status is cfopt.Status.OPTIMAL and a.verified
+        assert b.status is cfopt.Status.OPTIMAL
+        assert a.objective == pytest.approx(expected, rel=1e-6, abs=1e-9)
+        assert b.objective == pytest.approx(expected, rel=1e-6, abs=1e-9)
+        assert a.bound <= expected + 1e-9
+        assert a.details["region_leaves"] < leaves  # the radius pruned
+        assert model.predict(space.transform(a.counterfactual))[0] == 1
+
+
+@pytest.mark.parametrize("objective", ["l1", "linf", {"l1": 1.0, "l0": 0.05}])
+def test_region_keeps_every_leaf_within_the_radius(deep, monkeypatch, objective):
+    """The lemma of tree_regions: every point of objective <= r (actionable) reaches,
+    in every tree, a kept leaf; with r = inf every actionable point does."""
+    frame, space, model = deep
+    explainer = per_query_explainer(monkeypatch, model, space, objective=objective)
+    m = explainer.milp
+    ensemble = m.adapter.structure
+    points = grid(space)
+    Z = space.transform(points)
+    if ensemble.float32:  # the library compares float32(x) with its thresholds
+        Z = Z.astype(np.float32).astype(np.float64)
+    for i in rejected(frame, space, model, 2):
+        m.set_factual(frame.iloc[[i]])
+        m.set_target(1)
+        actionable = np.array([not m.violations(points.iloc[[k]])
+                               for k in range(len(points))])
+        distances = [m.distances(points.iloc[[k]]) for k in range(len(points))]
+        cost = np.array([sum(c * d[t] for t, c in m.objective_terms.items())
+                         for d in distances])
+        for radius in (0.1, 0.3, math.inf):
+            kept = search(ensemble, m.predictor_constr.block.index,
+                          query_region(m, radius))
+            inside = actionable & (cost <= radius)
+            for tree, region in zip(ensemble.trees, kept):
+                reached = set(tree.apply(Z[inside], ensemble.rule).tolist())
+                assert reached <= set(region.leaves)
+            if radius < 1:
+                assert sum(len(r.leaves) for r in kept) < sum(len(t.leaves)
+                                                              for t in ensemble.trees)
+
+
+def test_raw_constraint_beyond_the_heuristic_falls_back_exactly(deep, monkeypatch):
+    """A raw Pyomo constraint the heuristic cannot see (b may not fall): the region at
+    the heuristic's radius may miss the optimum, and the answer is still brute force's."""
+    frame, space, model = deep
+    explainer = per_query_explainer(monkeypatch, model, space)
+    m = explainer.milp
+    for i in rejected(frame, space, model, 3):
+        x = frame.iloc[[i]]
+        m.no_drop = pyo.Constraint(expr=m.x["b"] >= float(x["b"].iloc[0]))
+        try:
+            ce = explainer.explain(x, target=1)
+        finally:
+            m.del_component("no_drop")
+        rows = [r for r in _valid(explainer, x, space) if r["b"].iloc[0] >= x["b"].iloc[0]]
+        expected = min(m.distances(r)["l1"] for r in rows)
+        assert ce.status is cfopt.Status.OPTIMAL
+        assert ce.objective == pytest.approx(expected, rel=1e-6, abs=1e-9)
+
+
+def _valid(explainer: cfopt.Explainer, x: pd.DataFrame, space: cfopt.FeatureSpace
+           ) -> list[pd.DataFrame]:
+    from .conftest import valid_grid_points
+
+    return valid_grid_points(explainer, x, 1, space, MARGIN)
+
+
+def test_the_size_chooses_per_query(deep, monkeypatch):
+    """Above PER_QUERY_TERMS terms of leaf rows (the sum of leaf depths) the explainer
+    builds no leaf, only the split index, and each query builds the few it reaches;
+    below, the whole forest is built once."""
+    frame, space, model = deep
+    terms = leaf_depth_sum(cfopt.Explainer(model, space).milp.adapter.structure)
+    monkeypatch.setattr(tree_formulation, "PER_QUERY_TERMS", terms - 1)
+    explainer = cfopt.Explainer(model, space, time_limit=30)
+    block = explainer.milp.predictor_constr.block
+    assert explainer.milp.predictor_constr.per_query and block.component("leaf") is None
+    leaves = sum(len(t.leaves) for t in explainer.milp.adapter.structure.trees)
+    for i in rejected(frame, space, model, 2):
+        ce = explainer.explain(frame.iloc[[i]], target=1)
+        assert ce.verified and ce.status is cfopt.Status.OPTIMAL
+        assert 0 < ce.details["region_leaves"] < leaves
+        assert ce.counterfactual["d"].iloc[0] == frame["d"].iloc[i]  # immutable
+    monkeypatch.setattr(tree_formulation, "PER_QUERY_TERMS", terms)
+    assert not cfopt.Explainer(model, space).milp.predictor_constr.per_query
