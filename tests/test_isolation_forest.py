@@ -127,7 +127,8 @@ def test_constrained_optimum_is_an_inlier_and_matches_brute_force(kind: str) -> 
     weights = {"a": 1.0, "b": 1.0, "c": 1.0}
     x = X.iloc[[3]]  # (2, 1, 9), rejected
     plain = cfopt.Explainer(model, space, weights=weights).explain(x, target=1)
-    block = cfopt.IsolationForestScore(forest, name="iso")
+    block = cfopt.IsolationForestScore(  # both tree formulations of the forest
+        forest, name="iso", formulation="leaf" if kind == "frame" else "threshold")
     explainer = cfopt.Explainer(model, space, weights=weights, constraints=[block])
     ce = explainer.explain(x, target=1)
     assert plain.status is Status.OPTIMAL and ce.status is Status.OPTIMAL and ce.verified
