@@ -150,3 +150,22 @@ def test_proplace_bar_shows_the_bounds(monkeypatch):
         assert last["robust_bound"] == pytest.approx(r.certificate.verdict.bound)
     with pytest.raises(TypeError, match="progress must be"):
         cfopt.Proplace(net, space, X, 0.05, k=5, progress="on")
+
+
+def test_batch_bar_counts_found_failed_left(monkeypatch):
+    """A batch's bar: rows done of all (resumed ones counted done from the start), then
+    found, failed (error, verification_failed) and left."""
+    from cfopt.progress import BatchProgress
+
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    bar = BatchProgress(6, "counterfactuals", progress=True, resumed=2)
+    answers = [types.SimpleNamespace(found=True, status=cfopt.Status.OPTIMAL),
+               types.SimpleNamespace(found=False, status=cfopt.Status.ERROR),
+               types.SimpleNamespace(found=False, status=cfopt.Status.INFEASIBLE)]
+    bar.update(answers)
+    assert (bar.found, bar.failed, bar.left, bar.bar.n) == (1, 1, 1, 5)
+    bar.close()
+    text = err.getvalue()
+    assert "5/6" in text and "found=1" in text and "failed=1" in text and "left=1" in text
+    assert "resumed=2" in text
