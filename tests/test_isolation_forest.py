@@ -12,6 +12,7 @@ import pyomo.environ as pyo
 import pytest
 from pyomo.core.expr.visitor import identify_variables
 from sklearn.ensemble import IsolationForest, RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeClassifier
@@ -141,6 +142,31 @@ def test_constrained_optimum_is_an_inlier_and_matches_brute_force(kind: str) -> 
         forest.score_samples(grid) >= threshold)
     cost = np.abs(grid.to_numpy() - x.to_numpy()).sum(axis=1)
     assert ce.objective == pytest.approx(cost[admissible].min(), abs=1e-6)
+
+
+def test_decoding_keeps_the_forests_split_sides() -> None:
+    """The solver's optimum sits on the MILP's side of a forest split that overlaps the
+    other by a few ulps (a float32 threshold); there sklearn takes the other side and
+    scores the point an outlier. Decoding moves it to the side the solver chose for the
+    forest (ConstraintBlock.feature_intervals), where the real score clears the
+    threshold: the CE is verified and proven optimal."""
+    rng = np.random.default_rng(0)
+    u = rng.uniform(0, 10, 400)
+    X = pd.DataFrame({"u": u, "v": np.clip(u + rng.normal(0, 0.7, 400), 0, 10)})
+    space = cfopt.FeatureSpace.from_frame(X)
+    model = LogisticRegression().fit(space.transform(X), (X.u + X.v > 10).astype(int))
+    forest = IsolationForest(n_estimators=20, max_samples=64, random_state=0).fit(X)
+    explainer = cfopt.Explainer(model, space,
+                                constraints=[cfopt.IsolationForestScore(forest, name="iso")])
+    ce = explainer.explain(pd.DataFrame({"u": [1.0], "v": [3.0]}), target=1)
+    assert ce.status is Status.OPTIMAL and ce.verified
+    assert forest.score_samples(ce.counterfactual)[0] >= forest.offset_
+    m = explainer.milp
+    solver_point = pd.DataFrame({f: [pyo.value(m.x[f])] for f in ("u", "v")})
+    assert forest.score_samples(solver_point)[0] < forest.offset_  # as the solver left it
+    intervals = m.constraints["iso"].feature_intervals(m, m.iso)
+    for f, (lo, hi) in intervals.items():
+        assert lo <= ce.counterfactual[f].iloc[0] <= hi
 
 
 def test_bad_input() -> None:

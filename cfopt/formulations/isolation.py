@@ -1,6 +1,7 @@
 r"""Plausibility by an isolation forest's outlier score, exactly (OCEAN's constraint).
 
-An sklearn ``IsolationForest`` (Liu, Ting & Zhou 2008) scores a point by the mean, over
+An sklearn ``IsolationForest`` (F. T. Liu, K. M. Ting, Z.-H. Zhou, "Isolation forest",
+ICDM 2008) scores a point by the mean, over
 its :math:`T` isolation trees, of the path length :math:`h_t(z) = d_t(z) + c(n_t(z))`:
 the depth of the leaf :math:`z` reaches plus the average path length
 :math:`c(n) = 2H(n-1) - 2(n-1)/n` (:math:`H(i) \approx \ln i + \gamma`; :math:`c(1) = 0`,
@@ -22,8 +23,12 @@ them, sklearn's ``float32(x) <= threshold`` rule reproduced) and bounds its outp
 :math:`E[h]`, from below. A split point of the forest identical to one of the model's
 (same input, same sides: every split of a one-hot column, splits of an integer feature
 between the same two codes) shares the model's split binary (an equality). OCEAN
-(Parmentier & Vidal 2021, "Optimal counterfactual explanations in tree ensembles",
-ICML) uses the same constraint for plausibility.
+(A. Parmentier, T. Vidal, "Optimal counterfactual explanations in tree ensembles", ICML
+2021) uses the same constraint for plausibility. The forest's splits on the factual's
+own values are treated as the model's (:meth:`IsolationForestScore.update`), and
+decoding keeps the point on the split sides the solver chose for the forest
+(:meth:`IsolationForestScore.feature_intervals`), so the real forest reaches the
+leaves the MILP counted.
 
 The default threshold is the forest's own ``offset_``: the counterfactual must be an
 inlier by ``forest.predict`` (inlier iff ``score_samples - offset_ >= 0``). Every
