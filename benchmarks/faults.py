@@ -162,17 +162,18 @@ def kill_cbc(model: str, tmp: Path) -> dict[str, Any]:
                crashed_message=crashed[0].message if crashed else None)
 
 
-def sigint(model: str, tmp: Path, solver: str, n_jobs: int, time_limit: float) -> dict:
-    out = tmp / f"sigint_{solver}_{n_jobs}.jsonl"
+def sigint(model: str, tmp: Path, solver: str, n_jobs: int, time_limit: float,
+           dask: bool = False) -> dict:
+    out = tmp / f"sigint_{solver}_{n_jobs}_{dask}.jsonl"
     env = {**os.environ, "CFOPT_PROGRESS": "0"}
     proc = subprocess.Popen([sys.executable, CHILD, model, str(out), "--rows", "8",
                              "--solver", solver, "--n-jobs", str(n_jobs),
-                             "--time-limit", str(time_limit)],
+                             "--time-limit", str(time_limit), *(["--dask"] if dask else [])],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
-    backend = f"{'serial' if n_jobs == 1 else 'loky'}/{solver}"
-    case = f"Ctrl-C (SIGINT) during a {'serial' if n_jobs == 1 else 'n_jobs=2'} " \
-           f"{solver} batch"
+    mode = "dask" if dask else "serial" if n_jobs == 1 else "loky"
+    backend = f"{mode}/{solver}"
+    case = f"Ctrl-C (SIGINT) during a {mode if n_jobs == 1 else 'n_jobs=2'} {solver} batch"
     try:
         wait_until(lambda: len(answered(out)) >= 1 or proc.poll() is not None, 300)
         time.sleep(0.3)
@@ -268,6 +269,7 @@ def main() -> None:
         ("sigint cbc serial", lambda: sigint(models["slow"], tmp, "cbc", 1, 5)),
         ("sigint cbc parallel", lambda: sigint(models["slow"], tmp, "cbc", 2, 5)),
         ("sigint gurobi serial", lambda: sigint(models["slow"], tmp, "gurobi", 1, 5)),
+        ("sigint highs dask", lambda: sigint(models["slow"], tmp, "highs", 1, 5, dask=True)),
         ("already target serial", lambda: already_target(models["net"], tmp, 1)),
         ("already target parallel", lambda: already_target(models["net"], tmp, 2)),
         ("resume serial", lambda: kill_parent_resume(models["net"], tmp, 1)),

@@ -2,7 +2,7 @@
 fault report (benchmarks/faults.py): the parent kills it or sends it SIGINT.
 
     python tests/fault_child.py MODEL.pt OUT.jsonl --rows 8 [--solver highs]
-        [--n-jobs 1] [--time-limit 5] [--mip-gap 0]
+        [--n-jobs 1 | --dask] [--time-limit 5] [--mip-gap 0]
 
 Explains the first ``--rows`` rejected rows of German credit with the torch network
 saved in ``MODEL.pt`` (``torch.save``), appending answers to ``OUT.jsonl``, and prints
@@ -47,14 +47,23 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=8)
     parser.add_argument("--solver", default="highs")
     parser.add_argument("--n-jobs", type=int, default=1)
+    parser.add_argument("--dask", action="store_true", help="on a local Dask cluster")
     parser.add_argument("--time-limit", type=float, default=None)
     parser.add_argument("--mip-gap", type=float, default=0.0)
     args = parser.parse_args()
     explainer, X = german_batch(args.model, args.rows, args.solver, args.mip_gap)
     options = {} if args.time_limit is None else {"time_limit": args.time_limit}
     print("started", flush=True)
-    batch = explainer.explain_many(X, target=1, n_jobs=args.n_jobs, out=args.out,
-                                   progress=False, **options)
+    if args.dask:
+        from distributed import Client, LocalCluster
+
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
+            batch = explainer.explain_many(X, target=1, backend="dask", client=client,
+                                           out=args.out, progress=False, **options)
+    else:
+        batch = explainer.explain_many(X, target=1, n_jobs=args.n_jobs, out=args.out,
+                                       progress=False, **options)
     print(json.dumps({"interrupted": batch.interrupted, "counts": batch.counts(),
                       "resumed": batch.resumed,
                       "statuses": [a.status.value for a in batch]}), flush=True)
