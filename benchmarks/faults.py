@@ -38,7 +38,7 @@ import psutil  # noqa: E402
 from common import environment, write  # noqa: E402
 
 import cfopt  # noqa: E402
-from tests.fault_child import german_batch  # noqa: E402
+from tests.fault_child import ProcessKiller, german_batch, loky_workers  # noqa: E402
 
 CHILD = str(ROOT.parent / "tests" / "fault_child.py")
 FINAL = {"optimal", "feasible"}
@@ -87,11 +87,9 @@ def kill_loky_worker(model: str, tmp: Path) -> dict[str, Any]:
     def killer() -> None:
         wait_until(lambda: len(answered(out)) >= 6, 300)
         before.extend(answered(out))
-        for p in psutil.Process().children(recursive=True):
-            cmd = " ".join(p.cmdline())
-            if "loky" in cmd and "resource_tracker" not in cmd:
-                p.kill()
-                return
+        workers = loky_workers()
+        if workers:
+            workers[0].kill()
 
     thread = threading.Thread(target=killer, daemon=True)
     thread.start()
@@ -135,25 +133,9 @@ def kill_dask_worker(model: str, tmp: Path) -> dict[str, Any]:
 
 def kill_cbc(model: str, tmp: Path) -> dict[str, Any]:
     explainer, X = german_batch(model, 6, "cbc", 0.0)
-    killed: list[int] = []
-    done = threading.Event()
-
-    def killer() -> None:
-        while not done.is_set() and not killed:
-            for p in psutil.Process().children(recursive=True):
-                try:
-                    if p.name().startswith("cbc"):
-                        p.kill()
-                        killed.append(p.pid)
-                        return
-                except psutil.Error:
-                    continue
-            time.sleep(0.005)
-
-    thread = threading.Thread(target=killer, daemon=True)
-    thread.start()
-    batch = explainer.explain_many(X, target=1, progress=False)
-    done.set()
+    with ProcessKiller("cbc") as killer:
+        batch = explainer.explain_many(X, target=1, progress=False)
+    killed = killer.killed
     crashed = [a for a in batch if "cbc crashed" in a.message]
     others = [a for a in batch if all(a is not c for c in crashed)]
     ok = bool(killed) and len(crashed) == 1 and all(a.found for a in others)

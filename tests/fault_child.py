@@ -15,6 +15,8 @@ import argparse
 import json
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -35,6 +37,55 @@ def german_batch(model_path: str, rows: int, solver: str, mip_gap: float
     explainer = cfopt.Explainer(net, german_space(data), solver=solver, mip_gap=mip_gap)
     rejected = explainer.milp.predict(data.X) == 0
     return explainer, data.X[rejected].iloc[:rows]
+
+
+class ProcessKiller:
+    """Kills (SIGKILL) the first child process of this process whose name starts with
+    ``name`` (e.g. ``"cbc"``), from a thread, while the ``with`` block runs;
+    ``killed`` holds its pid."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.killed: list[int] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        import psutil
+
+        while not self._done.is_set() and not self.killed:
+            for p in psutil.Process().children(recursive=True):
+                try:
+                    if p.name().startswith(self.name):
+                        p.kill()
+                        self.killed.append(p.pid)
+                        return
+                except psutil.Error:
+                    continue
+            time.sleep(0.005)
+
+    def __enter__(self) -> ProcessKiller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join(5)
+
+
+def loky_workers() -> list:
+    """This process's loky worker processes (psutil), not its resource tracker."""
+    import psutil
+
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            cmd = " ".join(p.cmdline())
+        except psutil.Error:
+            continue
+        if "loky" in cmd and "resource_tracker" not in cmd:
+            out.append(p)
+    return out
 
 
 def main() -> None:

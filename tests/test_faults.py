@@ -14,13 +14,12 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 import cfopt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fault_child import german_batch  # noqa: E402
+from fault_child import ProcessKiller, german_batch, loky_workers  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -71,18 +70,6 @@ def child(args: list[str]) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, env=env)
 
 
-def loky_workers() -> list[psutil.Process]:
-    out = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            cmd = " ".join(p.cmdline())
-        except psutil.Error:
-            continue
-        if "loky" in cmd and "resource_tracker" not in cmd:
-            out.append(p)
-    return out
-
-
 def test_killed_worker_rows_are_sent_again(net_path, tmp_path):
     """SIGKILL to a loky worker after two answers: every row is still answered (joblib
     raised TerminatedWorkerError and every answer was lost before)."""
@@ -116,27 +103,9 @@ def test_killed_solver_process_is_the_rows_status(net_path, capfd):
     if shutil.which("cbc") is None and not os.environ.get("CI"):
         pytest.skip("cbc executable not on PATH (apt-get install coinor-cbc)")
     explainer, X = german_batch(net_path, 4, "cbc", 0.0)
-    killed = []
-    done = threading.Event()
-
-    def kill_cbc():
-        while not done.is_set() and not killed:
-            for p in psutil.Process().children(recursive=True):
-                try:
-                    if p.name().startswith("cbc"):
-                        p.kill()
-                        killed.append(p.pid)
-                        return
-                except psutil.Error:
-                    continue
-            time.sleep(0.005)
-
-    killer = threading.Thread(target=kill_cbc, daemon=True)
-    killer.start()
-    batch = explainer.explain_many(X, target=1, progress=False)
-    done.set()
-    killer.join(5)
-    assert killed, "no CBC process was seen"
+    with ProcessKiller("cbc") as killer:
+        batch = explainer.explain_many(X, target=1, progress=False)
+    assert killer.killed, "no CBC process was seen"
     crashed = [a for a in batch if "cbc crashed" in a.message]
     assert len(crashed) == 1, [a.message for a in batch]
     # the row in flight: an error naming it, or the verified heuristic point, unproven
