@@ -8,11 +8,11 @@ for retraining. δ = 0.035, 0.025, 0.045, 0.025 and k = 20, 20, 20, 23. Retraine
 models: 10 on both halves and 10 on 99 % of the first half (different seeds). The
 first 50 points of the held-out 20 % that the model predicts 0 are explained by
 
-* ``proplace``: :class:`cfopt.robust.Proplace` (σ = 0.01, t = 0.005), plausible region
+* ``proplace``: :class:`cfopt.Proplace` (σ = 0.01, t = 0.005), plausible region
   from the training rows;
-* ``milp``: the plain closest counterfactual (:class:`cfopt.robust.NonRobustMILP`);
-* ``milp-r``: :class:`cfopt.robust.MILPR` (margin 0.01 doubled until certified);
-* ``rnce``: :class:`cfopt.robust.RNCE` (nearest Δ-robust training row);
+* ``milp``: the plain closest counterfactual (:class:`cfopt.NonRobustMILP`);
+* ``milp-r``: :class:`cfopt.MILPR` (margin 0.01 doubled until certified);
+* ``rnce``: :class:`cfopt.RNCE` (nearest Δ-robust training row);
 
 all on HiGHS. Per (dataset, method): ``vr`` mean % of CEs valid under the 20 retrained
 models, ``vdelta`` % certified Δ-robust by the exact MILP check at the same δ
@@ -45,7 +45,7 @@ from common import RESULTS, environment, stats, write  # noqa: E402
 
 import cfopt  # noqa: E402
 from cfopt import metrics  # noqa: E402
-from cfopt.robust import MILPR, RNCE, NonRobustMILP, Proplace, RobustnessChecker  # noqa: E402
+from cfopt.methods import MILPR, RNCE, NonRobustMILP, Proplace, RobustnessChecker  # noqa: E402
 
 #: name -> (loader, hidden width, epochs, delta, k)
 SETTINGS = {

@@ -38,34 +38,35 @@ from .formulations import (
     IfCategory,
     IfIncreases,
     IsolationForestScore,
-    KAdversary,
     KScenarios,
-    KVerdict,
     LinearConstraint,
     NearestNeighbourHull,
     PredictorConstr,
-    RobustPlausibleRegion,
     SetbackCost,
     Step,
     StructuralEquation,
     add_predictor,
     register_formulation,
 )
-from .models import ModelAdapter, parse_model, register_model, supported_models
-from .perturbation_robust import PerturbationRobustCounterfactual, PerturbationRobustExplainer
-from .problem import CounterfactualModel, build
-from .results import Counterfactual, CounterfactualSet
-from .robust import (
+from .methods import (
     MILPR,
     RNCE,
+    KAdversary,
+    KVerdict,
     NonRobustMILP,
+    PerturbationRobustCounterfactual,
+    PerturbationRobustExplainer,
     Proplace,
     RobustCounterfactual,
     RobustnessCertificate,
     RobustnessChecker,
     RobustnessVerdict,
+    RobustPlausibleRegion,
     RobustStatus,
 )
+from .models import ModelAdapter, parse_model, register_model, supported_models
+from .problem import CounterfactualModel, build
+from .results import Counterfactual, CounterfactualSet
 from .solvers import SolverBackend, SolverSettings, make_solver
 from .status import Status
 

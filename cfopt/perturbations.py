@@ -23,7 +23,7 @@ or the categories a value may switch to.
 These are the model-agnostic, sampled notions (used by the evaluation and by CoGS).
 The exact versions — the setback cost inside the MILP and a K-adversary that proves a
 K-neighbourhood clean — are :mod:`cfopt.formulations.perturbations` and
-:mod:`cfopt.perturbation_robust`.
+:mod:`cfopt.methods.adversaries.k_neighbourhood` (its loop: :mod:`cfopt.methods.k_robust`).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from .property_checks import predict
 SOURCE = Path(cfopt.__file__).parent
 #: modules that write constraints: no literal this large may appear in them
 CONSTRAINT_MODULES = ["formulations", "problem.py", "bound_tightening.py",
-                      "query_tightening.py", "tree_pruning.py", "robust.py", "diversity.py",
+                      "query_tightening.py", "tree_pruning.py", "methods", "diversity.py",
                       "diagnosis.py", "explainer.py"]
 
 

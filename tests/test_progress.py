@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import cfopt
-import cfopt.robust
+import cfopt.methods.base
 from cfopt.progress import progress_bar, progress_enabled
 
 from .conftest import train_torch
@@ -135,7 +135,7 @@ def test_proplace_bar_shows_the_bounds(monkeypatch):
         def __exit__(self, *exc):
             self.close()
 
-    monkeypatch.setattr(cfopt.robust, "progress_bar", Recorder)
+    monkeypatch.setattr(cfopt.methods.base, "progress_bar", Recorder)
     method = cfopt.Proplace(net, space, X, 0.05, k=5)
     rejected = X[method.milp.predict(X) == 0].iloc[:2]
     results = method.explain_many(rejected, target=1)

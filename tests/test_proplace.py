@@ -21,7 +21,7 @@ from cfopt.formulations.robustness import (
     max_shift,
     recover_parameters,
 )
-from cfopt.robust import MILPR, RNCE, NonRobustMILP, Proplace, RobustnessChecker, RobustStatus
+from cfopt.methods import MILPR, RNCE, NonRobustMILP, Proplace, RobustnessChecker, RobustStatus
 
 from .conftest import train_torch
 

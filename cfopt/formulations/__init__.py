@@ -13,10 +13,13 @@
 * :mod:`.trust_regions` — ε-convex hull, k-nearest-neighbour hull, cluster hulls;
 * :mod:`.isolation` — an isolation forest's outlier score at least a threshold;
 * :mod:`.diversity` — no-good and distance cuts against earlier counterfactuals;
-* :mod:`.robustness` — Δ-robustness under model shift: the exact linear adversary,
-  shifted network copies, PROPLACE's plausible region;
-* :mod:`.perturbations` — robustness to input perturbations: the C-setback cost, the
-  K-scenario master and the exact K-adversary.
+* :mod:`.robustness` — Δ-robustness under model shift: interval bounds, the exact
+  linear adversary MILP, shifted network copies;
+* :mod:`.perturbations` — robustness to input perturbations: the C-setback cost and
+  the K-scenario master.
+
+The robust methods that solve these (adversaries, loops, PROPLACE's plausible region)
+are in :mod:`cfopt.methods`.
 """
 
 from . import trees  # noqa: F401  (registers the tree-ensemble formulation)
@@ -24,9 +27,8 @@ from .blocks import ConstraintBlock
 from .causal import CausalModel, StructuralEquation
 from .diversity import DiversityCuts
 from .isolation import IsolationForestScore
-from .perturbations import KAdversary, KScenarios, KVerdict, SetbackCost
+from .perturbations import KScenarios, SetbackCost
 from .predictors import PredictorConstr, add_predictor, register_formulation
-from .robustness import RobustPlausibleRegion
 from .rules import IfCategory, IfIncreases, LinearConstraint, Step
 from .trust_regions import ClusterHulls, ConvexHull, NearestNeighbourHull
 
@@ -35,5 +37,5 @@ __all__ = [
     "DiversityCuts", "IfCategory", "IfIncreases", "LinearConstraint", "NearestNeighbourHull",
     "PredictorConstr", "register_formulation", "Step", "StructuralEquation",
 ]
-__all__ += ["RobustPlausibleRegion", "KAdversary", "KScenarios", "KVerdict", "SetbackCost"]
+__all__ += ["KScenarios", "SetbackCost"]
 __all__ += ["IsolationForestScore"]

@@ -34,36 +34,27 @@ A kept numeric feature is at :math:`\hat x`, so the scenario value is the consta
 :math:`\text{onehot} + (\sum_l \hat o_l\,\text{onehot}_l)(e_c - \hat o)`, linear since
 the factual one-hot :math:`\hat o` is a parameter.
 
-**K-adversary** (:class:`KAdversary`): over the K-neighbourhood box of :math:`z`
-(changed features fixed, kept ones within their annotations, categoricals over their
-allowed categories) minimise the target's margin — the signed logit :math:`s\,y` of
-a binary model, :math:`y_t - y_j` for every other class :math:`j` of a multiclass
-one. A proven lower bound above zero certifies that no K-perturbation flips the class
-(Def. 6); otherwise its minimiser is the counterexample (checked by the real model).
+The exact K-adversary whose counterexamples become scenarios, and the loop, are in
+:mod:`cfopt.methods` (``adversaries.k_neighbourhood``, ``k_robust``).
 """
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
 
 from ..features import Feature, FeatureSpace, Kind
-from ..perturbations import numeric_range, setback_cost, switch_categories
-from ..status import Status
+from ..perturbations import setback_cost
 from .blocks import ConstraintBlock
 from .diversity import MIN_CHANGE, add_exact_change_indicators
-from .features import code_variable, encode_inputs
+from .features import encode_inputs
 from .predictors import add_predictor
 from .validity import add_validity, set_target
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel
-    from ..solvers import SolverBackend, SolverSettings
 
 
 def _switchable(f: Feature) -> bool:
@@ -257,182 +248,3 @@ class KScenarios(ConstraintBlock):
         return [f"{self.name}: K-perturbation scenario {k + 1} ({self._scenarios[k]}) is "
                 f"classified as {label!r}, not {list(m.target)}"
                 for k, label in enumerate(labels) if not m.is_target(label)]
-
-
-@dataclass
-class KVerdict:
-    """What the K-adversary proved about one counterfactual.
-
-    Attributes:
-        robust: True (proven: the bound is above the tolerance), False (a verified
-            counterexample in the K-neighbourhood), None (undecided: time limit, or the
-            minimiser is not misclassified by the real model).
-        bound: the proven lower bound of the target's margin over the K-neighbourhood
-            (minimum over the other classes; ``None`` if the solver gave none).
-        value: the margin at the minimiser found (an upper bound of the minimum).
-        point: the minimiser (a raw row), the counterexample when ``robust`` is False.
-        predicted: the real model's label of ``point``.
-        status: the solver status of the weakest solve.
-        time: wall time of the check (s).
-    """
-
-    robust: bool | None
-    bound: float | None
-    value: float | None
-    point: pd.DataFrame | None
-    predicted: Any
-    status: Status
-    time: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"robust": self.robust, "bound": self.bound, "value": self.value,
-                "point": None if self.point is None else self.point.iloc[0].to_dict(),
-                "predicted": self.predicted, "status": self.status.value, "time": self.time}
-
-
-class KAdversary:
-    """Exact search of a counterfactual's K-neighbourhood (module docstring).
-
-    Args:
-        model: the learned model (any family cfopt embeds).
-        space: the feature space with perturbation annotations; actionability is
-            ignored (the world may move an immutable feature).
-        backend, settings: the solver and its settings.
-        tolerance: certify when the proven bound of the margin exceeds it (logit units;
-            above the solvers' feasibility tolerances).
-        bound_tightening, tree_formulation: as for
-            :class:`~cfopt.CounterfactualModel`.
-    """
-
-    def __init__(self, model: Any, space: FeatureSpace, backend: SolverBackend,
-                 settings: SolverSettings, *, tolerance: float = 1e-6,
-                 bound_tightening: str | None = "lp", tree_formulation: str | None = None
-                 ) -> None:
-        from ..problem import CounterfactualModel
-
-        free = copy.deepcopy(space)
-        for f in free:
-            free.set(f.name, immutable=False, direction="any")
-        self.m = m = CounterfactualModel(model, free, bound_tightening=bound_tightening,
-                                         tree_formulation=tree_formulation)
-        if m.adapter.is_regressor:
-            raise ValueError("K-robustness is defined for classifiers (a class to keep); got a "
-                             "regressor")
-        self.backend, self.settings, self.tolerance = backend, settings, float(tolerance)
-        for name in ("objective", "objective_cutoff", "validity", "target_pick",
-                     "target_allowed"):
-            component = m.component(name)
-            if component is not None:
-                component.deactivate()
-        outputs = m.predictor_constr.outputs
-        m.adversary_coef = pyo.Param(range(len(outputs)), mutable=True, initialize=0.0)
-        m.adversary_objective = pyo.Objective(expr=pyo.quicksum(
-            m.adversary_coef[j] * outputs[j] for j in range(len(outputs))), sense=pyo.minimize)
-        self._inputs = encode_inputs(m, m.space, m.input_specs)
-
-    def _set_box(self, x: pd.Series, z: pd.Series) -> None:
-        m, space = self.m, self.m.space
-        for f in space:
-            keep = x[f.name] == z[f.name] and f.perturbation is not None
-            if f.is_onehot:
-                allowed = switch_categories(f, z[f.name]) if keep else (z[f.name],)
-                for lv in f.categories:
-                    var = m.onehot[f.name, lv]
-                    if lv in allowed and len(allowed) > 1:
-                        var.unfix()
-                    else:
-                        var.fix(float(lv == z[f.name]))
-                continue
-            var, offset, scale = code_variable(m, space, f.name)
-            code = f.to_code(z[f.name])
-
-            def value(c: float, offset: float = offset, scale: float = scale) -> float:
-                return (c - offset) / scale
-
-            var.unfix()
-            var.setlb(value(f.lower))
-            var.setub(value(f.upper))
-            var.set_value(value(code), skip_validation=True)
-            if keep and _switchable(f):
-                codes = {f.to_code(c) if f.labelled else float(c)
-                         for c in switch_categories(f, z[f.name])}
-                lo, hi = min(codes), max(codes)
-            elif keep:
-                lo, hi = numeric_range(f, code)
-            else:
-                lo = hi = code
-            if lo == hi:
-                var.fix(value(code))
-            else:
-                var.setlb(value(lo))
-                var.setub(value(hi))
-        net = getattr(m.adapter.structure, "layers", None)
-        if net is not None and m.global_layer_bounds:
-            from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
-
-            from ..bound_tightening import apply_layer_bounds
-            from .robustness import layer_box_bounds
-
-            box = [compute_bounds_on_expr(e) if not isinstance(e, (int, float)) else (e, e)
-                   for e in self._inputs]
-            lo = np.array([float(b[0]) for b in box])
-            hi = np.array([float(b[1]) for b in box])
-            apply_layer_bounds(m.predictor_constr,
-                               layer_box_bounds(m.adapter.structure, lo, hi))
-
-    def _pairs(self, target: Any) -> list[dict[int, float]]:
-        """Objective coefficients of the margins to minimise."""
-        adapter = self.m.adapter
-        t = adapter.class_index(target)
-        if adapter.decision == "sign":
-            return [{0: 1.0 if t == 1 else -1.0}]
-        return [{t: 1.0, j: -1.0} for j in range(adapter.n_logits) if j != t]
-
-    def check(self, x: pd.DataFrame | pd.Series, z: pd.DataFrame | pd.Series,
-              target: Any, settings: SolverSettings | None = None) -> KVerdict:
-        """Search the K-neighbourhood of ``z`` (a counterfactual of ``x`` classified as
-        ``target``) for a point the model classifies otherwise (``settings``: this
-        check's solver settings, default the adversary's; a time limit covers the
-        whole check)."""
-        import time
-
-        from ..solvers.base import time_left
-
-        t0 = time.perf_counter()
-        settings = settings or self.settings
-        m = self.m
-        xs = m.space.validate(x).iloc[0]
-        zrow = m.space.validate(z)
-        self._set_box(xs, zrow.iloc[0])
-        m.set_factual(zrow)
-        bounds, worst = [], None
-        status = Status.OPTIMAL
-        for coefs in self._pairs(target):
-            for j in m.adversary_coef:
-                m.adversary_coef[j] = coefs.get(j, 0.0)
-            budget = time_left(settings, t0)
-            if budget is None:
-                status = Status.NO_SOLUTION
-                bounds.append(None)
-                break
-            outcome = self.backend.solve(m, budget)
-            if outcome.status is not Status.OPTIMAL:
-                status = outcome.status
-            bounds.append(outcome.bound)
-            if outcome.status.has_solution and (worst is None or outcome.objective < worst[0]):
-                point = m.decode()
-                worst = (outcome.objective, point, m.classify(point)[0])
-            if outcome.status.has_solution and outcome.objective <= 0 and \
-                    worst[2] != target:
-                break
-        bound = None if any(b is None for b in bounds) else float(min(bounds))
-        value, point, predicted = worst if worst is not None else (None, None, None)
-        if bound is not None and bound > self.tolerance and len(bounds) == len(
-                self._pairs(target)):
-            robust: bool | None = True
-        elif point is not None and predicted != target:
-            robust = False
-        else:
-            robust = None
-        return KVerdict(robust=robust, bound=bound, value=value, point=point,
-                        predicted=predicted, status=status, time=time.perf_counter() - t0)

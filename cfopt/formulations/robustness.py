@@ -33,27 +33,25 @@ upper bound (certainly not robust when < 0).
 network copy per collected model, each embedded with :func:`add_predictor` on the
 counterfactual's model inputs and required to reach the master margin σ.
 
-**Plausible region** (:class:`RobustPlausibleRegion`, Def. 10): the convex hull of the
-factual and its ``k`` Δ-robust nearest neighbours among the data the model predicts
-as the target.
+The checker that decides robustness with these pieces, the plausible region and the
+cutting-set loop are in :mod:`cfopt.methods` (``adversaries.model_shift``,
+``plausible_region``, ``proplace``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 import pyomo.environ as pyo
 
+from ..bound_tightening import apply_layer_bounds
 from ..models import ModelAdapter, ReLUNetwork
 from ..models.base import DenseLayer, decide
 from .features import encode_inputs
-from .predictors import PredictorConstr, add_predictor
-from .trust_regions import ConvexHull
+from .predictors import add_predictor
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel
@@ -307,104 +305,19 @@ def layer_box_bounds(net: ReLUNetwork, lower: np.ndarray, upper: np.ndarray
     return out
 
 
-def add_shifted_copy(m: CounterfactualModel, params: Parameters, name: str,
-                     box: tuple[np.ndarray, np.ndarray]) -> PredictorConstr:
-    """One more network copy in the master of Algorithm 1: the shifted model ``params``
-    embedded with :func:`add_predictor` on the counterfactual's model inputs
-    (``m.<name>``), its big-M constants from interval bounds over the input ``box``
-    (e.g. the plausible region's bounding box), and the constraint
-    ``m.<name>_valid``: target sign x logit ≥ ``m.margin`` (the master margin σ)."""
-    from ..bound_tightening import apply_layer_bounds
-
+def add_shifted_copy(m: CounterfactualModel, params: Parameters,
+                     box: tuple[np.ndarray, np.ndarray], name: str) -> pyo.Block:
+    """One more network copy in the master of Algorithm 1, the block ``m.<name>``
+    (delete it to drop the copy): the shifted model ``params`` embedded with
+    :func:`add_predictor` on the counterfactual's model inputs (``predictor``), its
+    big-M constants from interval bounds over the input ``box`` (e.g. the plausible
+    region's bounding box), and the constraint ``valid``: target sign x logit ≥
+    ``m.margin`` (the master margin σ)."""
     adapter = ShiftedNetwork(params)
-    pred = add_predictor(m, adapter, encode_inputs(m, m.space, m.input_specs), name=name)
+    copy = pyo.Block()
+    m.add_component(name, copy)
+    pred = add_predictor(copy, adapter, encode_inputs(m, m.space, m.input_specs),
+                         name="predictor")
     apply_layer_bounds(pred, layer_box_bounds(adapter.structure, *box))
-    m.add_component(f"{name}_valid", pyo.Constraint(
-        expr=m.target_sign * pred.outputs[0] >= m.margin))
-    return pred
-
-
-def remove_shifted_copy(m: CounterfactualModel, name: str) -> None:
-    """Delete a copy added by :func:`add_shifted_copy`."""
-    for suffix in ("_valid", "_link", ""):
-        component = m.component(name + suffix)
-        if component is not None:
-            m.del_component(component)
-
-
-@dataclass
-class RegionReport:
-    """The current query's plausible region: robust neighbours found and checks made."""
-
-    neighbours: int
-    candidates: int
-    screened: int
-    milp_checks: int
-    seconds: float
-
-
-class RobustPlausibleRegion(ConvexHull):
-    """PROPLACE's plausible region (Def. 10): the convex hull (λ ≥ 0, Σλ = 1,
-    z(x') = Σ λ_l z_l) of the factual and its ``k`` Δ-robust nearest neighbours among
-    the data rows the model predicts as the target.
-
-    Neighbours are visited in KD-tree (Euclidean, model-input encoding) order and
-    checked by the interval screen, the exact MILP only when the screen is undecided
-    (:class:`cfopt.robust.RobustnessChecker`); verdicts are cached per (model, δ, target)
-    so a batch of queries checks each data row at most once.
-
-    Args:
-        data: raw rows (the feature space's columns), e.g. the training data.
-        delta: radius of the model shift (every weight and bias ±δ).
-        k: number of Δ-robust neighbours.
-        labels: observed labels of ``data``; by default the model's predictions.
-        solver: solver of the exact checks (name or backend).
-        epsilon, norm: an optional slack ball around the hull (as :class:`ConvexHull`).
-    """
-
-    kind = "plausible_region"
-
-    def __init__(self, data: pd.DataFrame, delta: float, k: int = 20, *, labels: Any = None,
-                 solver: Any = "highs", epsilon: float = 0.0, norm: str = "l1",
-                 name: str | None = None) -> None:
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be a positive integer (number of Δ-robust neighbours), "
-                             f"got {k!r}")
-        super().__init__(data, labels=labels, epsilon=epsilon, norm=norm, max_points=int(k),
-                         include_factual=True, name=name)
-        self.delta = check_delta(delta)
-        self.k = int(k)
-        self.solver = solver
-        self._checkers: dict[str, Any] = {}
-        self.report: RegionReport | None = None
-
-    def checker(self, m: CounterfactualModel) -> Any:
-        """The robustness checker (and verdict cache) of ``m``'s network at this δ."""
-        from ..robust import RobustnessChecker
-
-        key = network_key(robust_network(m.adapter).structure)
-        if key not in self._checkers:
-            self._checkers[key] = RobustnessChecker(m.adapter, self.delta, solver=self.solver)
-        return self._checkers[key]
-
-    def update(self, m: CounterfactualModel, block: pyo.Block) -> None:
-        rows = self._candidates(m)
-        sign = 1 if m.target[0] == m.adapter.classes[1] else -1
-        z0 = m.space.encode(m.factual)[0]
-        found, report = self.checker(m).nearest_robust(
-            self._Z, rows, z0, self.k, sign=sign, cache_key=(id(self), self.name))
-        self.report = report
-        points = np.vstack([z0[None, :], self._Z[found]])
-        points = np.vstack([points, np.repeat(points[-1:], len(block.POINTS) - len(points),
-                                              axis=0)])
-        for i in range(points.shape[0]):
-            for j in range(points.shape[1]):
-                block.point[i, j] = float(points[i, j])
-
-    def box(self, m: CounterfactualModel) -> tuple[np.ndarray, np.ndarray]:
-        """The bounding box of the current reference points (model inputs), widened by
-        the slack radius: every point of the region lies in it."""
-        points = self._reference_sets(m)[0]
-        return points.min(axis=0) - self.epsilon, points.max(axis=0) + self.epsilon
-
-
+    copy.valid = pyo.Constraint(expr=m.target_sign * pred.outputs[0] >= m.margin)
+    return copy

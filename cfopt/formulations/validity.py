@@ -97,6 +97,16 @@ def add_validity(m: pyo.Block, outputs: pyo.Var, output_bounds: Sequence[tuple[f
     m.validity = pyo.Constraint(pairs, rule=beats)
 
 
+def deactivate_validity(m: pyo.Block, adapter: ModelAdapter) -> None:
+    """Deactivate the target constraints :func:`add_validity` declared on ``m`` for
+    ``adapter`` (a model that searches for a misclassified point, e.g. an adversary,
+    drops them)."""
+    m.validity.deactivate()
+    if adapter.decision not in ("regression", "sign"):
+        m.target_pick.deactivate()
+        m.target_allowed.deactivate()
+
+
 def set_target(m: pyo.Block, adapter: ModelAdapter, target_indices: Sequence[int]) -> None:
     """Set the target class indices (a non-empty proper subset of the classes)."""
     if adapter.decision == "regression":

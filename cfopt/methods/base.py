@@ -1,0 +1,121 @@
+"""What the model-shift robust methods share (PROPLACE, MILP, MILP-R, RNCE): option
+checks, the solver settings and the query deadline, and the answer, re-checked by the
+real model and every declared constraint."""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..features import FeatureSpace, as_frame
+from ..formulations.robustness import check_delta, robust_network
+from ..problem import CounterfactualModel
+from ..progress import progress_bar
+from ..query_tightening import objective_value
+from ..solvers import SolverBackend, SolverSettings, make_solver
+from .cutting_set import Deadline
+from .results import RobustCounterfactual, RobustnessCertificate, RobustStatus
+
+
+def check_positive(name: str, value: Any) -> float:
+    """``value`` as a float; ``ValueError`` naming the option unless positive, finite."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def check_count(name: str, value: Any) -> int:
+    """``value`` as an int; ``ValueError`` naming the option unless a positive integer."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def target_sign(m: CounterfactualModel) -> int:
+    """+1 when the query's target is the network's class 1 (logit > 0), else -1."""
+    return 1 if m.target[0] == m.adapter.classes[1] else -1
+
+
+def require_space_encoding(m: CounterfactualModel) -> None:
+    """``ValueError`` unless the network consumes ``space.transform(X)`` directly."""
+    if not m.uses_space_encoding:
+        raise ValueError("robust counterfactuals need a network that consumes "
+                         "space.transform(X) (not a Pipeline with its own preprocessing)")
+
+
+class RobustMethod(ABC):
+    """Shared parts of the model-shift methods: δ, the solver and its settings, the
+    query deadline, the verified result, batches."""
+
+    method = ""
+
+    def __init__(self, model: Any, space: FeatureSpace, delta: float, *,
+                 solver: str | SolverBackend, time_limit: float | None, mip_gap: float,
+                 threads: int | None, seed: int | None,
+                 solver_options: Mapping[str, Any] | None = None) -> None:
+        self.delta = check_delta(delta)
+        robust_network(model)
+        if not isinstance(space, FeatureSpace):
+            raise TypeError(f"space must be a cfopt.FeatureSpace, got {type(space).__name__}")
+        self.space = space
+        self.backend = make_solver(solver)
+        self.settings = SolverSettings(time_limit=time_limit, mip_gap=mip_gap,
+                                       threads=threads, seed=seed,
+                                       options=dict(solver_options or {}))
+        self.time_limit = time_limit
+
+    def deadline(self, t0: float) -> Deadline:
+        """The deadline of a query started at ``t0`` (the method's ``time_limit``)."""
+        return Deadline(self.settings, t0)
+
+    def iteration_bar(self, total: int, description: str, progress: bool | None) -> Any:
+        """A tqdm bar over one query's iterations (closed by the caller)."""
+        return progress_bar(total, description, progress, leave=False)
+
+    def _result(self, m: CounterfactualModel, status: RobustStatus, row: pd.DataFrame | None,
+                certificate: RobustnessCertificate, t0: float, *, bound: float | None = None,
+                message: str = "", details: dict[str, Any] | None = None,
+                one_off: float = 0.0) -> RobustCounterfactual:
+        """The result, with ``row`` re-checked by the real model and every declared
+        constraint (a failure drops the point: VERIFICATION_FAILED)."""
+        verified, predicted = False, None
+        if row is not None:
+            predicted = m.classify(row)[0]
+            problems = m.violations(row)
+            verified = m.is_target(predicted) and not problems
+            if not verified:
+                message = (f"the point is predicted as {predicted!r} by the real model "
+                           f"(target {list(m.target)}) or breaks {problems}; no "
+                           f"counterfactual returned")
+                status, row = RobustStatus.VERIFICATION_FAILED, None
+        return RobustCounterfactual(
+            method=self.method, status=status, factual=m.factual, counterfactual=row,
+            target=m.target, predicted_class=predicted if verified else None,
+            verified=verified, objective=objective_value(m, row) if verified else None,
+            bound=bound, distances=m.distances(row) if verified else {},
+            certificate=certificate, total_time=time.perf_counter() - t0 + one_off,
+            solver=self.backend.name, message=message, details=details or {})
+
+    def explain_many(self, X: pd.DataFrame, target: Any = None, *,
+                     progress: bool | None = None) -> list[RobustCounterfactual]:
+        """:meth:`explain` for every row of ``X`` (``progress``: a tqdm bar; ``None``:
+        ``CFOPT_PROGRESS`` if set, else only when stderr is a terminal or in a notebook)."""
+        frame = as_frame(X)
+        out = []
+        with progress_bar(len(frame), f"{self.method} counterfactuals", progress) as bar:
+            for i in range(len(frame)):
+                out.append(self.explain(frame.iloc[[i]], target))
+                bar.update(1)
+        return out
+
+    @abstractmethod
+    def explain(self, x: pd.DataFrame | pd.Series | Mapping,
+                target: Any = None) -> RobustCounterfactual:
+        """The method's counterfactual of one raw row ``x``."""

@@ -1,0 +1,227 @@
+r"""PROPLACE: provably robust and plausible counterfactuals under model shift (Jiang,
+Lan, Leofante, Rago, Toni 2024).
+
+For a ReLU network with one logit and the model shift Δ (every weight and bias within
+±δ of the trained ones), find the closest counterfactual inside the plausible region
+(Def. 10, :class:`~cfopt.methods.plausible_region.RobustPlausibleRegion`) that every
+network of Δ classifies as the target, by the cutting-set loop of Algorithm 1 on
+:class:`~cfopt.methods.cutting_set.CuttingSet`:
+
+1. master (:class:`ProplaceMaster`): the closest point of the plausible region whose
+   signed logit is ≥ σ for the model and every collected shifted model (one network
+   copy each, with big-M constants from interval bounds over the region's bounding
+   box), under any other declared constraints (actionability, max changes, rules,
+   causal equations, trust regions);
+2. adversary (:class:`~cfopt.methods.adversaries.model_shift.ModelShiftAdversary`):
+   the exact minimum signed logit over Δ at the master's point (interval screen, then
+   the exact MILP);
+3. stop when the adversary's proven lower bound is ≥ σ - t (σ > t > 0, the tolerances
+   of the convergence proof, Prop. 2), else add the worst model and repeat.
+
+Every returned point is decoded to raw units, re-checked with the real model's own
+prediction and against every declared constraint, and its robustness claim is the
+solver's proven bound (or the interval screen), never an incumbent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..bound_tightening import apply_layer_bounds
+from ..features import FeatureSpace
+from ..formulations.blocks import ConstraintBlock
+from ..formulations.robustness import layer_box_bounds
+from ..problem import CounterfactualModel
+from ..progress import progress_enabled
+from ..results import _plain
+from ..solution import verified_solution
+from ..solvers import SolverBackend
+from ..status import Status
+from .adversaries.model_shift import ModelShiftAdversary, RobustnessChecker
+from .base import (
+    RobustMethod,
+    check_count,
+    check_positive,
+    require_space_encoding,
+    target_sign,
+)
+from .cutting_set import Check, CuttingSet, Deadline, Master, MasterAnswer
+from .plausible_region import RobustPlausibleRegion
+from .results import (
+    RobustCounterfactual,
+    RobustnessCertificate,
+    RobustnessVerdict,
+    RobustStatus,
+)
+
+
+class ProplaceMaster(Master):
+    """The master of Algorithm 1: the counterfactual MILP ``m`` (plausible region,
+    margin σ) with the shifted copies ``adversary`` has added."""
+
+    def __init__(self, m: CounterfactualModel, backend: SolverBackend, sigma: float,
+                 adversary: ModelShiftAdversary) -> None:
+        self.m, self.backend, self.sigma, self.adversary = m, backend, sigma, adversary
+        #: the proven bound of the last solve that gave a point
+        self.bound: float | None = None
+        self.found = False
+
+    def solve(self, deadline: Deadline) -> MasterAnswer:
+        settings = deadline.left()
+        if settings is None:
+            return MasterAnswer(Status.NO_SOLUTION, solved=False,
+                                message="time limit reached before a certificate")
+        outcome = self.backend.solve(self.m, settings)
+        if outcome.status is Status.INFEASIBLE:
+            return MasterAnswer(Status.INFEASIBLE, message=(
+                f"no point of the plausible region satisfies the constraints and is valid "
+                f"with margin σ={self.sigma:g} for the model and the "
+                f"{len(self.adversary.models)} shifted model(s) collected: no Δ-robust "
+                f"counterfactual in the region"))
+        if not outcome.status.has_solution:  # the last point (if any) is kept
+            return MasterAnswer(outcome.status, message=(
+                f"master solve ended with {outcome.termination}" + (
+                    "; the last point is returned unproven" if self.found
+                    else "")))
+        self.bound, self.found = outcome.bound, True
+        return MasterAnswer(outcome.status, point=verified_solution(self.m).row,
+                            bound=outcome.bound)
+
+
+class Proplace(RobustMethod):
+    """PROPLACE: the closest Δ-robust counterfactual in the plausible region, by the
+    cutting-set loop of Algorithm 1 (module docstring) on :class:`CuttingSet`.
+
+    Args:
+        model: a ReLU network with one logit consuming ``space.transform(X)``.
+        space: the :class:`~cfopt.FeatureSpace` (immutable / increase-only features
+            are kept).
+        data: raw rows for the plausible region (e.g. the training data).
+        delta: radius of the model shift.
+        k: Δ-robust neighbours spanning the plausible region (Def. 10).
+        labels: observed labels of ``data``; by default the model's predictions select
+            the target-class rows.
+        sigma: master margin σ (signed logit ≥ σ for every collected model).
+        tolerance: t, with 0 < t < σ; the loop stops when the adversary's proven bound
+            is ≥ σ - t.
+        max_iterations: cap on master solves per query.
+        time_limit: seconds per query (``None``: none).
+        solver: ``"highs"`` (default), ``"cbc"``, ``"gurobi"`` or a backend.
+        objective, weights, max_changes, bound_tightening, constraints: see
+            :class:`~cfopt.CounterfactualModel` (other trust regions, rules, causal
+            equations compose with the plausible region).
+        mip_gap, threads, seed, solver_options: master solve settings (raw solver
+            options passed through by name).
+        progress: a tqdm bar over each query's cutting-set iterations showing the
+            master's bound and the adversary's proven bound against σ - t (``None``:
+            ``CFOPT_PROGRESS`` if set, else only when stderr is a terminal or in a
+            notebook).
+    """
+
+    method = "proplace"
+
+    def __init__(self, model: Any, space: FeatureSpace, data: pd.DataFrame, delta: float,
+                 k: int = 20, *, labels: Any = None, sigma: float = 0.01,
+                 tolerance: float = 0.005, max_iterations: int = 50,
+                 time_limit: float | None = None, solver: str | SolverBackend = "highs",
+                 objective: str | Mapping[str, float] = "l1",
+                 weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
+                 bound_tightening: str | None = "lp", constraints: Sequence[ConstraintBlock] = (),
+                 mip_gap: float = 1e-4, threads: int | None = 1, seed: int | None = 0,
+                 solver_options: Mapping[str, Any] | None = None,
+                 progress: bool | None = None) -> None:
+        super().__init__(model, space, delta, solver=solver, time_limit=time_limit,
+                         mip_gap=mip_gap, threads=threads, seed=seed,
+                         solver_options=solver_options)
+        progress_enabled(progress)  # a bad value raises here, not at the first query
+        self.progress = progress
+        self.sigma = check_positive("sigma", sigma)
+        self.tolerance = check_positive("tolerance", tolerance)
+        if not self.tolerance < self.sigma:
+            raise ValueError(f"tolerance must be below sigma (σ > t > 0 for convergence), got "
+                             f"sigma={sigma!r}, tolerance={tolerance!r}")
+        self.max_iterations = check_count("max_iterations", max_iterations)
+        self.region = RobustPlausibleRegion(data, self.delta, k, labels=labels,
+                                            solver=self.backend.name, name="plausible_region")
+        self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
+                                        max_changes=max_changes, margin=self.sigma,
+                                        bound_tightening=bound_tightening,
+                                        constraints=[*constraints, self.region])
+        require_space_encoding(self.milp)
+        self.checker: RobustnessChecker = self.region.checker(self.milp)
+        self.build_time = self.milp.build_time
+        self._build_pending = True
+
+    def explain(self, x: pd.DataFrame | pd.Series | Mapping,
+                target: Any = None) -> RobustCounterfactual:
+        """The closest certified Δ-robust counterfactual of one raw row ``x`` in the
+        plausible region (``target``: a class label or ``None`` for the other class).
+        The first query's time includes building the MILP."""
+        t0 = time.perf_counter()
+        one_off = self.build_time if self._build_pending else 0.0
+        self._build_pending = False
+        m = self.milp
+        m.set_factual(x)
+        m.set_target(target)  # updates the region: Δ-robust neighbours
+        report = self.region.report
+        details: dict[str, Any] = {"neighbours": report.neighbours,
+                                   "region_screened": report.screened,
+                                   "region_milp_checks": report.milp_checks}
+        times = {"region": report.seconds, "master": 0.0, "adversary": 0.0}
+        need = self.sigma - self.tolerance
+        certificate = RobustnessCertificate(self.delta, None, None, need, None, times=times)
+        if report.neighbours == 0:
+            return self._result(m, RobustStatus.INFEASIBLE, None, certificate, t0, message=(
+                f"no Δ-robust data point (δ={self.delta:g}) among the {report.candidates} rows "
+                f"predicted as the target: the plausible region holds no robust point"),
+                details=details, one_off=one_off)
+        pred = m.predictor_constr
+        box = self.region.box(m)
+        global_bounds = m.global_layer_bounds
+        local = layer_box_bounds(pred.adapter.structure, *box)
+        apply_layer_bounds(pred, [(np.maximum(gl, ll), np.maximum(np.minimum(gu, lu),
+                                                             np.maximum(gl, ll)))
+                            for (gl, gu), (ll, lu) in zip(global_bounds, local)])
+        adversary = ModelShiftAdversary(self.checker, m, target_sign(m), need, box)
+        master = ProplaceMaster(m, self.backend, self.sigma, adversary)
+        bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
+
+        def observe(answer: MasterAnswer, _: ModelShiftAdversary, check: Check) -> None:
+            bar.set_postfix(master_bound=_plain(answer.bound), robust_bound=_plain(check.bound),
+                            need=need, refresh=False)
+            bar.update(1)
+
+        try:
+            loop = CuttingSet(self.max_iterations, observe).run(master, [adversary],
+                                                                 self.deadline(t0))
+        finally:
+            bar.close()
+            adversary.remove_cuts()
+            apply_layer_bounds(pred, global_bounds)
+        times["master"], times["adversary"] = loop.master_seconds, loop.adversary_seconds
+        certificate.iterations, certificate.models = loop.iterations, adversary.models
+        (check,) = loop.checks
+        if check is not None:
+            self._finish_certificate(certificate, check.verdict)
+        status = loop.status
+        if status is RobustStatus.CERTIFIED and not certificate.robust:
+            status = RobustStatus.NOT_ROBUST
+        row = loop.candidate.point if loop.candidate is not None else None
+        return self._result(m, status, row, certificate, t0, bound=master.bound,
+                            message=loop.message, details=details, one_off=one_off)
+
+    @staticmethod
+    def _finish_certificate(certificate: RobustnessCertificate,
+                            verdict: RobustnessVerdict) -> None:
+        """The claim at level 0 from the final check (proven bound ≥ 0)."""
+        certificate.verdict = verdict
+        certificate.bound = verdict.bound
+        if verdict.bound is not None and verdict.bound >= 0:
+            certificate.robust = True
+        elif verdict.value is not None and verdict.value < 0:
+            certificate.robust = False

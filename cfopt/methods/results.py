@@ -1,0 +1,296 @@
+"""The answers of the robust methods: statuses, the adversaries' verdicts, certificates.
+
+One module for every robust result type (the target layout's ``results/robust.py``;
+they stay here until :mod:`cfopt.results` becomes a package):
+
+* :class:`RobustStatus`, the outcome of a query on the cutting-set engine
+  (:mod:`cfopt.methods.cutting_set`);
+* :class:`RobustnessVerdict` (model shift Δ, PROPLACE) and :class:`KVerdict`
+  (K-perturbations, Virgolin & Fracaros), what one adversary check proved;
+* :class:`RobustnessCertificate` and :class:`RobustCounterfactual`, the answer of the
+  model-shift methods (PROPLACE, MILP, MILP-R, RNCE);
+* :class:`PerturbationRobustCounterfactual`, the answer of the C/K-robust method.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import pandas as pd
+
+from ..formulations.robustness import Parameters
+from ..results import Counterfactual, _plain, _row_dict
+from ..status import Status
+
+
+class RobustStatus(str, Enum):
+    """Outcome of a robust counterfactual query.
+
+    CERTIFIED: a verified counterfactual whose robustness is proven by every adversary.
+    NOT_ROBUST: a verified counterfactual that is not robust (a concrete counterexample
+        refutes it), or whose robustness could not be proven.
+    INFEASIBLE: no robust counterfactual exists under the constraints (proven: the
+        master became infeasible, or no robust data point spans the region).
+    ITERATION_LIMIT: the loop's iteration cap was reached before a certificate.
+    TIME_LIMIT: the time limit was reached before a certificate.
+    VERIFICATION_FAILED: the solver's point fails the real model's check.
+    ERROR: the solver failed.
+    """
+
+    CERTIFIED = "certified"
+    NOT_ROBUST = "not_robust"
+    INFEASIBLE = "infeasible"
+    ITERATION_LIMIT = "iteration_limit"
+    TIME_LIMIT = "time_limit"
+    VERIFICATION_FAILED = "verification_failed"
+    ERROR = "error"
+
+
+def _params_list(params: Parameters | None) -> list | None:
+    if params is None:
+        return None
+    return [{"weight": w.tolist(), "bias": b.tolist()} for w, b in params]
+
+
+@dataclass
+class RobustnessVerdict:
+    """The Δ-robustness of one model input: is the minimum signed logit over Δ at least
+    ``threshold``?
+
+    Attributes:
+        robust: True (proven: ``bound >= threshold``), False (refuted: a concrete model
+            of Δ, checked by a numpy forward pass, has signed logit ``< threshold``) or
+            None (unproven, e.g. a time limit).
+        bound: proven lower bound of the minimum signed logit (the solver's dual
+            bound, or the interval bound when the screen decided).
+        value: signed logit of the worst concrete model found (an upper bound of the
+            minimum), from a plain forward pass of ``parameters``.
+        solver_value: the adversary MILP's incumbent objective (``None`` if the
+            screen decided).
+        method: ``"interval"`` (screen, certainly robust), ``"attack"`` (screen,
+            certainly not) or ``"milp"`` (the exact adversary).
+        threshold: the level tested.
+        parameters: the worst concrete model found, (W, b) per layer.
+        shift: ``‖Θ - Θ⁰‖_∞`` of ``parameters`` (≤ δ).
+        seconds: wall time of the check.
+        solver_status: the adversary's solve status (``None`` for the screen).
+    """
+
+    robust: bool | None
+    bound: float | None
+    value: float | None
+    solver_value: float | None
+    method: str
+    threshold: float
+    parameters: Parameters | None = None
+    shift: float | None = None
+    seconds: float = 0.0
+    solver_status: str | None = None
+
+    def to_dict(self, include_parameters: bool = False) -> dict[str, Any]:
+        out = {"robust": self.robust, "bound": _plain(self.bound), "value": _plain(self.value),
+               "solver_value": _plain(self.solver_value), "method": self.method,
+               "threshold": self.threshold, "shift": self.shift, "seconds": self.seconds,
+               "solver_status": self.solver_status}
+        if include_parameters:
+            out["parameters"] = _params_list(self.parameters)
+        return out
+
+
+@dataclass
+class KVerdict:
+    """What the K-adversary proved about one counterfactual.
+
+    Attributes:
+        robust: True (proven: the bound is above the tolerance), False (a verified
+            counterexample in the K-neighbourhood), None (undecided: time limit, or the
+            minimiser is not misclassified by the real model).
+        bound: the proven lower bound of the target's margin over the K-neighbourhood
+            (minimum over the other classes; ``None`` if the solver gave none).
+        value: the margin at the minimiser found (an upper bound of the minimum).
+        point: the minimiser (a raw row), the counterexample when ``robust`` is False.
+        predicted: the real model's label of ``point``.
+        status: the solver status of the weakest solve.
+        time: wall time of the check (s).
+    """
+
+    robust: bool | None
+    bound: float | None
+    value: float | None
+    point: pd.DataFrame | None
+    predicted: Any
+    status: Status
+    time: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"robust": self.robust, "bound": self.bound, "value": self.value,
+                "point": None if self.point is None else self.point.iloc[0].to_dict(),
+                "predicted": self.predicted, "status": self.status.value, "time": self.time}
+
+
+@dataclass
+class RobustnessCertificate:
+    """The robustness claim of a counterfactual.
+
+    Attributes:
+        delta: the model shift's radius.
+        robust: Δ-robust (True: the proven lower bound of the minimum signed logit is
+            ≥ 0), refuted (False) or unproven (None).
+        bound: that proven lower bound (``None`` when no check ran).
+        threshold: the level the loop stopped at (σ - t for PROPLACE, 0 otherwise).
+        verdict: the final check (:class:`RobustnessVerdict`).
+        iterations: master solves (PROPLACE), margin rounds (MILP-R), 1 otherwise.
+        models: the shifted models collected by the cutting-set loop.
+        times: seconds spent in the region, master solves, adversary checks.
+    """
+
+    delta: float
+    robust: bool | None
+    bound: float | None
+    threshold: float
+    verdict: RobustnessVerdict | None
+    iterations: int = 0
+    models: list = field(default_factory=list)
+    times: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self, include_parameters: bool = False) -> dict[str, Any]:
+        out = {"delta": self.delta, "robust": self.robust, "bound": _plain(self.bound),
+               "threshold": self.threshold, "iterations": self.iterations,
+               "models_used": len(self.models), "times": dict(self.times),
+               "verdict": self.verdict.to_dict(include_parameters) if self.verdict else None}
+        if include_parameters:
+            out["models"] = [_params_list(p) for p in self.models]
+        return out
+
+
+@dataclass
+class RobustCounterfactual:
+    """The answer of a model-shift robust method to one query.
+
+    Attributes:
+        method: ``"proplace"``, ``"milp"``, ``"milp-r"`` or ``"rnce"``.
+        status: see :class:`RobustStatus`.
+        factual, counterfactual: one-row raw DataFrames (``counterfactual`` is
+            ``None`` unless verified).
+        target: the target class labels.
+        predicted_class: the real model's prediction on ``counterfactual``.
+        verified: the real model predicts the target on ``counterfactual`` exactly as
+            returned, and it satisfies every declared constraint.
+        objective: the objective of the returned point, from its raw values.
+        bound: the last master solve's proven bound on the objective (``None`` for
+            RNCE).
+        distances: weighted L1, L0 and L∞ of the returned point.
+        certificate: the robustness claim (:class:`RobustnessCertificate`).
+        total_time: wall seconds of the query (preprocessing paid by this query
+            included, e.g. robustness screening of data rows).
+        solver: the solver's name.
+        message: diagnostics in words.
+        details: method-specific numbers (region report, margins tried).
+    """
+
+    method: str
+    status: RobustStatus
+    factual: pd.DataFrame
+    counterfactual: pd.DataFrame | None
+    target: tuple
+    predicted_class: Any
+    verified: bool
+    objective: float | None
+    bound: float | None
+    distances: dict[str, float]
+    certificate: RobustnessCertificate
+    total_time: float
+    solver: str
+    message: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def found(self) -> bool:
+        """A verified counterfactual is available."""
+        return self.counterfactual is not None and self.verified
+
+    @property
+    def certified(self) -> bool:
+        """A verified counterfactual with proven Δ-robustness."""
+        return self.found and self.certificate.robust is True
+
+    def to_dict(self, include_parameters: bool = False) -> dict[str, Any]:
+        return {"method": self.method, "status": self.status.value,
+                "verified": self.verified, "certified": self.certified,
+                "factual": _row_dict(self.factual),
+                "counterfactual": _row_dict(self.counterfactual),
+                "target": [_plain(t) for t in self.target],
+                "predicted_class": _plain(self.predicted_class),
+                "objective": _plain(self.objective), "bound": _plain(self.bound),
+                "distances": {k: _plain(v) for k, v in self.distances.items()},
+                "certificate": self.certificate.to_dict(include_parameters),
+                "total_time": self.total_time, "solver": self.solver, "message": self.message,
+                "details": {k: _plain(v) for k, v in self.details.items()}}
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
+
+
+@dataclass
+class PerturbationRobustCounterfactual:
+    """The answer of :class:`~cfopt.methods.k_robust.PerturbationRobustExplainer` to one
+    query.
+
+    Attributes:
+        robustness: what was sought (``"none"``, ``"C"``, ``"K"``, ``"CK"``).
+        status: ``CERTIFIED`` (verified, and K-robustness proven when sought),
+            ``NOT_ROBUST`` (verified; the K-adversary found no proof: see
+            ``k_verdict``), ``INFEASIBLE`` (proven: no counterfactual meets the
+            constraints and the collected scenarios), ``ITERATION_LIMIT``,
+            ``TIME_LIMIT``, ``VERIFICATION_FAILED``, ``ERROR``.
+        counterfactual: the last master answer (a :class:`~cfopt.Counterfactual`).
+        k_verdict: the K-adversary's last verdict on it (``None`` unless K was sought).
+        iterations: master solves.
+        scenarios: the K-perturbation scenarios the master had to satisfy.
+        setback_cost: the cost of undoing the maximal C-setback of the answer (raw).
+        optimal: the master proved optimality and the answer is certified: optimal
+            among the counterfactuals with the robustness sought.
+        total_time: wall seconds of the query; ``adversary_time`` of its K checks.
+        message: what happened, in words.
+    """
+
+    robustness: str
+    status: RobustStatus
+    counterfactual: Counterfactual
+    k_verdict: KVerdict | None
+    iterations: int
+    scenarios: list[dict[str, Any]]
+    setback_cost: float | None
+    optimal: bool
+    total_time: float
+    adversary_time: float = 0.0
+    message: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def found(self) -> bool:
+        return self.counterfactual.found
+
+    @property
+    def certified(self) -> bool:
+        return self.found and self.status is RobustStatus.CERTIFIED
+
+    @property
+    def row(self) -> pd.DataFrame | None:
+        """The counterfactual's raw row (``None`` when none was verified)."""
+        return self.counterfactual.counterfactual if self.found else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"robustness": self.robustness, "status": self.status.value,
+                "certified": self.certified, "optimal": self.optimal,
+                "counterfactual": _row_dict(self.row),
+                "objective": _plain(self.counterfactual.objective),
+                "bound": _plain(self.counterfactual.bound),
+                "k_verdict": None if self.k_verdict is None else self.k_verdict.to_dict(),
+                "iterations": self.iterations,
+                "scenarios": [{k: _plain(v) for k, v in s.items()} for s in self.scenarios],
+                "setback_cost": _plain(self.setback_cost), "total_time": self.total_time,
+                "adversary_time": self.adversary_time, "message": self.message}
