@@ -45,6 +45,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pyomo.environ as pyo
 
+from ..bound_tightening import apply_layer_bounds
+from ..encoding import spec_bounds, spec_grids, spec_rounding
 from ..features import Feature, FeatureSpace, Kind
 from ..perturbations import setback_cost
 from .blocks import ConstraintBlock
@@ -190,8 +192,6 @@ class KScenarios(ConstraintBlock):
     def add_scenario(self, m: CounterfactualModel, scenario: dict[str, Any]) -> pyo.Block:
         """Require the target class also at the current counterfactual with the kept
         features of ``scenario`` (feature → raw value) set to those values."""
-        from ..encoding import spec_bounds, spec_grids, spec_rounding
-
         space = m.space
         block = m.component(self.name)
         unknown = sorted(set(scenario) - set(space.names))
@@ -222,8 +222,6 @@ class KScenarios(ConstraintBlock):
                              library_input=m.library_input,
                              formulation=m.tree_formulation)
         if m.global_layer_bounds:
-            from ..bound_tightening import apply_layer_bounds
-
             apply_layer_bounds(pred, m.global_layer_bounds)
         add_validity(sc, pred.outputs, pred.output_bounds(), m.adapter, m.margin)
         set_target(sc, m.adapter, [m.adapter.class_index(t) for t in m.target])

@@ -48,7 +48,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from ..bound_tightening import apply_layer_bounds
-from ..models import ModelAdapter, ReLUNetwork
+from ..models import ModelAdapter, ReLUNetwork, parse_model
 from ..models.base import DenseLayer, decide
 from .features import encode_inputs
 from .predictors import add_predictor
@@ -71,8 +71,6 @@ def check_delta(delta: Any) -> float:
 def robust_network(model: Any) -> ModelAdapter:
     """The parsed model if it is a ReLU network with one logit (class 1 iff > 0);
     ``ValueError`` otherwise (the interval abstraction is defined for those)."""
-    from ..models import parse_model
-
     adapter = parse_model(model)
     if not isinstance(adapter.structure, ReLUNetwork):
         raise ValueError(f"Δ-robustness needs a ReLU network (torch, ONNX, sklearn MLP); got a "

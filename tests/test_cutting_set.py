@@ -1,0 +1,133 @@
+"""The cutting-set engine alone: statuses, cuts from several adversaries, the shared
+deadline (a scripted master and adversaries, no solver)."""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import pytest
+
+from cfopt.methods.cutting_set import (
+    Adversary,
+    Check,
+    CuttingSet,
+    Deadline,
+    Master,
+    MasterAnswer,
+)
+from cfopt.methods.results import RobustStatus
+from cfopt.solvers import SolverSettings
+from cfopt.status import Status
+
+
+class Scripted(Master):
+    """Answers in turn from a script: a status, or a point (its value)."""
+
+    def __init__(self, script: list) -> None:
+        self.script, self.cuts = list(script), []
+
+    def solve(self, deadline: Deadline) -> MasterAnswer:
+        if deadline.expired:
+            return MasterAnswer(Status.NO_SOLUTION, solved=False, message="out of time")
+        step = self.script.pop(0)
+        if isinstance(step, Status):
+            return MasterAnswer(step, message=step.value)
+        return MasterAnswer(Status.OPTIMAL, point=pd.DataFrame({"v": [step]}), bound=step)
+
+
+class Threshold(Adversary):
+    """Certifies points with value ≥ ``level``; else the cut is the value (or none)."""
+
+    def __init__(self, master: Scripted, level: float, undecided: bool = False,
+                 sleep: float = 0.0) -> None:
+        self.master, self.level, self.undecided, self.sleep = master, level, undecided, sleep
+        self.seen: list[float] = []
+
+    def check(self, answer: MasterAnswer, deadline: Deadline) -> Check:
+        time.sleep(self.sleep)
+        v = float(answer.point.iloc[0, 0])
+        self.seen.append(v)
+        ok = v >= self.level
+        return Check(certified=ok, bound=v - self.level, verdict=v,
+                     counterexample=None if ok or self.undecided else (self, v),
+                     note="undecided")
+
+    def add_cut(self, check: Check) -> None:
+        self.master.cuts.append(check.counterexample)
+
+
+def _deadline(limit: float | None = None) -> Deadline:
+    return Deadline(SolverSettings(time_limit=limit))
+
+
+def test_every_adversary_checks_and_cuts_until_all_certify():
+    master = Scripted([1.0, 2.0, 3.0])
+    a, b = Threshold(master, 2.0), Threshold(master, 3.0)
+    out = CuttingSet(10).run(master, [a, b], _deadline())
+    assert out.status is RobustStatus.CERTIFIED and out.optimal
+    assert out.iterations == 3 and float(out.candidate.point.iloc[0, 0]) == 3.0
+    assert a.seen == b.seen == [1.0, 2.0, 3.0]
+    # iteration 1: both cut; iteration 2: only b
+    assert master.cuts == [(a, 1.0), (b, 1.0), (b, 2.0)]
+    assert [c.verdict for c in out.checks] == [3.0, 3.0]
+
+
+def test_no_adversary_certifies_the_first_point():
+    out = CuttingSet(3).run(Scripted([5.0]), [], _deadline())
+    assert out.status is RobustStatus.CERTIFIED and out.iterations == 1 and out.checks == []
+
+
+@pytest.mark.parametrize("status,expected", [
+    (Status.INFEASIBLE, RobustStatus.INFEASIBLE),
+    (Status.NO_SOLUTION, RobustStatus.TIME_LIMIT),
+    (Status.VERIFICATION_FAILED, RobustStatus.VERIFICATION_FAILED),
+    (Status.ERROR, RobustStatus.ERROR),
+])
+def test_a_failed_master_maps_its_status_and_keeps_the_last_point_unless_infeasible(
+        status, expected):
+    master = Scripted([1.0, status])
+    out = CuttingSet(5).run(master, [Threshold(master, 2.0)], _deadline())
+    assert out.status is expected and out.master_failed and out.iterations == 2
+    assert out.message == status.value and not out.optimal
+    if expected is RobustStatus.INFEASIBLE:
+        assert out.candidate is None
+    else:
+        assert float(out.candidate.point.iloc[0, 0]) == 1.0
+
+
+def test_iteration_cap_returns_the_last_point_unproven():
+    master = Scripted([1.0, 1.5])
+    out = CuttingSet(2).run(master, [Threshold(master, 2.0)], _deadline())
+    assert out.status is RobustStatus.ITERATION_LIMIT and out.iterations == 2
+    assert "returned unproven" in out.message and not out.optimal
+
+
+def test_undecided_check_is_not_robust_with_time_left_and_a_time_limit_without():
+    master = Scripted([1.0])
+    out = CuttingSet(5).run(master, [Threshold(master, 2.0, undecided=True)], _deadline())
+    assert out.status is RobustStatus.NOT_ROBUST and out.message == "undecided"
+    master = Scripted([1.0])
+    slow = Threshold(master, 2.0, undecided=True, sleep=0.05)
+    out = CuttingSet(5).run(master, [slow], _deadline(0.02))
+    assert out.status is RobustStatus.TIME_LIMIT
+
+
+def test_the_deadline_is_shared_by_checks_and_the_next_master():
+    master = Scripted([1.0, 2.0, 3.0])
+    first = Threshold(master, 5.0, sleep=0.05)
+    second = Threshold(master, 5.0)
+    out = CuttingSet(5).run(master, [first, second], _deadline(0.02))
+    # the first check spends the time: the second never runs, the point is kept
+    assert out.status is RobustStatus.TIME_LIMIT and second.seen == []
+    assert "before the adversary checked" in out.message and out.iterations == 1
+    master = Scripted([1.0, 2.0])
+    out = CuttingSet(5).run(master, [Threshold(master, 5.0, sleep=0.05)], _deadline(0.02))
+    # the next master solve does not start: not counted, the last point kept
+    assert out.status is RobustStatus.TIME_LIMIT and out.iterations == 1
+    assert not out.master_failed and float(out.candidate.point.iloc[0, 0]) == 1.0
+
+
+def test_bad_iteration_cap_is_named():
+    with pytest.raises(ValueError, match="max_iterations"):
+        CuttingSet(0)
