@@ -48,10 +48,15 @@ from ..solvers.base import time_left
 from ..status import Status
 from .results import RobustStatus
 
-#: how a master answer without a point ends the loop (any other status: ERROR)
 _MASTER_FAILURE = {Status.INFEASIBLE: RobustStatus.INFEASIBLE,
                    Status.NO_SOLUTION: RobustStatus.TIME_LIMIT,
                    Status.VERIFICATION_FAILED: RobustStatus.VERIFICATION_FAILED}
+
+
+def failure_status(status: Status) -> RobustStatus:
+    """How a master solve that gave no point ends a robust query (infeasible: proven
+    infeasible; no solution: time limit; verification failed; otherwise: error)."""
+    return _MASTER_FAILURE.get(status, RobustStatus.ERROR)
 
 
 class Deadline:
@@ -222,7 +227,7 @@ class CuttingSet:
             if answer.retry:
                 continue
             if answer.point is None:
-                out.status = _MASTER_FAILURE.get(answer.status, RobustStatus.ERROR)
+                out.status = failure_status(answer.status)
                 out.message, out.master_failed = answer.message, answer.solved
                 if out.status is RobustStatus.INFEASIBLE:
                     out.candidate = None

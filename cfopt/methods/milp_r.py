@@ -29,7 +29,7 @@ from .base import (
     require_space_encoding,
     target_sign,
 )
-from .cutting_set import Check, CuttingSet, Deadline, Master, MasterAnswer
+from .cutting_set import Check, CuttingSet, Deadline, Master, MasterAnswer, failure_status
 from .results import RobustCounterfactual, RobustnessCertificate, RobustnessVerdict, RobustStatus
 
 
@@ -122,10 +122,8 @@ class NonRobustMILP(RobustMethod):
         m = self.milp
         certificate = RobustnessCertificate(self.delta, None, None, 0.0, None, iterations=1)
         if not ce.found:
-            status = {Status.INFEASIBLE: RobustStatus.INFEASIBLE,
-                      Status.NO_SOLUTION: RobustStatus.TIME_LIMIT}.get(ce.status,
-                                                                       RobustStatus.ERROR)
-            return self._result(m, status, None, certificate, t0, message=ce.message)
+            return self._result(m, failure_status(ce.status), None, certificate, t0,
+                                message=ce.message)
         a0 = time.perf_counter()
         verdict = self.checker.check(m.space.encode(ce.counterfactual)[0], target_sign(m))
         certificate.times = {"master": ce.total_time, "adversary": time.perf_counter() - a0}
