@@ -49,6 +49,32 @@ def rejected(frame: pd.DataFrame, space: cfopt.FeatureSpace, model, n: int) -> l
     return np.flatnonzero(model.predict(space.transform(frame)) == 0)[:n].tolist()
 
 
+def test_index_gives_make_cut_of_every_split(deep):
+    """The vectorised index equals :func:`make_cut` node by node (grid inputs, float32
+    thresholds, continuous inputs with the library's rounding)."""
+    frame, space, model = deep
+    rng = np.random.default_rng(1)
+    wide = frame.assign(e=rng.normal(0, 1e3, len(frame)))
+    wide_space = cfopt.FeatureSpace.from_frame(wide)
+    Z = wide_space.transform(wide)
+    forest = RandomForestClassifier(10, random_state=0).fit(Z, model.predict(Z[:, :6]))
+    m = per_query_explainer(pytest.MonkeyPatch(), forest, wide_space).milp
+    block, ensemble = m.predictor_constr.block, m.adapter.structure
+    from cfopt.encoding import spec_grids, spec_rounding
+
+    grids = spec_grids(wide_space, m.input_specs)
+    rounding = spec_rounding(wide_space, m.input_specs)
+    for tree, ids in zip(ensemble.trees, block.index.node_cut):
+        for node in np.flatnonzero(tree.feature >= 0):
+            j = int(tree.feature[node])
+            expected = tree_formulation.make_cut(
+                j, float(tree.threshold[node]), ensemble.rule, ensemble.float32, grids[j],
+                rounding[j], lambda v, j=j: m.library_input(j, v))
+            got = block.index.cut(int(ids[node]))
+            assert (got.left, got.right, got.sure_left, got.sure_right) == (
+                expected.left, expected.right, expected.sure_left, expected.sure_right)
+
+
 @pytest.mark.parametrize("formulation", ["leaf", "threshold"])
 def test_per_query_equals_brute_force_and_full_build(deep, monkeypatch, formulation):
     frame, space, model = deep

@@ -62,63 +62,132 @@ from .trees import Cut, Grid, add_cut_rows, make_cut
 
 #: relative slack of the radius test (float round-off of the code intervals)
 _SLACK = 1e-9
+_EPS = float(np.finfo(np.float64).eps)
 
 
 @dataclass(frozen=True)
 class ForestIndex:
-    """Per tree, the cut id of each node (-1 at leaves); the distinct cuts (keyed by
-    input and the largest value surely going left, as in :mod:`.trees`); per input the
-    values surely left / right of its cuts (the heuristic's candidate moves)."""
+    """Per tree, the cut id of each node (-1 at leaves); the distinct cuts as arrays
+    (keyed by input and the largest value surely going left, as in :mod:`.trees`: their
+    input, MILP sides, sure sides, a threshold); per input the values surely left / right
+    of its cuts (the heuristic's candidate moves)."""
 
     node_cut: tuple[np.ndarray, ...]
-    cuts: tuple[Cut, ...]
     cut_input: np.ndarray
     cut_left: np.ndarray
     cut_right: np.ndarray
+    cut_sure_left: np.ndarray
+    cut_sure_right: np.ndarray
+    cut_theta: np.ndarray
+    rule: str
+    float32: bool
     split_values: dict[int, np.ndarray]
+
+    def cut(self, c: int) -> Cut:
+        """Cut ``c`` as :func:`.trees.make_cut` gives it."""
+        return Cut(int(self.cut_input[c]), float(self.cut_left[c]), float(self.cut_right[c]),
+                   float(self.cut_sure_left[c]), float(self.cut_sure_right[c]),
+                   float(self.cut_theta[c]), self.rule, self.float32)
+
+
+def _unique_rows(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first index of each distinct pair ``(a, b)`` and every pair's group id."""
+    order = np.lexsort((b, a))
+    new = np.ones(len(a), dtype=bool)
+    new[1:] = (np.diff(a[order]) != 0) | (np.diff(b[order]) != 0)
+    group = np.empty(len(a), dtype=np.int64)
+    group[order] = np.cumsum(new) - 1
+    return order[new], group
+
+
+def _sides(inputs: np.ndarray, theta: np.ndarray, ensemble: TreeEnsemble,
+           grids: Sequence[Grid], rounding: Sequence[float],
+           library_input: Callable[[int, float], float] | None) -> np.ndarray:
+    """Rows (left, right, sure left, sure right) of :func:`.trees.make_cut` for every
+    (input, threshold), vectorised; the few a grid value within rounding of the threshold
+    leaves to the library's own arithmetic go through :func:`make_cut` itself."""
+    rule, f32 = ensemble.rule, ensemble.float32
+    out = np.empty((len(theta), 4))
+    rounding_of = np.asarray(rounding, dtype=np.float64)[inputs]
+    on_grid = np.array([g is not None for g in grids], dtype=bool)[inputs]
+    c = ~on_grid
+    th = theta[c]
+    if f32:  # the switching point: the midpoint of the float32 values on either side
+        t32 = th.astype(np.float32)
+        back = t32.astype(np.float64)
+        below = (back <= th) if rule == "le" else (back < th)
+        f = np.where(below, t32, np.nextafter(t32, np.float32(-np.inf)))
+        up = np.nextafter(f, np.float32(np.inf))
+        beta = (f.astype(np.float64) + up.astype(np.float64)) / 2
+    else:
+        beta = th
+    delta = rounding_of[c] + 4 * _EPS * np.abs(beta)
+    out[c] = np.stack([beta + delta, beta - delta, beta - delta, beta + delta], axis=1)
+    th = theta[on_grid]
+    offset = np.array([g[0] if g is not None else 0.0 for g in grids])[inputs][on_grid]
+    step = np.array([g[1] if g is not None else 1.0 for g in grids])[inputs][on_grid]
+    k = np.floor((th - offset) / step)
+    chosen = np.full(len(th), np.nan)
+    odd = np.zeros(len(th), dtype=bool)
+    for shift in (1.0, 0.0, -1.0, -2.0):  # the last grid value going left
+        value = offset + (k + shift) * step
+        near = np.abs(value - th) <= rounding_of[on_grid] + 4 * _EPS * np.abs(th)
+        seen = np.where(near, th, value)
+        if f32:
+            seen = seen.astype(np.float32).astype(np.float64)
+        left = (seen <= th) if rule == "le" else (seen < th)
+        take = np.isnan(chosen) & left
+        odd |= near & (np.isnan(chosen) | take) & (library_input is not None)
+        chosen[take] = k[take] + shift
+    odd |= np.isnan(chosen)
+    last, first = offset + chosen * step, offset + (chosen + 1) * step
+    out[on_grid] = np.stack([last, first, last, first], axis=1)
+    for p in np.flatnonzero(on_grid)[odd]:
+        j = int(inputs[p])
+        lib = None if library_input is None else (lambda v, j=j: library_input(j, v))
+        cut = make_cut(j, float(theta[p]), rule, f32, grids[j], rounding[j], lib)
+        out[p] = (cut.left, cut.right, cut.sure_left, cut.sure_right)
+    return out
 
 
 def build_index(ensemble: TreeEnsemble, grids: Sequence[Grid], rounding: Sequence[float],
                 library_input: Callable[[int, float], float] | None) -> ForestIndex:
-    """The index of ``ensemble``: one :func:`make_cut` per distinct (input, threshold)."""
-    pairs = [np.stack([t.feature[t.feature >= 0].astype(np.float64),
-                       t.threshold[t.feature >= 0]], axis=1) for t in ensemble.trees]
-    unique, inverse = np.unique(np.concatenate(pairs), axis=0, return_inverse=True)
-    keys: dict[tuple[int, float], int] = {}
-    cuts: list[Cut] = []
-    of_pair = np.empty(len(unique), dtype=np.int64)
-    for p, (j, theta) in enumerate(unique):
-        j = int(j)
-        lib = None if library_input is None else (lambda v, j=j: library_input(j, v))
-        cut = make_cut(j, float(theta), ensemble.rule, ensemble.float32, grids[j],
-                       rounding[j], lib)
-        of_pair[p] = keys.setdefault((j, cut.sure_left), len(cuts))
-        if of_pair[p] == len(cuts):
-            cuts.append(cut)
+    """The index of ``ensemble``: the cut of each distinct (input, threshold), as
+    :func:`make_cut` gives it."""
+    inputs = np.concatenate([t.feature[t.feature >= 0] for t in ensemble.trees]).astype(
+        np.int64)
+    theta = np.concatenate([t.threshold[t.feature >= 0] for t in ensemble.trees])
+    first, pair_of = _unique_rows(inputs, theta)
+    sides = _sides(inputs[first], theta[first], ensemble, grids, rounding, library_input)
+    cut_first, cut_of_pair = _unique_rows(inputs[first], sides[:, 2])
     node_cut = []
     start = 0
-    for tree, pair in zip(ensemble.trees, pairs):
+    for tree in ensemble.trees:
+        internal = tree.feature >= 0
         ids = np.full(len(tree.feature), -1, dtype=np.int64)
-        ids[tree.feature >= 0] = of_pair[inverse.ravel()[start:start + len(pair)]]
-        start += len(pair)
+        ids[internal] = cut_of_pair[pair_of[start:start + int(internal.sum())]]
+        start += int(internal.sum())
         node_cut.append(ids)
-    split_values: dict[int, set[float]] = {}
-    for cut in cuts:
-        split_values.setdefault(cut.input, set()).update((cut.sure_left, cut.sure_right))
-    return ForestIndex(tuple(node_cut), tuple(cuts),
-                       np.array([c.input for c in cuts], dtype=np.int64),
-                       np.array([c.left for c in cuts]), np.array([c.right for c in cuts]),
-                       {j: np.array(sorted(v)) for j, v in split_values.items()})
+    cut_input = inputs[first][cut_first]
+    cut_sides = sides[cut_first]
+    split_values = {int(j): np.unique(cut_sides[cut_input == j][:, 2:4])
+                    for j in np.unique(cut_input)}
+    return ForestIndex(tuple(node_cut), cut_input, cut_sides[:, 0].copy(),
+                       cut_sides[:, 1].copy(), cut_sides[:, 2].copy(), cut_sides[:, 3].copy(),
+                       theta[first][cut_first], ensemble.rule, ensemble.float32,
+                       split_values)
 
 
 def leaf_depth_sum(ensemble: TreeEnsemble) -> int:
     """The terms of the full leaf rows of :mod:`.trees`: the sum of the leaf depths."""
     total = 0
     for tree in ensemble.trees:
-        depth = np.zeros(len(tree.feature), dtype=np.int64)
-        for node in np.flatnonzero(tree.feature >= 0):  # parents precede children
-            depth[tree.left[node]] = depth[tree.right[node]] = depth[node] + 1
-        total += int(depth[tree.feature < 0].sum())
+        level, depth = np.array([0]), 0
+        while len(level):
+            internal = level[tree.feature[level] >= 0]
+            total += depth * (len(level) - len(internal))
+            level = np.concatenate([tree.left[internal], tree.right[internal]])
+            depth += 1
     return total
 
 
@@ -294,14 +363,14 @@ def build_region(sub: pyo.Block, ensemble: TreeEnsemble, index: ForestIndex,
     (module docstring); returns the number of kept leaves."""
     clear_region(sub)
     used = sorted({c for r in regions for _, c, _, _ in r.nodes},
-                  key=lambda c: (index.cuts[c].input, index.cuts[c].sure_left))
+                  key=lambda c: (index.cut_input[c], index.cut_sure_left[c]))
     position: dict[int, tuple[int, int]] = {}
     count: dict[int, int] = {}
     for c in used:
-        j = index.cuts[c].input
+        j = int(index.cut_input[c])
         position[c] = (j, count.get(j, 0))
         count[j] = position[c][1] + 1
-    sub.cuts = {position[c]: index.cuts[c] for c in used}
+    sub.cuts = {position[c]: index.cut(c) for c in used}
     add_cut_rows(sub, bounds)
     sub.LEAVES = pyo.Set(initialize=[(t, leaf) for t, r in enumerate(regions)
                                      for leaf in r.leaves], dimen=2, ordered=True)
