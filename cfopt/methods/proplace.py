@@ -50,7 +50,7 @@ from .base import (
     require_space_encoding,
     target_sign,
 )
-from .cutting_set import Check, CuttingSet, Deadline, Master, MasterAnswer
+from .cutting_set import Adversary, Check, CuttingSet, Deadline, Master, MasterAnswer
 from .plausible_region import RobustPlausibleRegion
 from .results import (
     RobustCounterfactual,
@@ -191,7 +191,7 @@ class Proplace(RobustMethod):
         master = ProplaceMaster(m, self.backend, self.sigma, adversary)
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
 
-        def observe(answer: MasterAnswer, _: ModelShiftAdversary, check: Check) -> None:
+        def observe(answer: MasterAnswer, _: Adversary, check: Check) -> None:
             bar.set_postfix(master_bound=_plain(answer.bound), robust_bound=_plain(check.bound),
                             need=need, refresh=False)
             bar.update(1)
