@@ -42,11 +42,13 @@ P(μ+ε), so no failure is reported without a point to show.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import time
 import warnings
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,17 +115,32 @@ def available_solvers(solvers: tuple[str, ...] = SOLVERS) -> list[str]:
     return out
 
 
+@contextlib.contextmanager
+def trees_per_query(on: bool) -> Iterator[None]:
+    """Within: a tree ensemble of any size is built per query (its size threshold 0)."""
+    from cfopt.formulations import trees
+
+    saved = trees.PER_QUERY_TERMS
+    if on:
+        trees.PER_QUERY_TERMS = 0
+    try:
+        yield
+    finally:
+        trees.PER_QUERY_TERMS = saved
+
+
 def solve(inst: Instance, solver: str) -> Claim:
     """Explain the instance's factual with one solver."""
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            explainer = cfopt.Explainer(inst.model, inst.space, solver=solver,
-                                        objective=inst.objective, max_changes=inst.max_changes,
-                                        margin=inst.margin, mip_gap=inst.mip_gap,
-                                        time_limit=inst.time_limit)
-            ce = explainer.explain(inst.x, target=inst.target)
+            with trees_per_query(inst.per_query_trees):
+                explainer = cfopt.Explainer(
+                    inst.model, inst.space, solver=solver, objective=inst.objective,
+                    max_changes=inst.max_changes, margin=inst.margin, mip_gap=inst.mip_gap,
+                    time_limit=inst.time_limit)
+                ce = explainer.explain(inst.x, target=inst.target)
     except cfopt.InfeasibleError as exc:
         return Claim(solver, "infeasible", message=str(exc)[:300],
                      seconds=time.perf_counter() - t0)

@@ -46,7 +46,12 @@ from .differential_models import (
     split_thresholds,
 )
 
-CASES = ("multiclass_set", "near_threshold", "near_boundary", "extreme_scale")
+CASES = ("multiclass_set", "near_threshold", "near_boundary", "extreme_scale",
+         "per_query_trees")
+#: share of tree instances whose explainer builds its trees per query, on the leaves
+#: within the heuristic's radius (cfopt/formulations/tree_regions.py), as it does for
+#: forests of default size; drawn from a stream of its own (the other draws unchanged)
+PER_QUERY_SHARE = 0.35
 N_ROWS = 60
 MARGIN = 1e-3
 MIP_GAP = 1e-4
@@ -78,6 +83,7 @@ class Instance:
     margin: float = MARGIN
     mip_gap: float = MIP_GAP
     time_limit: float = TIME_LIMIT
+    per_query_trees: bool = False  # the trees are built per query (``PER_QUERY_TERMS`` 0)
 
     @property
     def classes(self) -> tuple:
@@ -104,11 +110,17 @@ def make_instance(seed: int, family: str | None = None, case: str | None = None)
         raise ValueError(f"unknown family {family!r}; families are {FAMILIES}")
     if case is not None and case not in applicable_cases(family):
         raise ValueError(f"case {case!r} does not apply to {family!r}")
+    own_case = None if case == "per_query_trees" else case
     for attempt in range(100):
-        instance = _attempt(seed, family, case, np.random.default_rng([seed, attempt]))
+        instance = _attempt(seed, family, own_case, np.random.default_rng([seed, attempt]))
         if instance is not None:
             instance.notes["attempt"] = attempt
             instance.forced_case = case
+            if family in TREE_FAMILIES and (case == "per_query_trees" or (
+                    case is None and
+                    np.random.default_rng([seed, 104729]).random() < PER_QUERY_SHARE)):
+                instance.per_query_trees = True
+                instance.cases += ("per_query_trees",)
             return instance
     raise RuntimeError(f"no valid instance for seed {seed}, family {family!r}, case {case!r}")
 
@@ -119,7 +131,7 @@ def applicable_cases(family: str) -> tuple[str, ...]:
     if family in CLASSIFIERS:
         cases.append("multiclass_set")
     if family in TREE_FAMILIES:
-        cases.append("near_threshold")
+        cases += ["near_threshold", "per_query_trees"]
     if family in LINEAR_FAMILIES | NETWORK_FAMILIES:
         cases.append("near_boundary")
     return tuple(c for c in CASES if c in cases)
