@@ -130,26 +130,6 @@ def sample_k_neighbourhood(space: FeatureSpace, x: Any, z: Any, m: int,
     return sample_perturbations(space, x, z, m, "K", rng)
 
 
-def sample_c_setbacks(space: FeatureSpace, x: Any, z: Any, m: int,
-                      rng: np.random.Generator | int | None = None) -> pd.DataFrame:
-    """``m`` uniform C-setbacks of ``z``: each changed numeric feature pushed back towards
-    ``x`` by a uniform fraction of its maximal setback; kept features at ``z``."""
-    rng = np.random.default_rng(rng)
-    xs, zs = _row(space, x), _row(space, z)
-    data: dict[str, Any] = {n: [zs[n]] * m for n in space.names}
-    for f in space:
-        if xs[f.name] == zs[f.name] or f.is_onehot or f.perturbation is None or \
-                not f.perturbation.is_numeric:
-            continue
-        xc, zc = f.to_code(xs[f.name]), f.to_code(zs[f.name])
-        s = setback_magnitude(f, xc, zc) * rng.uniform(0, 1, m)
-        codes = zc - s if zc > xc else zc + s
-        if f.is_integral:
-            codes = np.round(codes)
-        data[f.name] = [f.from_code(c) for c in codes]
-    return pd.DataFrame(data, columns=space.names)
-
-
 def k_score(predict: Callable[[pd.DataFrame], Any], space: FeatureSpace, x: Any, z: Any,
             m: int = 1000, rng: np.random.Generator | int | None = None) -> float:
     """K-robustness score (Eq. 8): the fraction of ``m`` K-neighbours of ``z`` that

@@ -194,9 +194,6 @@ class ModelAdapter(ABC):
         raise ValueError(f"unknown target class {label!r}; the model's classes are "
                          f"{list(self.classes)}")
 
-    def predict_index(self, Z: np.ndarray) -> np.ndarray:
-        return np.array([self.class_index(c) for c in self.predict(Z)])
-
 
 def transform_logits(logits: np.ndarray, transform: str | None) -> np.ndarray:
     """A network's output given its logits and final activation

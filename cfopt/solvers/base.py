@@ -173,10 +173,3 @@ def sigint_watch() -> Iterator[Callable[[], bool]]:
         yield lambda: bool(seen)
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
-    """``fn(*args, **kwargs)`` and its wall time in seconds."""
-    t0 = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - t0
