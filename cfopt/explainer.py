@@ -32,7 +32,7 @@ from .diagnosis import diagnose
 from .errors import InfeasibleError
 from .features import FeatureSpace
 from .formulations.blocks import ConstraintBlock
-from .formulations.tree_regions import RegionTooLarge
+from .formulations.tree_regions import BUILD_SECONDS_PER_LEAF, RegionTooLarge
 from .models.trees import TreeEnsemble
 from .problem import CounterfactualModel
 from .query_tightening import greedy_counterfactual, objective_value, radius_bounds
@@ -287,6 +287,11 @@ class Explainer:
         except RegionTooLarge:  # the query's trees took the time left to build
             return SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit")
         budget = self._budget(m, settings, t0)  # building the restriction took time too
+        load = details.get("region_leaves", 0) * BUILD_SECONDS_PER_LEAF
+        if budget is not None and budget.time_limit is not None and load:
+            # the solver loads this query's trees before its clock starts
+            budget = (None if budget.time_limit <= 2 * load else
+                      dataclasses.replace(budget, time_limit=budget.time_limit - load))
         if budget is None:
             return SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit")
         if found is None:

@@ -42,8 +42,12 @@ MILP chose.
 internal node :math:`n` at cut :math:`q(n)` with left leaves :math:`A(n)` and right
 leaves :math:`B(n)` imposes :math:`\sum_{A(n)} y \le s_{q(n)}` and
 :math:`\sum_{B(n)} y \le 1 - s_{q(n)}` (no big-M). Leaves unreachable under the input
-bounds are dropped before building. Outputs: :math:`\text{out}_k = \text{init}_k +
-\sum_{t,l} v_{t,l,k}\, y_{t,l}` (Mišić 2020; CE-OCL §3).
+bounds are dropped before building. An ensemble whose rows would hold more than
+``PER_QUERY_TERMS`` terms (a default random forest: ~1.3e7) is built per query instead,
+on the leaves within a verified heuristic's radius of the factual, in flow form
+(:mod:`.tree_regions`, with the exactness argument). Outputs:
+:math:`\text{out}_k = \text{init}_k + \sum_{t,l} v_{t,l,k}\, y_{t,l}` (Mišić 2020;
+CE-OCL §3).
 """
 
 from __future__ import annotations
@@ -340,14 +344,18 @@ def _build_trees(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bo
         return _build_per_query(block, name, ensemble, bounds, grids, rounding,
                                 library_input, formulation)
     cuts: dict[tuple[int, float], Cut] = {}
+    made: dict[tuple[int, float], Cut] = {}  # per (input, threshold): boosting repeats them
     keys: list[dict[int, float]] = []
     for tree in ensemble.trees:
         key_of = {}
         for node in np.flatnonzero(tree.feature >= 0):
             j = int(tree.feature[node])
-            cut = make_cut(j, float(tree.threshold[node]), ensemble.rule, ensemble.float32,
-                           grids[j], rounding[j], None if library_input is None else
-                           functools.partial(library_input, j))
+            pair = (j, float(tree.threshold[node]))
+            cut = made.get(pair)
+            if cut is None:
+                cut = made[pair] = make_cut(
+                    j, pair[1], ensemble.rule, ensemble.float32, grids[j], rounding[j],
+                    None if library_input is None else functools.partial(library_input, j))
             key_of[int(node)] = cut.sure_left  # one key per distinct switching point
             cuts.setdefault((j, cut.sure_left), cut)
         keys.append(key_of)
