@@ -172,6 +172,18 @@ class ModelAdapter(ABC):
         """The real model's predictions on valid raw rows (as deployed)."""
         return self.predict(self.model_inputs(space, rows))
 
+    def read_zero_as_missing(self, binary: list[bool]) -> list[int]:
+        """Adopt the reading of a sparse input matrix, where a zero is an absent entry.
+
+        Called when the model receives its inputs as a sparse matrix (a Pipeline whose
+        preprocessing outputs one). ``binary[j]``: input ``j`` only takes 0 and 1. Most
+        libraries read an absent entry as 0 and nothing changes (the default); a library
+        that reads it as *missing* (XGBoost) re-expresses the structure so that it
+        predicts as the library does on sparse input, exactly for binary inputs, and
+        returns the other inputs at which an exact 0 would take another way than its
+        value (the caller must make sure 0 cannot be reached there)."""
+        return []
+
     def fingerprint(self) -> bytes | None:
         """A digest of the user's model object as it is now (its fitted parameters), or
         ``None`` when it cannot be taken (an object that does not pickle).

@@ -99,6 +99,9 @@ class XGBoostAdapter(_BoosterAdapter):
         if limit is not None and getattr(model, "early_stopping_rounds", None):
             raise UnsupportedModelError("XGBoost models with early stopping are not supported")
         trees = []
+        #: per tree, where each node sends a missing value (sparse zeros): the left child
+        self._default_left = [np.asarray(raw["default_left"], dtype=bool) for raw in raw_trees]
+        self._sparse = False
         for raw, cls in zip(raw_trees, tree_info):
             left = np.asarray(raw["left_children"], dtype=int)
             leaf = left < 0
@@ -112,6 +115,51 @@ class XGBoostAdapter(_BoosterAdapter):
                               right=np.asarray(raw["right_children"], dtype=int),
                               value=values))
         super().__init__(model, trees, n_classes, rule="lt", float32=True)
+
+    def read_zero_as_missing(self, binary: list[bool]) -> list[int]:
+        """XGBoost reads an absent entry of a sparse matrix as missing: a 0 takes the
+        node's default way, not ``0 < threshold``. At a node where the two differ, a
+        binary input's split becomes ``x < 0.5`` (0: the default way; 1: its comparison),
+        exactly; a node on another input is returned (see the base class)."""
+        clash: set[int] = set()
+        trees = []
+        for tree, default_left in zip(self.structure.trees, self._default_left):
+            threshold, left, right = tree.threshold.copy(), tree.left.copy(), tree.right.copy()
+            for n in np.flatnonzero(tree.feature >= 0):
+                j, theta = int(tree.feature[n]), float(tree.threshold[n])
+                missing = tree.left[n] if default_left[n] else tree.right[n]
+                zero = tree.left[n] if 0.0 < theta else tree.right[n]
+                if missing == zero:
+                    continue
+                if not binary[j]:
+                    clash.add(j)
+                    continue
+                one = tree.left[n] if 1.0 < theta else tree.right[n]
+                other = tree.right[n] if missing == tree.left[n] else tree.left[n]
+                # 0 -> missing's child; 1 -> one's child (both there when they agree)
+                threshold[n], left[n], right[n] = (0.5, missing, one) if one != missing \
+                    else (2.0, missing, other)
+            trees.append(Tree(tree.feature, threshold, left, right, tree.value))
+        ensemble = self.structure
+        self.structure = TreeEnsemble(tuple(trees), ensemble.n_inputs, ensemble.init,
+                                      ensemble.rule, ensemble.float32)
+        self._sparse = True
+        return sorted(clash)
+
+    def predict(self, Z: np.ndarray) -> np.ndarray:
+        return np.asarray(self.model.predict(self._library_input(Z)))
+
+    def output(self, Z: np.ndarray) -> np.ndarray:
+        Z = np.atleast_2d(Z)
+        out = self.model.predict(self._library_input(Z), output_margin=True)
+        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)
+
+    def _library_input(self, Z: np.ndarray) -> Any:
+        """``Z`` as the library receives it: sparse after :meth:`read_zero_as_missing`."""
+        from scipy import sparse
+
+        Z = np.atleast_2d(Z)
+        return sparse.csr_matrix(Z) if self._sparse else Z
 
 
 

@@ -219,6 +219,36 @@ def _ordinal_spec(f: Feature, c: _Column) -> InputSpec:
         f"the encoder's order (categories={{{f.name!r}: {list(c.categories)!r}}})")
 
 
+def _reaches_zero(spec: InputSpec, space: FeatureSpace) -> bool:
+    """Whether the input ``spec`` computes can be exactly 0 within ``space``."""
+    if spec.kind == "constant":
+        return spec.b == 0
+    if spec.kind == "levels":
+        return any(spec.a * c + spec.b == 0 for _, c in spec.codes)
+    f = space[spec.feature]
+    if spec.a == 0:
+        return spec.b == 0
+    zero = -spec.b / spec.a
+    if f.labelled:
+        return zero in range(len(f.categories))
+    return f.lower <= zero <= f.upper and (not f.is_integral or float(zero).is_integer())
+
+
+def _sparse_output(step: Any) -> bool:
+    """Whether a fitted preprocessing step outputs a sparse matrix."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import OneHotEncoder
+
+    if isinstance(step, Pipeline):
+        return _sparse_output(step.steps[-1][1])
+    if isinstance(step, ColumnTransformer):
+        return bool(step.sparse_output_)
+    if isinstance(step, OneHotEncoder):
+        return bool(step.sparse_output)
+    return False
+
+
 class PipelineAdapter(ModelAdapter):
     """A fitted sklearn ``Pipeline``: preprocessing steps then a supported estimator."""
 
@@ -241,6 +271,9 @@ class PipelineAdapter(ModelAdapter):
         if len(cols) != self.final.n_inputs:
             raise UnsupportedModelError(f"the preprocessing yields {len(cols)} columns but the "
                                         f"final estimator takes {self.final.n_inputs}")
+        #: inputs where the estimator reads an exact 0 of its sparse input as missing
+        self._zero_is_missing = self.final.read_zero_as_missing(
+            [c.indicator for c in cols]) if pre and _sparse_output(pre[-1][1]) else []
         self.columns = cols
         self.structure = self.final.structure
         self.classes = self.final.classes
@@ -281,6 +314,14 @@ class PipelineAdapter(ModelAdapter):
                     f"the OneHotEncoder expands column {f.name!r}, which the feature space "
                     f"declares {f.kind.value}; declare it categorical "
                     f"(FeatureSpace.from_frame(..., kinds={{{f.name!r}: 'categorical'}}))")
+        for j in self._zero_is_missing:
+            if _reaches_zero(specs[j], space):
+                raise UnsupportedModelError(
+                    f"the pipeline hands {self.final.kind} a sparse matrix, where an exact 0 "
+                    f"of input {self.columns[j].source!r} is read as missing and goes "
+                    f"another way than its value, and the feature space reaches that 0; "
+                    f"give the estimator dense input (ColumnTransformer(..., "
+                    f"sparse_threshold=0) or OneHotEncoder(sparse_output=False))")
         for name, (known, ignores) in self._encoded.items():
             unknown = [lv for lv in space[name].categories if lv not in known]
             if unknown and not ignores:
