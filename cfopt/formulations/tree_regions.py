@@ -289,8 +289,9 @@ def search(ensemble: TreeEnsemble, index: ForestIndex, region: QueryRegion,
     cut_right = index.cut_right.tolist()
     out = []
     visits = [0]  # nodes visited, over all trees (the deadline is checked every 4096)
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
     for tree, node_cut in zip(ensemble.trees, index.node_cut):
+        # the search recurses once per level: a tree is never deeper than its nodes
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), len(tree.feature) + 100))
         box = [list(b) for b in region.box]
         state: list[object] = [(t.lo, t.hi) if isinstance(t, NumericTerm) else t.allowed
                                for t in terms]

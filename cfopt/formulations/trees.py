@@ -62,7 +62,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from ..models import ModelAdapter
-from ..models.trees import Tree, TreeEnsemble
+from ..models.trees import PER_QUERY_TERMS, Tree, TreeEnsemble
 from .predictors import Bounds, PredictorConstr, register_formulation
 
 if TYPE_CHECKING:
@@ -77,9 +77,6 @@ Grid = tuple[float, float] | None
 TOLERANCE_BAND = 1e-4
 #: ``"leaf"`` (binary leaves) or ``"threshold"`` (continuous leaves)
 FORMULATIONS = ("leaf", "threshold")
-#: above this many terms in the leaf rows (the sum of leaf depths), a counterfactual
-#: model builds its trees per query (:mod:`.tree_regions`): 2e5 terms take ~1 s to build
-PER_QUERY_TERMS = 200_000
 _EPS = float(np.finfo(np.float64).eps)
 
 

@@ -22,6 +22,10 @@ from ..errors import UnsupportedModelError
 from .base import ModelAdapter
 
 SplitRule = Literal["le", "lt"]
+#: above this many terms in the leaf rows of an ensemble (the sum of its leaves'
+#: depths), a counterfactual model builds its trees per query on the leaves a query can
+#: reach (:mod:`cfopt.formulations.tree_regions`): 2e5 terms take ~1 s to build
+PER_QUERY_TERMS = 200_000
 
 
 @dataclass(frozen=True)
