@@ -165,3 +165,20 @@ def test_parent_killed_then_resumed(net_path, tmp_path):
         assert resumed.changes().equals(again.changes())
         assert resumed.factual.equals(again.factual)
     assert answer_lines(out) == len(X)
+
+
+def test_a_handler_of_the_users_that_goes_on_is_respected(slow_net_path):
+    """The SIGINT watch around a solve re-raises Ctrl-C only when the handler it
+    replaces raised it: a user's handler that chooses to go on keeps the batch going
+    (a signal half a second into a HiGHS solve of about a second)."""
+    explainer, X = german_batch(slow_net_path, 2, "highs", 0.0)
+    calls = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: calls.append(signum))
+    try:
+        timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        batch = explainer.explain_many(X, target=1, progress=False, time_limit=20)
+        timer.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert calls and not batch.interrupted and all(a.found for a in batch)

@@ -150,9 +150,10 @@ def sigint_watch() -> Iterator[Callable[[], bool]]:
     their solve early and return normally (highspy catches the ``KeyboardInterrupt``
     and cancels; Gurobi reports ``INTERRUPTED``): the backend then raises
     ``KeyboardInterrupt`` again, so that a batch stops instead of recording the row
-    as a failure and going on. The handler records the signal and calls the one it
-    replaces. Off the main thread (where Python delivers no signal) it watches
-    nothing."""
+    as a failure and going on. The handler calls the one it replaces and records the
+    signal when that one raises ``KeyboardInterrupt`` (Python's default does; a handler
+    of the user's that goes on is respected). Off the main thread (where Python
+    delivers no signal) it watches nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield lambda: False
         return
@@ -162,11 +163,14 @@ def sigint_watch() -> Iterator[Callable[[], bool]]:
     def record(signum: int, frame: Any) -> None:
         if previous == signal.SIG_IGN:
             return
-        seen.append(signum)
-        if callable(previous):
-            previous(signum, frame)
-        else:
+        if not callable(previous):  # SIG_DFL: end the process's work, as Python would
+            seen.append(signum)
             raise KeyboardInterrupt
+        try:
+            previous(signum, frame)  # a handler of the user's may choose to go on
+        except KeyboardInterrupt:
+            seen.append(signum)
+            raise
 
     signal.signal(signal.SIGINT, record)
     try:
