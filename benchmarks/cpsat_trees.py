@@ -67,13 +67,7 @@ def cpsat_query(model: Any, space: cfopt.FeatureSpace, x: pd.DataFrame, limit: f
     cost = []
     for f in ints:
         x0 = int(row[f.name])
-        lo, hi = int(f.lower), int(f.upper)
-        if f.immutable:
-            lo = hi = x0
-        elif f.direction == "increase":
-            lo = x0
-        elif f.direction == "decrease":
-            hi = x0
+        lo, hi = (int(c) for c in f.actionable_range(x0))
         v = cp.NewIntVar(lo, hi, f.name)
         d = cp.NewIntVar(0, hi - lo if hi > lo else 0, f"d_{f.name}")
         cp.AddAbsEquality(d, v - x0)

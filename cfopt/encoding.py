@@ -58,6 +58,20 @@ def space_specs(space: FeatureSpace) -> list[InputSpec]:
     return specs
 
 
+def input_moves(space: FeatureSpace, specs: list[InputSpec]) -> list[tuple[bool, bool]]:
+    """Per input, whether actionability lets it move up and down from the factual
+    (an affine input of a mutable numeric feature; its sign of ``a`` orients them)."""
+    moves = []
+    for spec in specs:
+        f = space[spec.feature] if spec.kind == "affine" else None
+        if f is None or f.immutable:
+            moves.append((False, False))
+            continue
+        up, down = f.direction != "decrease", f.direction != "increase"
+        moves.append((up, down) if spec.a > 0 else (down, up))
+    return moves
+
+
 def spec_bounds(space: FeatureSpace, specs: list[InputSpec]) -> list[tuple[float, float]]:
     out = []
     for s in specs:

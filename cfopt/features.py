@@ -277,6 +277,21 @@ class Feature:
             return [f"{self.name}={c}" for c in self.categories]
         return [self.name]
 
+    def actionable_range(self, x0: float, lower: float | None = None,
+                         upper: float | None = None) -> tuple[float, float]:
+        """The codes this numeric feature may take from the factual's code ``x0``: within
+        ``[lower, upper]`` (default: its bounds), only ``x0`` when immutable, from ``x0``
+        up when increase-only, down to ``x0`` when decrease-only."""
+        lo = self.lower if lower is None else lower
+        hi = self.upper if upper is None else upper
+        if self.immutable:
+            return x0, x0
+        if self.direction == "increase":
+            return x0, hi
+        if self.direction == "decrease":
+            return lo, x0
+        return lo, hi
+
     def to_code(self, value: Any) -> float:
         """Numeric code of a raw value (label position for ordinals / labelled binaries)."""
         if self.is_onehot:

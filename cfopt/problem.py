@@ -51,6 +51,7 @@ from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 from .bound_tightening import BoundTighteningReport, layer_bounds, tighten_relu_bounds
 from .encoding import (
     encode,
+    input_moves,
     library_input,
     space_specs,
     spec_bounds,
@@ -329,17 +330,9 @@ class CounterfactualModel(pyo.ConcreteModel):
         """Tree splits within rounding of the factual's input: the side the library does
         not take is reachable only by changing that feature, which the change indicators
         (L0, ``max_changes``) must count (:meth:`PredictorConstr.set_factual_inputs`)."""
-        movable = []
-        for spec in self._specs:
-            f = self._space[spec.feature] if spec.kind == "affine" else None
-            if f is None or f.immutable:
-                movable.append((False, False))
-                continue
-            up, down = f.direction != "decrease", f.direction != "increase"
-            movable.append((up, down) if spec.a > 0 else (down, up))
         links = self._predictor.set_factual_inputs(
             self._adapter.model_inputs(self._space, self._factual)[0], self._factual_inputs,
-            movable)
+            input_moves(self._space, self._specs))
         self.factual_split_changes.clear()
         if not hasattr(self, "changed"):
             return

@@ -231,14 +231,8 @@ def query_box(m: CounterfactualModel, radius: float = math.inf) -> Box:
             continue
         x0 = f.to_code(factual[f.name])
         step = reach / w if w > 0 else math.inf
-        lo, hi = max(f.lower, x0 - step), min(f.upper, x0 + step)
-        if f.immutable:
-            lo = hi = x0
-        elif f.direction == "increase":
-            lo = x0
-        elif f.direction == "decrease":
-            hi = x0
-        feature_box[f.name] = (lo, hi)
+        feature_box[f.name] = f.actionable_range(x0, max(f.lower, x0 - step),
+                                                 min(f.upper, x0 + step))
     box = []
     own = m.factual_inputs
     for k, (spec, (glo, ghi)) in enumerate(zip(m.input_specs,
@@ -333,13 +327,7 @@ def query_region(m: CounterfactualModel, radius: float = math.inf) -> QueryRegio
             continue
         inputs = [(k, spec.a, spec.b) for k, spec in mine if spec.kind == "affine" and spec.a]
         x0 = f.to_code(factual[f.name])
-        lo, hi = f.lower, f.upper
-        if f.immutable:
-            lo = hi = x0
-        elif f.direction == "increase":
-            lo = x0
-        elif f.direction == "decrease":
-            hi = x0
+        lo, hi = f.actionable_range(x0)
         if inputs:
             terms.append(NumericTerm(inputs, lo, hi, x0, m.weights[f.name]))
     coef = m.objective_terms

@@ -50,6 +50,7 @@ import pyomo.environ as pyo
 from ..encoding import (
     InputSpec,
     encode,
+    input_moves,
     library_input,
     spec_bounds,
     spec_grids,
@@ -202,14 +203,7 @@ class IsolationForestScore(ConstraintBlock):
         :meth:`~cfopt.formulations.PredictorConstr.set_factual_inputs`)."""
         inputs: _Inputs = block.forest_inputs
         specs = inputs.specs
-        movable = []
-        for spec in specs:
-            f = m.space[spec.feature] if spec.kind == "affine" else None
-            if f is None or f.immutable:
-                movable.append((False, False))
-                continue
-            up, down = f.direction != "decrease", f.direction != "increase"
-            movable.append((up, down) if spec.a > 0 else (down, up))
+        movable = input_moves(m.space, specs)
         own = _milp_inputs(m, specs)
         library = inputs.values(m.factual)[0]
         links = block.constr.set_factual_inputs(library, own, movable)
