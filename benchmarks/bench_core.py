@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for solver in [s for s in args.solvers.split(",") if s]:
         try:
-            cfopt.make_solver(solver)
+            cfopt.solvers.make_solver(solver)
         except cfopt.SolverNotAvailableError as exc:
             print(f"skip {solver}: {exc}")
             continue

@@ -84,7 +84,7 @@ def models(quick: bool) -> list[tuple[str, int, int | None, Any]]:
 def size(model: Any) -> dict[str, int]:
     """Leaves (binaries of the leaf-indicator formulation) and distinct (input,
     threshold) pairs (binaries of Mišić's per-threshold formulation)."""
-    structure = cfopt.parse_model(model).structure
+    structure = cfopt.models.parse_model(model).structure
     thresholds = {(int(t.feature[n]), float(t.threshold[n])) for t in structure.trees
                   for n in np.flatnonzero(t.feature >= 0)}
     return {"leaves": int(sum(len(t.leaves) for t in structure.trees)),

@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     causal_model = make_pipeline(StandardScaler(), MLPRegressor(
         hidden_layer_sizes=(100,), max_iter=3000, random_state=0)).fit(
         X[["credit_amount"]].astype(float), X["duration"].to_numpy(dtype=float))
-    gurobi = cfopt.make_solver("gurobi").available()
+    gurobi = cfopt.solvers.make_solver("gurobi").available()
     rows = []
     for part in args.parts:
         runs = [("single", "highs")] if part in "AB" else \

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT.parent))
 from common import environment, write  # noqa: E402
 
 import cfopt  # noqa: E402
-from cfopt.query_tightening import objective_value  # noqa: E402
+from cfopt.query.restrictions.relu import objective_value  # noqa: E402
 
 
 def german_space(data: Any) -> cfopt.FeatureSpace:

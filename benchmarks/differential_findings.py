@@ -28,8 +28,8 @@ FINDINGS: list[dict[str, object]] = [
                  "ulp wide; the retry raised the margin (another problem) and its optimum "
                  "and bound were reported as OPTIMAL",
         "fix": "no gap: a cut binary per split point shared by the trees, and decoding moves "
-               "the point into the box of the sides the solver chose (cfopt/solution.py); "
-               "one verdict (cfopt/claims.py): OPTIMAL only within the gap of the first "
+               "the point into the box of the sides the solver chose (cfopt/query/solution.py); "
+               "one verdict (cfopt/query/claims.py): OPTIMAL only within the gap of the first "
                "solve's bound, which is valid for the declared problem",
     },
     {
@@ -41,7 +41,7 @@ FINDINGS: list[dict[str, object]] = [
                  "verification, then the retry raised the margin",
         "fix": "integral codes are only rounded; a continuous move is snapped only in a "
                "first candidate, the unsnapped point is tried if that one fails "
-               "(cfopt/solution.py)",
+               "(cfopt/query/solution.py)",
     },
     {
         "class": "the split gap excluded values the model allows",
@@ -73,7 +73,7 @@ FINDINGS: list[dict[str, object]] = [
         "fix": "continuous feature variables in units of their range, rows divided by the "
                "widths, linear models on normalized inputs (cfopt/formulations/features.py, "
                "distances.py, predictors.py); the gap is recomputed from the verified "
-               "point (cfopt/claims.py)",
+               "point (cfopt/query/claims.py)",
     },
     {
         "class": "grid value on a threshold in the library's arithmetic",
@@ -167,7 +167,7 @@ FINDINGS: list[dict[str, object]] = [
         "cause": "mapping the factual's input back to a code, (z - b) / a, and x = lower + "
                  "width * x_unit, are off by an ulp",
         "fix": "an end of the region on the factual's own input is the factual's code, and a "
-               "difference within float round-off of a code is no move (cfopt/solution.py)",
+               "difference within float round-off of a code is no move (cfopt/query/solution.py)",
     },
     {
         "class": "optimal objectives differ within the margin's tolerance (no false claim)",

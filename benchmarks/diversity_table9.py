@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> None:
             X, y, stratify=y, test_size=0.2, shuffle=True, random_state=0)
         Z_train, Z_test = space.transform(train_X), space.transform(test_X)
         net, train_s, cached = model_for(name, Z_train, train_y, args.epochs, cache)
-        predict = cfopt.parse_model(net).predict
+        predict = cfopt.models.parse_model(net).predict
         accuracy = float((predict(Z_test) == test_y).mean())
         pairs, rejected = perturbations(space, predict, Z_train, Z_test,
                                         np.random.default_rng(SEED))

@@ -65,7 +65,7 @@ def wait_until(condition: Any, timeout: float) -> bool:
 def row(case: str, backend: str, rows: int, batch: Any, before: list[str], ok: bool,
         **details: Any) -> dict[str, Any]:
     """A case's record. ``before``: labels answered when the fault struck."""
-    from cfopt.batch_journal import row_key
+    from cfopt.batch.journal import row_key
 
     if batch is None:  # the batch raised: everything it had is lost
         return {"case": case, "backend": backend, "rows": rows, "finished": 0,

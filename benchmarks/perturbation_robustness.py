@@ -55,7 +55,7 @@ from common import environment, stats, write  # noqa: E402
 
 import cfopt  # noqa: E402
 from cfopt import metrics  # noqa: E402
-from cfopt.perturbations import k_score, sample_perturbations  # noqa: E402
+from cfopt.space.perturbations import k_score, sample_perturbations  # noqa: E402
 
 PAPER_NAMES = {"south_german_credit": "Cre", "adult": "Inc", "boston": "Hou",
                "garments": "Pro", "compas": "Rec"}

@@ -5,9 +5,9 @@ Three series, a few rejected inputs per point, each solve time-limited:
 
 * ``mlp_width``: a torch MLP with two hidden layers of 10 … 500 neurons on CARLA Adult;
   configurations: bounds by interval propagation or by LP (OBBT), each with and without
-  per-query tightening (``cfopt.query_tightening``);
+  per-query tightening (``cfopt.query.restrictions.relu``);
 * ``trees``: a random forest of 10 … 500 trees of depth 5 on German credit; per-query
-  leaf pruning on and off (``cfopt.tree_pruning``);
+  leaf pruning on and off (``cfopt.query.restrictions.trees``);
 * ``points``: the MLP 20-20 on Adult inside a ``ConvexHull`` trust region of 1k … 50k
   points (Adult rows, resampled beyond its 48,832); per-query tightening on and off.
 
@@ -138,7 +138,7 @@ def measure(explainer: cfopt.Explainer, X: pd.DataFrame, *, series: str, size: i
             solver: str, config: str, per_query: bool, probe: bool) -> dict[str, Any]:
     """One row: ``len(X)`` queries on ``explainer`` (its model already built)."""
     base = explainer.backend
-    backend = MpsProbe() if probe else cfopt.make_solver(solver)
+    backend = MpsProbe() if probe else cfopt.solvers.make_solver(solver)
     explainer.backend = backend
     explainer.tighten_per_query = per_query
     explainer._build_pending = False  # the build is reported as build_s

@@ -9,89 +9,70 @@ Quick start::
     explainer = cfopt.Explainer(model, space)
     ce = explainer.explain(data.X.iloc[[0]])
     print(ce.changes())
+
+The names below are the product's front. The parts a researcher composes a new
+formulation or method from live in the subpackages: :mod:`cfopt.space` (features),
+:mod:`cfopt.models` (parsers), :mod:`cfopt.formulations` (the MILP's pieces),
+:mod:`cfopt.constraints` (declared constraints), :mod:`cfopt.query` (answering one
+query), :mod:`cfopt.methods` (robust methods and their cutting-set engine),
+:mod:`cfopt.results`, :mod:`cfopt.solvers`, :mod:`cfopt.baselines`, :mod:`cfopt.errors`.
 """
 
-from . import datasets, diversity, metrics, perturbations
-from .baselines import MDPSO, CoGS, DiverseNeighbours, DiverseNeighboursResult
-from .batch import BatchResult
-from .bound_tightening import BoundTighteningReport, tighten_relu_bounds
-from .diagnosis import Diagnosis, diagnose
-from .errors import (
-                     AlreadyTargetError,
-                     CfoptError,
-                     DataNotFoundError,
-                     InfeasibleError,
-                     ModelChangedError,
-                     SolverError,
-                     SolverLicenseError,
-                     SolverNotAvailableError,
-                     UnsupportedModelError,
-)
-from .explainer import Explainer
-from .features import Feature, FeatureSpace, Kind, Perturbation
-from .formulations import (
+from . import datasets, metrics
+from .baselines import MDPSO, CoGS, DiverseNeighbours
+from .batch.runner import BatchResult
+from .constraints import (
     CausalModel,
     ClusterHulls,
     ConstraintBlock,
     ConvexHull,
-    DiversityCuts,
     IfCategory,
     IfIncreases,
     IsolationForestScore,
-    KScenarios,
     LinearConstraint,
     NearestNeighbourHull,
-    PredictorConstr,
-    SetbackCost,
     Step,
     StructuralEquation,
-    add_predictor,
-    register_formulation,
 )
-from .methods import (
-    MILPR,
-    RNCE,
-    KAdversary,
-    KVerdict,
-    NonRobustMILP,
+from .errors import (
+    CfoptError,
+    DataNotFoundError,
+    InfeasibleError,
+    SolverLicenseError,
+    SolverNotAvailableError,
+    UnsupportedModelError,
+)
+from .explainer import Explainer
+from .methods import MILPR, RNCE, NonRobustMILP, PerturbationRobustExplainer, Proplace
+from .methods.adversaries import RobustnessChecker
+from .problem import CounterfactualModel, build
+from .results.counterfactual import Counterfactual, CounterfactualSet
+from .results.robust import (
     PerturbationRobustCounterfactual,
-    PerturbationRobustExplainer,
-    Proplace,
     RobustCounterfactual,
     RobustnessCertificate,
-    RobustnessChecker,
-    RobustnessVerdict,
-    RobustPlausibleRegion,
     RobustStatus,
 )
-from .models import ModelAdapter, parse_model, register_model, supported_models
-from .problem import CounterfactualModel, build
-from .results import Counterfactual, CounterfactualSet
-from .solvers import SolverBackend, SolverSettings, make_solver
-from .status import Status
+from .results.status import Status
+from .space import Feature, FeatureSpace, Kind, Perturbation
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "add_predictor", "AlreadyTargetError", "BoundTighteningReport", "build", "CausalModel",
-    "CfoptError",
-    "ClusterHulls", "ConstraintBlock", "ConvexHull", "Counterfactual", "CounterfactualModel",
-    "CounterfactualSet", "DataNotFoundError", "datasets", "diagnose", "Diagnosis",
-    "DiverseNeighbours", "DiverseNeighboursResult", "diversity", "DiversityCuts", "Explainer",
-    "Feature", "FeatureSpace", "IfCategory", "IfIncreases", "InfeasibleError", "Kind",
-    "LinearConstraint", "make_solver", "metrics", "ModelAdapter", "ModelChangedError",
-    "NearestNeighbourHull",
-    "parse_model", "PredictorConstr", "register_formulation", "register_model",
-    "SolverBackend", "SolverError", "SolverLicenseError", "SolverNotAvailableError",
-    "SolverSettings", "Status", "Step", "StructuralEquation", "supported_models",
-    "tighten_relu_bounds", "UnsupportedModelError", "__version__",
+    # the explainer, its feature space and its answers
+    "Explainer", "FeatureSpace", "Feature", "Kind", "Perturbation", "Counterfactual",
+    "CounterfactualSet", "BatchResult", "Status", "datasets", "metrics",
+    # composing the problem and declaring constraints
+    "build", "CounterfactualModel", "ConstraintBlock", "LinearConstraint", "IfCategory",
+    "IfIncreases", "Step", "CausalModel", "StructuralEquation", "ConvexHull",
+    "NearestNeighbourHull", "ClusterHulls", "IsolationForestScore",
+    # robust methods and their answers
+    "Proplace", "MILPR", "NonRobustMILP", "RNCE", "PerturbationRobustExplainer",
+    "RobustnessChecker", "RobustCounterfactual", "PerturbationRobustCounterfactual",
+    "RobustnessCertificate", "RobustStatus",
+    # model-agnostic baselines
+    "CoGS", "MDPSO", "DiverseNeighbours",
+    # errors a user catches (the rest: cfopt.errors)
+    "CfoptError", "InfeasibleError", "UnsupportedModelError", "SolverNotAvailableError",
+    "SolverLicenseError", "DataNotFoundError",
 ]
-__all__ += ["CoGS", "MDPSO"]
-__all__ += ["MILPR", "NonRobustMILP", "Proplace", "RNCE", "RobustCounterfactual",
-            "RobustPlausibleRegion", "RobustStatus", "RobustnessCertificate",
-            "RobustnessChecker", "RobustnessVerdict"]
-__all__ += ["KAdversary", "KScenarios", "KVerdict", "Perturbation",
-            "PerturbationRobustCounterfactual", "PerturbationRobustExplainer", "perturbations",
-            "SetbackCost"]
-__all__ += ["BatchResult"]
-__all__ += ["IsolationForestScore"]

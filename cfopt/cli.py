@@ -19,8 +19,8 @@ import pandas as pd
 from .demo import demo, print_counterfactual
 from .errors import CfoptError
 from .explainer import Explainer
-from .features import FeatureSpace
-from .results import Counterfactual
+from .results.counterfactual import Counterfactual
+from .space.space import FeatureSpace
 
 #: file name endings of pickled models (pickle, joblib)
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav")

@@ -360,7 +360,8 @@ def load_virgolin(name: str, *, download: bool = True) -> AnnotatedDataset:
         else:
             kinds[f["name"]] = "continuous"
             frame[f["name"]] = frame[f["name"]].astype(float)
-    from .features import FeatureSpace, Perturbation
+    from .space.feature import Perturbation
+    from .space.space import FeatureSpace
 
     space = FeatureSpace.from_frame(frame, kinds=kinds, categories=categories)
     dropped = {}

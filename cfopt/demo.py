@@ -18,8 +18,8 @@ import numpy as np
 import pyomo.environ as pyo
 
 from .explainer import Explainer
-from .features import FeatureSpace
-from .results import Counterfactual, CounterfactualSet
+from .results.counterfactual import Counterfactual, CounterfactualSet
+from .space.space import FeatureSpace
 
 
 def print_counterfactual(ce: Counterfactual, title: str) -> None:

@@ -4,10 +4,10 @@ An :class:`Explainer` builds the counterfactual MILP once for its (model, featur
 space, options) and answers each query by changing mutable parameters (the factual,
 the target) and re-solving, with a persistent solver where one exists. Every
 returned counterfactual is decoded to raw units and re-checked with the real model
-(:mod:`cfopt.solution`); if no decoded point passes, the query is re-solved with a
+(:mod:`cfopt.query.solution`); if no decoded point passes, the query is re-solved with a
 10x larger validity margin (at most ``verify_retries`` times), else it is reported as
 ``VERIFICATION_FAILED`` without a point. What the answer claims is decided in one
-place, :mod:`cfopt.claims`: a re-solve with a larger margin is a different problem,
+place, :mod:`cfopt.query.claims`: a re-solve with a larger margin is a different problem,
 so its point is reported ``OPTIMAL`` only within the gap of the first solve's bound.
 """
 
@@ -21,28 +21,22 @@ import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pandas as pd
 import pyomo.environ as pyo
 
-from .bound_tightening import apply_layer_bounds
-from .claims import claim
-from .diagnosis import diagnose
+from .batch.runner import BatchResult, explain_batch
+from .constraints.blocks import ConstraintBlock
 from .errors import InfeasibleError
-from .features import FeatureSpace
-from .formulations.blocks import ConstraintBlock
+from .formulations.bound_tightening import apply_layer_bounds
 from .formulations.tree_regions import BUILD_SECONDS_PER_LEAF, RegionTooLarge
 from .models.trees import TreeEnsemble
 from .problem import CounterfactualModel
-from .query_tightening import greedy_counterfactual, objective_value, radius_bounds
-from .results import Counterfactual, CounterfactualSet
-from .solution import Verification, verified_solution, verify_row
-from .solvers import SolveOutcome, SolverBackend, SolverSettings, make_solver
-from .solvers.base import time_left
-from .solvers.options import check_options
-from .status import Status
-from .tree_pruning import (
+from .query.claims import claim
+from .query.diagnosis import diagnose
+from .query.restrictions.relu import greedy_counterfactual, objective_value, radius_bounds
+from .query.restrictions.trees import (
     build_box_region,
     build_query_region,
     greedy_tree_counterfactual,
@@ -50,9 +44,13 @@ from .tree_pruning import (
     pruned_leaves,
     query_box,
 )
-
-if TYPE_CHECKING:
-    from .batch import BatchResult
+from .query.solution import Verification, verified_solution, verify_row
+from .results.counterfactual import Counterfactual, CounterfactualSet
+from .results.status import Status
+from .solvers import SolveOutcome, SolverBackend, SolverSettings, make_solver
+from .solvers.base import time_left
+from .solvers.options import check_options
+from .space.space import FeatureSpace
 
 _QUERY_OPTIONS = ("time_limit", "mip_gap", "max_changes")
 
@@ -83,8 +81,8 @@ class Explainer:
         verify_retries: re-solves with a 10x margin when verification fails (their
             points are proven optimal only against the first solve's bound).
         tighten_per_query: restrict each solve around a heuristic counterfactual
-            (exact; see :mod:`cfopt.query_tightening` for networks and
-            :mod:`cfopt.tree_pruning` for tree ensembles).
+            (exact; see :mod:`cfopt.query.restrictions.relu` for networks and
+            :mod:`cfopt.query.restrictions.trees` for tree ensembles).
         verbose: print solver logs.
         constraints: declared constraint blocks (rules, causal equations, trust
             regions), see :class:`~cfopt.CounterfactualModel`.
@@ -136,7 +134,7 @@ class Explainer:
         self.margin = margin
         self._max_changes = max_changes
         self._build_pending = True
-        #: what parallel workers rebuild the model from (:mod:`cfopt.batch`)
+        #: what parallel workers rebuild the model from (:mod:`cfopt.batch.runner`)
         self._arguments = {"model": model, "space": space, "objective": objective,
                            "weights": weights, "max_changes": max_changes, "margin": margin,
                            "bound_tightening": bound_tightening,
@@ -159,20 +157,20 @@ class Explainer:
             n: give it (or ``diversity``) for a :class:`~cfopt.CounterfactualSet` of up to
                 ``n`` counterfactuals (default 5 when only ``diversity`` is given).
             diversity: ``"nogood"`` (default for sets), ``"distance"``, ``"epsilon"`` or
-                ``"pool"``, see :func:`cfopt.diversity.explain_diverse`.
+                ``"pool"``, see :func:`cfopt.query.diverse.explain_diverse`.
             **options: ``time_limit``, ``mip_gap`` (this query only), ``max_changes``
                 (if the explainer was built with a cap); for sets also
                 ``min_distance``, ``epsilon``, ``hamming``, ``pool_mode``, ``pool_gap``.
 
         Raises:
             ValueError: bad input (columns, NaN, categories, bounds, target);
-                :class:`~cfopt.AlreadyTargetError` (a ``ValueError``) when the factual
+                :class:`~cfopt.errors.AlreadyTargetError` (a ``ValueError``) when the factual
                 already meets the target.
             InfeasibleError: no counterfactual exists; the message names the
                 conflicting constraint groups.
         """
         if n is not None or diversity is not None:
-            from .diversity import explain_diverse
+            from .query.diverse import explain_diverse
 
             return explain_diverse(self, x, target, n=5 if n is None else n,
                                    method=diversity or "nogood", **options)
@@ -271,9 +269,9 @@ class Explainer:
                details: dict[str, Any], heuristic: list[Verification]) -> SolveOutcome:
         """One solve within the time left of the query started at ``t0``, restricted
         around a heuristic counterfactual of objective ``r`` when possible
-        (:mod:`cfopt.query_tightening`, :mod:`cfopt.tree_pruning`); the heuristic point,
-        verified by the real model, is kept in ``heuristic`` (the answer when no solve
-        finds a point in time). The restriction keeps every point of objective at most
+        (:mod:`cfopt.query.restrictions.relu`, :mod:`cfopt.query.restrictions.trees`); the
+        heuristic point, verified by the real model, is kept in ``heuristic`` (the answer
+        when no solve finds a point in time). The restriction keeps every point of objective at most
         ``r``, so it is exact when the optimum is: the full problem is solved instead when
         the restricted one is infeasible or its best point lies beyond ``r`` (the
         heuristic point broke a constraint that cannot be checked on raw rows, e.g. a raw
@@ -368,7 +366,7 @@ class Explainer:
                      client: Any = None, progress: bool | None = None,
                      out: str | os.PathLike | None = None, **options: Any) -> BatchResult:
         """Explain every row of ``X``: serially on this explainer's model (built once), or
-        in parallel (:mod:`cfopt.batch`).
+        in parallel (:mod:`cfopt.batch.runner`).
 
         Args:
             X: the raw rows.
@@ -397,19 +395,17 @@ class Explainer:
             out: a JSON Lines file: every answer is appended to it as it arrives, and
                 a run with the same ``out`` (same explainer, target and options) reads
                 the answered rows back and solves only the others — answers with
-                status ``error`` are solved again (:mod:`cfopt.batch_journal`).
+                status ``error`` are solved again (:mod:`cfopt.batch.journal`).
             **options: ``time_limit``, ``mip_gap``, ``max_changes`` per query.
 
         Returns:
-            a :class:`~cfopt.batch.BatchResult` (a sequence of
+            a :class:`~cfopt.batch.runner.BatchResult` (a sequence of
             :class:`~cfopt.Counterfactual`, in the order of ``X``; ``to_frame()`` keeps
             ``X``'s index). Ctrl-C stops the
             batch and returns the finished answers, the others with status
             ``INTERRUPTED``. A dead worker process is replaced and its unanswered
             rows are sent again.
         """
-        from .batch import explain_batch
-
         return explain_batch(self, X, target, errors=errors, n_jobs=n_jobs, backend=backend,
                              solver_threads=solver_threads, client=client, progress=progress,
                              out=out, **options)

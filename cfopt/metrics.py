@@ -39,7 +39,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from .features import FeatureSpace
+from .space.space import FeatureSpace
 
 
 def _split(space: FeatureSpace) -> tuple[list[str], list[str]]:

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .features import Feature, FeatureSpace
+from .space.feature import Feature
+from .space.space import FeatureSpace
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from .results import Counterfactual, CounterfactualSet
+    from .results.counterfactual import Counterfactual, CounterfactualSet
 
 #: characters of a label shown at most
 _WIDTH = 24

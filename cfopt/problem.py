@@ -22,7 +22,7 @@ Components (documented names, for users who add their own constraints):
 ``max_changes``        ``sum changed <= max_changes_limit`` (mutable Param)
 ``linf``               weighted L∞ distance (L∞ objective)
 ``objective``          the distance minimised (plus the cost terms of declared
-                       blocks, e.g. :class:`~cfopt.formulations.SetbackCost`)
+                       blocks, e.g. :class:`~cfopt.constraints.SetbackCost`)
 ``objective_cutoff``   ``objective <= cutoff`` (mutable Param; inactive by default)
 ``factual_split_...``  ``factual_split_changes``: per query, a tree split within
                        rounding of the factual's input is crossed only by a change
@@ -48,20 +48,10 @@ import pandas as pd
 import pyomo.environ as pyo
 from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 
-from .bound_tightening import BoundTighteningReport, layer_bounds, tighten_relu_bounds
-from .encoding import (
-    encode,
-    input_moves,
-    library_input,
-    space_specs,
-    spec_bounds,
-    spec_grids,
-    spec_rounding,
-)
+from .constraints.blocks import ConstraintBlock
 from .errors import AlreadyTargetError, ModelChangedError
-from .features import FeatureSpace, as_frame
 from .formulations.actionability import add_actionability, add_max_changes
-from .formulations.blocks import ConstraintBlock
+from .formulations.bound_tightening import BoundTighteningReport, layer_bounds, tighten_relu_bounds
 from .formulations.distances import feature_weights, objective_expression, parse_objective
 from .formulations.features import add_feature_variables, encode_inputs
 from .formulations.predictors import PredictorConstr, add_predictor
@@ -74,6 +64,17 @@ from .formulations.validity import (
 )
 from .models import ModelAdapter, parse_model
 from .models.trees import TreeEnsemble
+from .space.encoding import (
+    encode,
+    input_moves,
+    library_input,
+    space_specs,
+    spec_bounds,
+    spec_grids,
+    spec_rounding,
+)
+from .space.space import FeatureSpace
+from .space.validate import as_frame
 
 #: constraint groups a diagnosis may relax (validity and feature structure never are)
 ACTIONABILITY_GROUPS = ("immutable", "increase_only", "decrease_only", "max_changes")
@@ -95,7 +96,7 @@ class CounterfactualModel(pyo.ConcreteModel):
         bound_tightening: ``"lp"`` (OBBT on the LP relaxation, default),
             ``"interval"`` (interval bounds only) or ``None`` (same as interval).
         constraints: declared constraint blocks
-            (:class:`~cfopt.formulations.blocks.ConstraintBlock`), each added as the
+            (:class:`~cfopt.constraints.blocks.ConstraintBlock`), each added as the
             sub-block ``m.<name>`` and checked on every returned counterfactual.
         tree_formulation: tree ensembles only: ``"leaf"`` (default) or ``"threshold"``
             (:mod:`cfopt.formulations.trees`).
@@ -292,12 +293,12 @@ class CounterfactualModel(pyo.ConcreteModel):
 
     def library_input(self, j: int, value: float) -> float:
         """The real model's own value of input ``j`` at the raw code whose MILP input is
-        ``value`` (:func:`cfopt.encoding.library_input`)."""
+        ``value`` (:func:`cfopt.space.encoding.library_input`)."""
         return library_input(self._adapter, self._space, self._specs, j, value)
 
     # ----------------------------------------------------------------- queries
     def check_model_unchanged(self) -> None:
-        """Raise :class:`~cfopt.ModelChangedError` if the user's model object changed
+        """Raise :class:`~cfopt.errors.ModelChangedError` if the user's model object changed
         (edited in place or refitted) since this MILP was built from it."""
         if self._fingerprint is not None and self._adapter.fingerprint() != self._fingerprint:
             raise ModelChangedError(
@@ -307,7 +308,7 @@ class CounterfactualModel(pyo.ConcreteModel):
 
     def set_factual(self, x: pd.DataFrame | pd.Series | Mapping) -> pd.DataFrame:
         """Set the factual (one raw row); returns it validated. Raises
-        :class:`~cfopt.ModelChangedError` if the model changed since the build."""
+        :class:`~cfopt.errors.ModelChangedError` if the model changed since the build."""
         self.check_model_unchanged()
         row = self._space.validate(as_frame(x))
         if len(row) != 1:
@@ -345,7 +346,7 @@ class CounterfactualModel(pyo.ConcreteModel):
         ``"opposite"`` (any class other than the factual's: the other one of a binary
         model; ``"opposite"`` is a label when the model has a class of that name); for a
         regressor, the interval ``(low, high)`` the prediction must reach (``None`` for
-        an open side). Returns the target. Raises :class:`~cfopt.AlreadyTargetError`
+        an open side). Returns the target. Raises :class:`~cfopt.errors.AlreadyTargetError`
         when the factual already meets it."""
         if self._factual is None:
             raise RuntimeError("set the factual (set_factual) before the target")
@@ -413,9 +414,9 @@ class CounterfactualModel(pyo.ConcreteModel):
     # ------------------------------------------------------------- solutions
     def decode(self) -> pd.DataFrame:
         """The current solution as a raw one-row DataFrame, repaired into the
-        predictor's region and snapped (:mod:`cfopt.solution`; the explainer verifies
-        candidates with :func:`cfopt.solution.verified_solution`)."""
-        from .solution import candidates
+        predictor's region and snapped (:mod:`cfopt.query.solution`; the explainer verifies
+        candidates with :func:`cfopt.query.solution.verified_solution`)."""
+        from .query.solution import candidates
 
         return candidates(self)[0]
 

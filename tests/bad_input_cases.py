@@ -297,7 +297,7 @@ def _cases() -> list[Case]:
         Case("unknown target class", lambda c: _explain(c, lambda x: x, target=7), V,
              ("unknown target class 7", "[0, 1]")),
         Case("target equal to the current class", lambda c: _explain(c, lambda x: x, target=0),
-             cfopt.AlreadyTargetError, ("already classified as 0",)),
+             cfopt.errors.AlreadyTargetError, ("already classified as 0",)),
         Case("empty target set", lambda c: _explain(c, lambda x: x, target=[]), V,
              ("target set is empty",)),
         # ---- actionability and infeasibility

@@ -108,7 +108,7 @@ def available_solvers(solvers: tuple[str, ...] = SOLVERS) -> list[str]:
     out = []
     for name in solvers:
         try:
-            if cfopt.make_solver(name).available():
+            if cfopt.solvers.make_solver(name).available():
                 out.append(name)
         except cfopt.SolverNotAvailableError:
             continue

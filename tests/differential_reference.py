@@ -42,7 +42,7 @@ from .differential_models import (
 )
 
 if TYPE_CHECKING:
-    from cfopt.features import Feature
+    from cfopt.space.feature import Feature
 
     from .differential_instances import Instance
 

@@ -41,7 +41,7 @@ def test_run_case_flags_a_case_that_does_not_raise(ctx: Context):
     assert not outcome.ok and outcome.got_error is None
     assert "returned Counterfactual instead of raising" in outcome.problems[0]
     subclass = Case("subclass", lambda c: cfopt.Explainer(c.net, c.space, solver="glpk"),
-                    cfopt.SolverError, ("glpk",))
+                    cfopt.errors.SolverError, ("glpk",))
     assert not run_case(subclass, ctx).ok  # SolverNotAvailableError is not exactly it
 
 

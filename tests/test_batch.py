@@ -12,8 +12,8 @@ import pyomo.environ as pyo
 import pytest
 
 import cfopt
-import cfopt.batch
-from cfopt.batch import BatchResult
+import cfopt.batch.runner
+from cfopt.batch.runner import BatchResult
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -115,13 +115,13 @@ def test_ctrl_c_keeps_finished_results_serial(batch, monkeypatch):
 def test_ctrl_c_keeps_finished_results_parallel(batch, dask_client, monkeypatch):
     """Ctrl-C while the parent collects the workers' answers (at the second answer)."""
     explainer, X, serial = batch
-    class InterruptingProgress(cfopt.batch.BatchProgress):
+    class InterruptingProgress(cfopt.batch.runner.BatchProgress):
         def update(self, answers):
             super().update(answers)
             if self.found >= 2:
                 raise KeyboardInterrupt
 
-    monkeypatch.setattr(cfopt.batch, "BatchProgress", InterruptingProgress)
+    monkeypatch.setattr(cfopt.batch.runner, "BatchProgress", InterruptingProgress)
     with pytest.warns(RuntimeWarning, match="interrupted"):
         answers = explainer.explain_many(X, target=1, backend="dask", client=dask_client,
                                          progress=False)

@@ -237,17 +237,17 @@ def test_non_finite_objective_or_weight_is_refused(option, value, names):
 
 # ============================================ 8. a stale model is not verified as current
 def _raises_model_changed(call) -> None:
-    """``call()`` raises cfopt.ModelChangedError saying the model changed."""
+    """``call()`` raises cfopt.errors.ModelChangedError saying the model changed."""
     error = getattr(cfopt, "ModelChangedError", None)
     try:
         result = call()
     except Exception as exc:  # checked below
         if error is None or not isinstance(exc, error):
-            raise AssertionError(f"expected cfopt.ModelChangedError, got "
+            raise AssertionError(f"expected cfopt.errors.ModelChangedError, got "
                                  f"{type(exc).__name__}: {exc}") from exc
         assert "changed" in str(exc).lower(), str(exc)
         return
-    pytest.fail(f"no cfopt.ModelChangedError{'' if error else ' (cfopt has none)'}: explain "
+    pytest.fail(f"no cfopt.errors.ModelChangedError{'' if error else ' (cfopt has none)'}: explain "
                 f"returned {result.status.value}, verified={result.verified}")
 
 

@@ -33,7 +33,7 @@ def onnx_and_csv(tmp_path, german):
     german.frame.to_csv(csv, index=False)
     space_file = tmp_path / "space.json"
     space.to_json(str(space_file))
-    pred = cfopt.parse_model(str(model)).predict(space.transform(german.X))
+    pred = cfopt.models.parse_model(str(model)).predict(space.transform(german.X))
     row = int((pred == 0).nonzero()[0][0])
     return model, csv, space_file, row
 

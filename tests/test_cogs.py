@@ -9,9 +9,10 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 
 import cfopt
-from cfopt import perturbations
 from cfopt.baselines.cogs import CoGS
-from cfopt.features import FeatureSpace, Perturbation
+from cfopt.space import perturbations
+from cfopt.space.feature import Perturbation
+from cfopt.space.space import FeatureSpace
 
 from .conftest import mixed_data
 

@@ -11,7 +11,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neural_network import MLPRegressor
 
 import cfopt
-from cfopt.formulations.trust_regions import in_region
+from cfopt.constraints.trust_regions import in_region
 
 from .test_bruteforce import enumerate_minimum
 

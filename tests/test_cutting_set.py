@@ -16,9 +16,9 @@ from cfopt.methods.cutting_set import (
     Master,
     MasterAnswer,
 )
-from cfopt.methods.results import RobustStatus
+from cfopt.results.robust import RobustStatus
+from cfopt.results.status import Status
 from cfopt.solvers import SolverSettings
-from cfopt.status import Status
 
 
 class Scripted(Master):

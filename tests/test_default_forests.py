@@ -14,8 +14,9 @@ from sklearn.ensemble import RandomForestClassifier
 
 import cfopt
 import cfopt.formulations.trees as tree_formulation
+from cfopt.formulations import tree_cuts
 from cfopt.formulations.tree_regions import leaf_depth_sum, search
-from cfopt.tree_pruning import query_region
+from cfopt.query.restrictions.trees import query_region
 
 from .conftest import grid
 from .test_bruteforce import MARGIN, enumerate_minimum
@@ -60,14 +61,14 @@ def test_index_gives_make_cut_of_every_split(deep):
     forest = RandomForestClassifier(10, random_state=0).fit(Z, model.predict(Z[:, :6]))
     m = per_query_explainer(pytest.MonkeyPatch(), forest, wide_space).milp
     block, ensemble = m.predictor_constr.block, m.adapter.structure
-    from cfopt.encoding import spec_grids, spec_rounding
+    from cfopt.space.encoding import spec_grids, spec_rounding
 
     grids = spec_grids(wide_space, m.input_specs)
     rounding = spec_rounding(wide_space, m.input_specs)
     for tree, ids in zip(ensemble.trees, block.index.node_cut):
         for node in np.flatnonzero(tree.feature >= 0):
             j = int(tree.feature[node])
-            expected = tree_formulation.make_cut(
+            expected = tree_cuts.make_cut(
                 j, float(tree.threshold[node]), ensemble.rule, ensemble.float32, grids[j],
                 rounding[j], lambda v, j=j: m.library_input(j, v))
             got = block.index.cut(int(ids[node]))

@@ -15,7 +15,8 @@ from sklearn.linear_model import LogisticRegression
 import cfopt
 from cfopt import metrics
 from cfopt.baselines import DiverseNeighbours
-from cfopt.features import Feature, FeatureSpace, Kind
+from cfopt.space.feature import Feature, Kind
+from cfopt.space.space import FeatureSpace
 
 from .conftest import mixed_data
 
@@ -83,7 +84,7 @@ def test_torch_model_and_explicit_target(mixed):
             net(Z).squeeze(1), torch.tensor(y, dtype=torch.float32)).backward()
         opt.step()
     dn = DiverseNeighbours(net.eval(), space, alpha=30).fit(X)
-    adapter = cfopt.parse_model(net)
+    adapter = cfopt.models.parse_model(net)
     rejected = X[adapter.predict(space.transform(X)) == 0]
     res = dn.explain(rejected.iloc[[0]], target=1)
     assert res.found and res.target == (1,)

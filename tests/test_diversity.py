@@ -14,7 +14,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 
 import cfopt
-from cfopt.formulations.diversity import changed_features, weighted_l1
+from cfopt.constraints.diversity_cuts import changed_features, weighted_l1
 
 from .conftest import german_space, train_torch, valid_grid_points
 
@@ -186,7 +186,7 @@ def test_highs_pool_members_distinct_and_verified(german):
 
 
 def test_gurobi_pool_mode2_nondecreasing(german):
-    backend = cfopt.make_solver("gurobi")
+    backend = cfopt.solvers.make_solver("gurobi")
     if not backend.available():
         pytest.skip("gurobipy is not installed")
     space, model, rejected = _linear_german(german)
@@ -208,7 +208,7 @@ def test_gurobi_pool_mode2_nondecreasing(german):
 
 
 def test_solver_without_pool_falls_back(german):
-    backend = cfopt.make_solver("cbc")
+    backend = cfopt.solvers.make_solver("cbc")
     if not backend.available():
         pytest.skip("cbc is not installed")
     space, model, rejected = _linear_german(german)
@@ -221,7 +221,7 @@ def test_solver_without_pool_falls_back(german):
 def test_same_set_on_highs_and_cbc(toy):
     frame, y = toy
     space = cfopt.FeatureSpace.from_frame(frame)
-    backend = cfopt.make_solver("cbc")
+    backend = cfopt.solvers.make_solver("cbc")
     if not backend.available():
         pytest.skip("cbc is not installed")
     model = LogisticRegression().fit(space.transform(frame), y)

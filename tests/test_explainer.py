@@ -202,7 +202,7 @@ class _Disagreeing(ModelAdapter):
 
 def test_verification_failure_returns_no_point(german, german_model):
     net, space = german_model
-    adapter = _Disagreeing(cfopt.parse_model(net))
+    adapter = _Disagreeing(cfopt.models.parse_model(net))
     explainer = cfopt.Explainer(adapter, space, verify_retries=2)
     x = german.X.iloc[[rejected(explainer, german.X, 1)[0]]]
     ce = explainer.explain(x, target=1)

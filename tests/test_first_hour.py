@@ -56,7 +56,7 @@ def test_target_opposite(german, logistic):
         assert r.target == (1 - label,)
         assert model.predict(space.transform(r.counterfactual))[0] == 1 - label
     accepted = X.iloc[[int(np.argmax(labels))]]
-    with pytest.raises(cfopt.AlreadyTargetError, match="already classified"):
+    with pytest.raises(cfopt.errors.AlreadyTargetError, match="already classified"):
         explainer.explain(accepted, target=1)
 
 

@@ -18,7 +18,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.tree import DecisionTreeClassifier
 
 import cfopt
-from cfopt.status import Status
+from cfopt.results.status import Status
 
 
 def _random_rows(space: cfopt.FeatureSpace, n: int, rng: np.random.Generator) -> pd.DataFrame:

@@ -31,7 +31,7 @@ def toy():
     X, y = toy_frame()
     space = cfopt.FeatureSpace.from_frame(X)
     net = train(space.transform(X), y)
-    rows = np.flatnonzero(cfopt.parse_model(net).predict(space.transform(X)) == 0)
+    rows = np.flatnonzero(cfopt.models.parse_model(net).predict(space.transform(X)) == 0)
     return X, space, net, rows
 
 
@@ -74,7 +74,7 @@ def test_verification_retries_share_the_time_limit(toy):
     """Each retry used to get the whole limit (4 solves: 4x the limit)."""
     X, space, net, rows = toy
     slow = _Slow(0.4)
-    explainer = cfopt.Explainer(_Disagreeing(cfopt.parse_model(net)), space, solver=slow,
+    explainer = cfopt.Explainer(_Disagreeing(cfopt.models.parse_model(net)), space, solver=slow,
                                 time_limit=0.5, verify_retries=3, tighten_per_query=False)
     t0 = time.perf_counter()
     ce = explainer.explain(X.iloc[[rows[0]]], target=1)
@@ -91,7 +91,7 @@ def test_retries_ending_infeasible_are_a_verification_failure(toy):
     """Raising the margin until the problem becomes infeasible proves nothing about the
     counterfactual: the answer is VERIFICATION_FAILED, not an infeasibility diagnosis."""
     X, space, net, rows = toy
-    explainer = cfopt.Explainer(_Disagreeing(cfopt.parse_model(net)), space, verify_retries=12)
+    explainer = cfopt.Explainer(_Disagreeing(cfopt.models.parse_model(net)), space, verify_retries=12)
     ce = explainer.explain(X.iloc[[rows[0]]], target=1)
     assert ce.status is cfopt.Status.VERIFICATION_FAILED and ce.counterfactual is None
     assert "ended infeasible" in ce.message and ce.attempts < 13
@@ -118,7 +118,7 @@ def hard(german):
     net = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 40), torch.nn.ReLU(),
                               torch.nn.Linear(40, 40), torch.nn.ReLU(),
                               torch.nn.Linear(40, 1)).eval()
-    rows = np.flatnonzero(cfopt.parse_model(net).predict(space.transform(german.X)) == 0)
+    rows = np.flatnonzero(cfopt.models.parse_model(net).predict(space.transform(german.X)) == 0)
     return german.X, space, net, rows[:2]
 
 
@@ -175,7 +175,7 @@ def test_same_inputs_and_seed_give_the_same_counterfactuals(toy, solver):
     from sklearn.ensemble import RandomForestClassifier
 
     forest = RandomForestClassifier(5, max_depth=3, random_state=0).fit(
-        space.transform(X), cfopt.parse_model(net).predict(space.transform(X)))
+        space.transform(X), cfopt.models.parse_model(net).predict(space.transform(X)))
     for model in (net, forest):
         try:
             first = _answers(model, space, X, rows[:3], solver=solver)

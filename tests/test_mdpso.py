@@ -13,7 +13,7 @@ from sklearn.linear_model import LogisticRegression
 
 import cfopt
 from cfopt.baselines.mdpso import MDPSO, information_value
-from cfopt.features import FeatureSpace
+from cfopt.space.space import FeatureSpace
 
 from .conftest import mixed_data, train_torch
 
@@ -124,7 +124,7 @@ def test_torch_network_probabilities_and_target_none():
     space = FeatureSpace.from_frame(X)
     net = train_torch(space.transform(X), y, hidden=(8,), epochs=100)
     pso = MDPSO(net, space, **FAST).fit(X)  # labels: the model's own predictions
-    adapter = cfopt.parse_model(net)
+    adapter = cfopt.models.parse_model(net)
     x = next(X.iloc[[i]] for i in range(len(X))
              if adapter.predict(space.transform(X.iloc[[i]]))[0] == 0)
     res = pso.explain(x)

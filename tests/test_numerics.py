@@ -23,15 +23,14 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.tree import DecisionTreeClassifier
 
 import cfopt
-from cfopt.formulations import trees, validity
+from cfopt.formulations import tree_cuts, validity
 
 from .property_checks import predict
 
 SOURCE = Path(cfopt.__file__).parent
 #: modules that write constraints: no literal this large may appear in them
-CONSTRAINT_MODULES = ["formulations", "problem.py", "bound_tightening.py",
-                      "query_tightening.py", "tree_pruning.py", "methods", "diversity.py",
-                      "diagnosis.py", "explainer.py"]
+CONSTRAINT_MODULES = ["formulations", "constraints", "problem.py", "query", "methods",
+                      "explainer.py"]
 
 
 def _literals(path: Path) -> list[tuple[int, str]]:
@@ -251,11 +250,11 @@ def test_split_sides_keep_a_training_value_on_a_float32_threshold(theta, value):
     value on the threshold goes right, and the cut's right side (MILP and sure) admits
     it; the sure sides are on the sides the library takes (a gap wider than half a
     float32 ulp at large magnitudes used to swallow that value, e.g. the factual)."""
-    cut = trees.make_cut(0, theta, "lt", True, None, 0.0)
-    assert not trees._goes_left(value, theta, "lt", True)
+    cut = tree_cuts.make_cut(0, theta, "lt", True, None, 0.0)
+    assert not tree_cuts._goes_left(value, theta, "lt", True)
     assert cut.right <= cut.sure_right <= value
-    assert trees._goes_left(cut.sure_left, theta, "lt", True)
-    assert not trees._goes_left(cut.sure_right, theta, "lt", True)
+    assert tree_cuts._goes_left(cut.sure_left, theta, "lt", True)
+    assert not tree_cuts._goes_left(cut.sure_right, theta, "lt", True)
     assert cut.left >= cut.sure_left and cut.right <= cut.sure_right  # a relaxation
 
 
@@ -287,9 +286,9 @@ def test_grid_value_on_a_threshold_keeps_the_library_side():
     rounding = 16 * np.finfo(float).eps * (19_229 / scale + abs(offset))  # spec_rounding's
     for code in codes[:50]:
         theta, value = (code - shift) / scale, offset + code * step
-        h, r = trees._grid_sides(theta, "le", (offset, step), False, rounding)
+        h, r = tree_cuts._grid_sides(theta, "le", (offset, step), False, rounding)
         assert h == value and r == offset + (code + 1) * step  # x <= theta: code goes left
-        h, r = trees._grid_sides(theta, "lt", (offset, step), False, rounding)
+        h, r = tree_cuts._grid_sides(theta, "lt", (offset, step), False, rounding)
         assert r == value  # x < theta: code goes right
 
 
@@ -313,6 +312,6 @@ def test_diagnosis_of_a_feasible_problem_says_the_claim_did_not_reproduce():
     x = frame.iloc[[int(np.flatnonzero(model.predict(Z) == 0)[0])]]
     m.set_factual(x)
     m.set_target(1)
-    diagnosis = cfopt.diagnose(m, "highs", cfopt.SolverSettings())
+    diagnosis = cfopt.query.diagnosis.diagnose(m, "highs", cfopt.solvers.SolverSettings())
     assert diagnosis.inconsistent and not diagnosis.groups
     assert "re-solving it unchanged found a solution" in diagnosis.message("be classified as [1]")

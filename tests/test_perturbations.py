@@ -17,8 +17,9 @@ from sklearn.neural_network import MLPClassifier
 
 import cfopt
 from cfopt import Perturbation
-from cfopt import perturbations as P
-from cfopt.features import Feature, FeatureSpace
+from cfopt.space import perturbations as P
+from cfopt.space.feature import Feature
+from cfopt.space.space import FeatureSpace
 
 from .conftest import IN_CI, train_torch
 
@@ -52,7 +53,7 @@ def trained(space: FeatureSpace, seed: int, family: str = "mlp"):
 
 
 def predict(model, space: FeatureSpace, rows: pd.DataFrame) -> np.ndarray:
-    adapter = cfopt.parse_model(model)
+    adapter = cfopt.models.parse_model(model)
     return np.asarray(adapter.predict(space.encode(rows)))
 
 

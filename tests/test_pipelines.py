@@ -53,7 +53,7 @@ def test_pipeline_counterfactuals_verified_by_the_pipeline(raw, estimator, drop)
     Zp = pipe[:-1].transform(X)
     Zp = Zp.toarray() if hasattr(Zp, "toarray") else Zp
     m = explainer.milp
-    from cfopt.encoding import encode
+    from cfopt.space.encoding import encode
     np.testing.assert_allclose(encode(space, m.input_specs, X), Zp, rtol=0, atol=1e-12)
     pred = pipe.predict(X)
     for i in [k for k in range(len(X)) if pred[k] == 0][:5]:
@@ -102,15 +102,15 @@ def test_unsupported_steps_are_named(raw):
     poly = Pipeline([("pre", ColumnTransformer([("poly", PolynomialFeatures(), numeric)])),
                      ("clf", LogisticRegression(max_iter=500))]).fit(X[numeric], y)
     with pytest.raises(cfopt.UnsupportedModelError, match=r"pre/poly/PolynomialFeatures"):
-        cfopt.parse_model(poly)
+        cfopt.models.parse_model(poly)
     clip = Pipeline([("scale", MinMaxScaler(clip=True)),
                      ("clf", LogisticRegression())]).fit(X[numeric], y)
     with pytest.raises(cfopt.UnsupportedModelError, match=r"clip=True"):
-        cfopt.parse_model(clip)
+        cfopt.models.parse_model(clip)
     unfitted_on_frame = Pipeline([("scale", StandardScaler()),
                                   ("clf", LogisticRegression())]).fit(X[numeric].to_numpy(), y)
     with pytest.raises(cfopt.UnsupportedModelError, match="not fitted on a pandas DataFrame"):
-        cfopt.parse_model(unfitted_on_frame)
+        cfopt.models.parse_model(unfitted_on_frame)
 
 
 def test_space_and_pipeline_must_agree(raw):

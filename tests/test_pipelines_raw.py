@@ -14,7 +14,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, OrdinalEncoder, StandardScaler
 
 import cfopt
-from cfopt.encoding import encode
+from cfopt.space.encoding import encode
 
 from .conftest import IN_CI, grid, sample_rows
 

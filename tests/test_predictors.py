@@ -33,7 +33,7 @@ def data(n_classes: int = 2, seed: int = 0):
 
 def embed(model, n_inputs: int = D):
     m = pyo.ConcreteModel()
-    return cfopt.add_predictor(m, model, input_bounds=[(0.0, 1.0)] * n_inputs)
+    return cfopt.formulations.add_predictor(m, model, input_bounds=[(0.0, 1.0)] * n_inputs)
 
 
 def points(n_inputs: int = D, n: int = N_POINTS, seed: int = 1):
@@ -72,7 +72,7 @@ def test_get_error_on_1000_points(name):
 def test_decision_rule_matches_predict(name):
     """The adapter's decision rule on float64 logits agrees with the real predict."""
     model = MODELS[name]()
-    adapter = cfopt.parse_model(model)
+    adapter = cfopt.models.parse_model(model)
     Z = points(n=2000, seed=3)
     logits = adapter.structure.logits(Z)
     idx = cfopt.models.decide(logits, adapter.decision)
@@ -145,32 +145,32 @@ def test_random_mlps_encode_exactly(widths, n_out, seed):
 ])
 def test_unsupported_models_are_named(model, message):
     with pytest.raises(UnsupportedModelError, match=message):
-        cfopt.parse_model(model)
+        cfopt.models.parse_model(model)
 
 
 def test_unsupported_sklearn_variants():
     X, y = data(3)
     with pytest.raises(UnsupportedModelError, match=r"activation='tanh'"):
-        cfopt.parse_model(MLPClassifier((4,), activation="tanh", max_iter=50).fit(X, y))
+        cfopt.models.parse_model(MLPClassifier((4,), activation="tanh", max_iter=50).fit(X, y))
     with pytest.raises(UnsupportedModelError, match=r"kernel='rbf'"):
-        cfopt.parse_model(SVC().fit(X, y))
+        cfopt.models.parse_model(SVC().fit(X, y))
     with pytest.raises(UnsupportedModelError, match="one-vs-one voting"):
-        cfopt.parse_model(SVC(kernel="linear").fit(X, y))
+        cfopt.models.parse_model(SVC(kernel="linear").fit(X, y))
     with pytest.raises(UnsupportedModelError, match="LogisticRegression is not fitted"):
-        cfopt.parse_model(LogisticRegression())
+        cfopt.models.parse_model(LogisticRegression())
 
 
 def test_onnx_errors(tmp_path):
     bogus = tmp_path / "bogus.onnx"
     bogus.write_bytes(b"this is not a protobuf model at all")
     with pytest.raises(UnsupportedModelError, match="is not an ONNX model"):
-        cfopt.parse_model(str(bogus))
+        cfopt.models.parse_model(str(bogus))
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        cfopt.parse_model(str(tmp_path / "missing.onnx"))
+        cfopt.models.parse_model(str(tmp_path / "missing.onnx"))
     net = torch.nn.Sequential(torch.nn.Linear(D, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
     path = export_onnx(net, D, tmp_path / "tanh.onnx")
     with pytest.raises(UnsupportedModelError, match=r"\(Tanh\) is not supported"):
-        cfopt.parse_model(str(path))
+        cfopt.models.parse_model(str(path))
 
 
 def test_get_error_rejects_points_outside_box():
@@ -183,7 +183,7 @@ def test_add_predictor_checks_inputs():
     m = pyo.ConcreteModel()
     m.v = pyo.Var(range(3), bounds=(0, 1))
     with pytest.raises(ValueError, match="takes 6 inputs, but 3 were given"):
-        cfopt.add_predictor(m, MODELS["logistic-binary"](), [m.v[i] for i in range(3)])
+        cfopt.formulations.add_predictor(m, MODELS["logistic-binary"](), [m.v[i] for i in range(3)])
     m.u = pyo.Var(range(D))
     with pytest.raises(ValueError, match="model input 0 has no finite bounds"):
-        cfopt.add_predictor(m, MODELS["logistic-binary"](), [m.u[i] for i in range(D)])
+        cfopt.formulations.add_predictor(m, MODELS["logistic-binary"](), [m.u[i] for i in range(D)])

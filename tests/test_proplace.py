@@ -21,7 +21,8 @@ from cfopt.formulations.robustness import (
     max_shift,
     recover_parameters,
 )
-from cfopt.methods import MILPR, RNCE, NonRobustMILP, Proplace, RobustnessChecker, RobustStatus
+from cfopt.methods import MILPR, RNCE, NonRobustMILP, Proplace, RobustnessChecker
+from cfopt.results.robust import RobustStatus
 
 from .conftest import train_torch
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cfopt
-from cfopt.query_tightening import greedy_counterfactual, objective_value, radius_bounds
+from cfopt.query.restrictions.relu import greedy_counterfactual, objective_value, radius_bounds
 
 from .conftest import sample_rows, train_torch
 

@@ -55,14 +55,14 @@ def test_regressor_reproduces_predict(german_regression, family):
     X, y, space = german_regression
     Z = space.transform(X)
     model = REGRESSORS[family]().fit(Z, y)
-    adapter = cfopt.parse_model(model)
+    adapter = cfopt.models.parse_model(model)
     assert adapter.is_regressor and adapter.classes == ()
     R = space.transform(sample_rows(space, 1000, seed=5))
     for A in (Z, R):
         np.testing.assert_allclose(adapter.structure.logits(A)[:, 0], model.predict(A),
                                    rtol=0, atol=TOL.get(family, 1e-9))
     m = pyo.ConcreteModel()
-    predictor = cfopt.add_predictor(m, model, input_bounds=space.input_bounds(),
+    predictor = cfopt.formulations.add_predictor(m, model, input_bounds=space.input_bounds(),
                                     input_grids=space.input_grids(),
                                     input_rounding=space.input_rounding())
     assert predictor.get_error(np.vstack([Z[:40], R[:40]])) <= TOL.get(family, 1e-9)
@@ -142,11 +142,11 @@ def test_non_identity_links_are_refused(german_regression):
     X, y, space = german_regression
     Z = space.transform(X)
     with pytest.raises(cfopt.UnsupportedModelError, match="poisson"):
-        cfopt.parse_model(HistGradientBoostingRegressor(loss="poisson", max_iter=5).fit(Z, y))
+        cfopt.models.parse_model(HistGradientBoostingRegressor(loss="poisson", max_iter=5).fit(Z, y))
     lightgbm = pytest.importorskip("lightgbm")
     model = lightgbm.LGBMRegressor(objective="poisson", n_estimators=5, verbose=-1).fit(Z, y)
     with pytest.raises(cfopt.UnsupportedModelError, match="non-identity link"):
-        cfopt.parse_model(model)
+        cfopt.models.parse_model(model)
 
 
 def test_regression_pipeline_matches_bare_model(german_regression):

@@ -15,8 +15,8 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 import cfopt
-from cfopt.encoding import InputSpec
 from cfopt.models.pipeline import _reaches_zero
+from cfopt.space.encoding import InputSpec
 
 xgboost = pytest.importorskip("xgboost")
 

@@ -1,4 +1,4 @@
-"""Per-query leaf pruning (cfopt.tree_pruning) is exact: the same optimum with and
+"""Per-query leaf pruning (cfopt.query.restrictions.trees) is exact: the same optimum with and
 without it, the heuristic point is a verified counterfactual no better than the
 optimum, and the query box holds every counterfactual within the radius."""
 
@@ -9,9 +9,9 @@ import pytest
 from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 import cfopt
-from cfopt.encoding import encode
-from cfopt.query_tightening import objective_value
-from cfopt.tree_pruning import greedy_tree_counterfactual, query_box
+from cfopt.query.restrictions.relu import objective_value
+from cfopt.query.restrictions.trees import greedy_tree_counterfactual, query_box
+from cfopt.space.encoding import encode
 
 MODELS = {
     "forest": lambda: RandomForestClassifier(40, max_depth=5, random_state=0),

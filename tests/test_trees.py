@@ -60,7 +60,7 @@ def expected_output(model, Z):
 def test_structure_reproduces_the_library(german, german_trees, family):
     space, models = german_trees
     model = models[family]
-    adapter = cfopt.parse_model(model)
+    adapter = cfopt.models.parse_model(model)
     for Z in (space.transform(german.X), space.transform(sample_rows(space, 1000, seed=2))):
         out = adapter.structure.outputs(Z)
         np.testing.assert_allclose(out, expected_output(model, Z), rtol=0, atol=1e-9)
@@ -73,7 +73,7 @@ def test_structure_reproduces_the_library(german, german_trees, family):
 def test_block_reproduces_the_library(german, german_trees, family, formulation):
     space, models = german_trees
     m = pyo.ConcreteModel()
-    predictor = cfopt.add_predictor(m, models[family], input_bounds=space.input_bounds(),
+    predictor = cfopt.formulations.add_predictor(m, models[family], input_bounds=space.input_bounds(),
                                     input_grids=space.input_grids(), formulation=formulation)
     Z = np.vstack([space.transform(german.X.iloc[:60]),
                    space.transform(sample_rows(space, 60, seed=3))])
@@ -88,14 +88,14 @@ def test_continuous_inputs_and_multiclass(continuous_data, family, formulation):
     space = cfopt.FeatureSpace.from_frame(frame)
     Z = space.transform(frame)
     model = FAMILIES[family]().fit(Z, y)
-    adapter = cfopt.parse_model(model)
+    adapter = cfopt.models.parse_model(model)
     bounds, grids = space.input_bounds(), space.input_grids()
     rng = np.random.default_rng(0)
     R = rng.random((1000, Z.shape[1]))
     np.testing.assert_allclose(adapter.structure.outputs(R), expected_output(model, R),
                                rtol=0, atol=1e-9)
     m = pyo.ConcreteModel()
-    predictor = cfopt.add_predictor(m, model, input_bounds=bounds, input_grids=grids,
+    predictor = cfopt.formulations.add_predictor(m, model, input_bounds=bounds, input_grids=grids,
                                     input_rounding=space.input_rounding(),
                                     formulation=formulation)
     assert predictor.get_error(np.vstack([Z[:50], R[:50]])) <= 1e-9
@@ -194,7 +194,7 @@ def test_boosters_reproduce_the_library(german, family):
     space = cfopt.FeatureSpace.from_frame(german.X)
     Z = space.transform(german.X)
     model = BOOSTERS[family]().fit(Z, german.y)
-    adapter = cfopt.parse_model(model)
+    adapter = cfopt.models.parse_model(model)
     R = space.transform(sample_rows(space, 1000, seed=4))
     for A in (Z, R):
         out = adapter.structure.outputs(A)
@@ -203,7 +203,7 @@ def test_boosters_reproduce_the_library(german, family):
         idx = cfopt.models.decide(out, adapter.decision)
         assert (np.asarray(adapter.classes)[idx] == model.predict(A)).all()
     m = pyo.ConcreteModel()
-    predictor = cfopt.add_predictor(m, model, input_bounds=space.input_bounds(),
+    predictor = cfopt.formulations.add_predictor(m, model, input_bounds=space.input_bounds(),
                                     input_grids=space.input_grids())
     assert predictor.get_error(R[:80]) <= BOOSTER_TOL[family]
 
@@ -228,7 +228,7 @@ def test_booster_multiclass(continuous_data, family):
     space = cfopt.FeatureSpace.from_frame(frame)
     Z = space.transform(frame)
     model = BOOSTERS[family]().fit(Z, y)
-    adapter = cfopt.parse_model(model)
+    adapter = cfopt.models.parse_model(model)
     R = np.random.default_rng(1).random((500, Z.shape[1]))
     np.testing.assert_allclose(adapter.structure.outputs(R), adapter.output(R), rtol=0,
                                atol=BOOSTER_TOL[family])
@@ -254,9 +254,9 @@ def test_lightgbm_reads_values_near_zero_as_zero():
     zero = float(np.float32(1e-35))
     probes = np.array([[v, 0.5] for v in (0.0, 5e-36, -5e-36, zero, -zero, 1e-35, -1e-35,
                                           np.nextafter(-zero, -1.0), 1e-30, -1e-30)])
-    out = cfopt.parse_model(model).structure.outputs(probes)[:, 0]
+    out = cfopt.models.parse_model(model).structure.outputs(probes)[:, 0]
     np.testing.assert_allclose(out, model.predict(probes, raw_score=True), rtol=0, atol=1e-12)
     missing = lgb.LGBMClassifier(n_estimators=5, num_leaves=4, min_child_samples=5, verbose=-1,
                                  zero_as_missing=True).fit(X, y)
     with pytest.raises(cfopt.UnsupportedModelError, match="zero_as_missing=False"):
-        cfopt.parse_model(missing)
+        cfopt.models.parse_model(missing)

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..features import FeatureSpace
-from ..results import _plain
+from ..results.counterfactual import _plain
+from ..space.space import FeatureSpace
 
 
 class Genes:

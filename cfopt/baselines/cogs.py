@@ -11,7 +11,7 @@ mismatch of categoricals, averaged over the :math:`d` features) — so :math:`L 
 exactly for valid candidates. Optional robustness terms (§5.4.1):
 
 * ``robust="C"``: :math:`\gamma` also counts undoing the maximal C-setback (Def. 4,
-  :mod:`cfopt.perturbations`): each changed numeric feature adds
+  :mod:`cfopt.space.perturbations`): each changed numeric feature adds
   :math:`\min(p_i(z_i), |z_i - x_i|)/R_i`, :math:`p_i` the annotated perturbation
   against the intervention at :math:`z_i`; a changed categorical its annotation lets
   switch away adds 1 (the cost of :math:`\delta(z - W_{max}, x)`);
@@ -21,8 +21,8 @@ exactly for valid candidates. Optional robustness terms (§5.4.1):
   classifies as a target class;
 * ``robust="CK"``: both.
 
-The samples follow :func:`cfopt.perturbations.sample_k_neighbourhood` and the setback
-:func:`cfopt.perturbations.setback_cost`, vectorised over the population.
+The samples follow :func:`cfopt.space.perturbations.sample_k_neighbourhood` and the setback
+:func:`cfopt.space.perturbations.setback_cost`, vectorised over the population.
 
 The algorithm (defaults are the paper's Table 3):
 
@@ -61,10 +61,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..features import FeatureSpace, as_frame
-from ..perturbations import can_switch_away
-from ..results import Counterfactual, _plain
-from ..status import Status
+from ..results.counterfactual import Counterfactual, _plain
+from ..results.status import Status
+from ..space.perturbations import can_switch_away
+from ..space.space import FeatureSpace
+from ..space.validate import as_frame
 from ._genes import Genes, model_classes, target_labels
 from .diverse_neighbours import _predictor
 

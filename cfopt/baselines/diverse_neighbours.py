@@ -45,9 +45,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..features import FeatureSpace, as_frame
 from ..metrics import _NORMS, distance_weights
-from ..results import _plain
+from ..results.counterfactual import _plain
+from ..space.space import FeatureSpace
+from ..space.validate import as_frame
 
 _SELECTIONS = ("number", "distance")
 _DIVERSITIES = ("angle", "distance")

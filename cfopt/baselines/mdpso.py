@@ -83,9 +83,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..features import FeatureSpace, Kind, as_frame
-from ..results import Counterfactual, CounterfactualSet, _plain
-from ..status import Status
+from ..results.counterfactual import Counterfactual, CounterfactualSet, _plain
+from ..results.status import Status
+from ..space.feature import Kind
+from ..space.space import FeatureSpace
+from ..space.validate import as_frame
 from ._genes import Genes, model_classes, target_labels
 from .diverse_neighbours import _predictor
 

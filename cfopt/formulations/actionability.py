@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pyomo.environ as pyo
 
-from ..features import FeatureSpace
+from ..space.space import FeatureSpace
 from .distances import add_change_indicators, l0_expression
 from .features import width
 

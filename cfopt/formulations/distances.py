@@ -30,7 +30,7 @@ from numbers import Real
 
 import pyomo.environ as pyo
 
-from ..features import FeatureSpace
+from ..space.space import FeatureSpace
 from .features import width
 
 NORMS = ("l1", "l0", "linf")

@@ -1,6 +1,6 @@
 r"""Raw feature variables and their exact linear map to the model inputs.
 
-Declares, on a block ``m`` for a :class:`~cfopt.features.FeatureSpace`:
+Declares, on a block ``m`` for a :class:`~cfopt.space.FeatureSpace`:
 
 * ``m.NUMERIC`` — names of numeric features (continuous, integer, binary, ordinal);
   ``m.x[f]`` their codes in raw units (an expression), ``m.x0[f]`` the factual code
@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import pyomo.environ as pyo
 
-from ..encoding import InputSpec, space_specs
-from ..features import FeatureSpace, Kind
+from ..space.encoding import InputSpec, space_specs
+from ..space.feature import Kind
+from ..space.space import FeatureSpace
 
 
 def add_feature_variables(m: pyo.Block, space: FeatureSpace) -> list:

@@ -14,7 +14,7 @@ Formulations:
             z_j \le u_j q_j,\; q_j \in \{0, 1\},
 
   with :math:`[l_j, u_j]` from interval propagation over the input box (tightened by
-  :mod:`cfopt.bound_tightening`).
+  :mod:`cfopt.formulations.bound_tightening`).
 * **Linear model** (a network with a single affine layer) — ``outputs = W inputs + b``.
 * **Tree ensembles** — the cut and leaf formulation of :mod:`.trees` (Mišić 2020).
 
@@ -118,8 +118,8 @@ class PredictorConstr:
         output for torch/ONNX, computed in float64). Returns ``inf`` if the encoding
         cannot represent a row (infeasible).
         """
+        from ..results.status import Status
         from ..solvers import SolverSettings, make_solver
-        from ..status import Status
 
         Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
         n = self.adapter.n_inputs

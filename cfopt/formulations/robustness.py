@@ -47,9 +47,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyomo.environ as pyo
 
-from ..bound_tightening import apply_layer_bounds
 from ..models import ModelAdapter, ReLUNetwork, parse_model
 from ..models.base import DenseLayer, decide
+from .bound_tightening import apply_layer_bounds
 from .features import encode_inputs
 from .predictors import add_predictor
 

@@ -6,7 +6,7 @@ per tree, 25 splits deep on average: the leaf rows of :mod:`.trees` (Mišić 202
 One query reaches few of those leaves, so large ensembles are built per query:
 
 **Index** (:class:`ForestIndex`, once, numpy): the cut of every split node
-(:func:`.trees.make_cut` of each distinct (input, threshold)), the output bounds.
+(:func:`.tree_cuts.make_cut` of each distinct (input, threshold)), the output bounds.
 
 **Region** (:class:`QueryRegion`): the query's admissible codes per feature
 :math:`A_f` (bounds; immutable: :math:`\{\hat x_f\}`; increase-only:
@@ -33,7 +33,7 @@ optimum :math:`z_r \le r`, it is :math:`P`'s optimum, and for any bound :math:`b
 :math:`P_r`, :math:`\min(b_r, r)` bounds :math:`P`: a point of :math:`P` cheaper than
 both would be a point of :math:`P_r` cheaper than :math:`b_r`. (iii) With
 :math:`r = \infty` only actionability prunes and :math:`P_\infty = P`. The caller takes
-:math:`r` from a verified heuristic point (:mod:`cfopt.tree_pruning`) and solves
+:math:`r` from a verified heuristic point (:mod:`cfopt.query.restrictions.trees`) and solves
 :math:`P_\infty` when :math:`P_r` is infeasible or its optimum exceeds :math:`r`.
 
 **Block** (:func:`.trees.build_region`): the flow form of the leaf rows. A kept node
@@ -58,7 +58,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from ..models.trees import TreeEnsemble
-from .trees import Cut, Grid, add_cut_rows, make_cut
+from .tree_cuts import Cut, Grid, add_cut_rows, make_cut
 
 #: an upper estimate of the seconds to build one kept leaf in Pyomo and load it in a
 #: solver (measured: ~0.5 ms with its nodes and cuts, default forests on Adult)
@@ -87,7 +87,7 @@ class ForestIndex:
     split_values: dict[int, np.ndarray]
 
     def cut(self, c: int) -> Cut:
-        """Cut ``c`` as :func:`.trees.make_cut` gives it."""
+        """Cut ``c`` as :func:`.tree_cuts.make_cut` gives it."""
         return Cut(int(self.cut_input[c]), float(self.cut_left[c]), float(self.cut_right[c]),
                    float(self.cut_sure_left[c]), float(self.cut_sure_right[c]),
                    float(self.cut_theta[c]), self.rule, self.float32)
@@ -106,7 +106,7 @@ def _unique_rows(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _sides(inputs: np.ndarray, theta: np.ndarray, ensemble: TreeEnsemble,
            grids: Sequence[Grid], rounding: Sequence[float],
            library_input: Callable[[int, float], float] | None) -> np.ndarray:
-    """Rows (left, right, sure left, sure right) of :func:`.trees.make_cut` for every
+    """Rows (left, right, sure left, sure right) of :func:`.tree_cuts.make_cut` for every
     (input, threshold), vectorised; the few a grid value within rounding of the threshold
     leaves to the library's own arithmetic go through :func:`make_cut` itself."""
     rule, f32 = ensemble.rule, ensemble.float32

@@ -39,7 +39,7 @@ side even after the tolerances accumulate through a few layers; the model itself
 then verifies the decoded point, and a failure re-solves with a 10x larger
 :math:`\mu` (``Explainer(verify_retries=3)``) rather than returning it — a smaller
 problem, whose point is claimed optimal only against the first solve's bound
-(:mod:`cfopt.claims`).
+(:mod:`cfopt.query.claims`).
 ``tests/test_numerics.py`` checks these ratios against the installed solvers'
 defaults.
 """

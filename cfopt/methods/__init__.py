@@ -9,8 +9,9 @@
   region (:mod:`.plausible_region`);
 * :mod:`.milp_r` — the MILP and MILP-R baselines; :mod:`.rnce` — RNCE;
 * :mod:`.k_robust` — C- and K-robust counterfactuals (Virgolin & Fracaros 2023);
-* :mod:`.results` — statuses, verdicts, certificates and answers; :mod:`.base` — what
-  the model-shift methods share.
+* :mod:`.base` — what the model-shift methods share.
+
+Their answers, verdicts and certificates are :mod:`cfopt.results.robust`.
 """
 
 from .adversaries import KAdversary, RobustnessChecker
@@ -19,20 +20,10 @@ from .k_robust import PerturbationRobustExplainer
 from .milp_r import MILPR, NonRobustMILP
 from .plausible_region import RobustPlausibleRegion
 from .proplace import Proplace
-from .results import (
-    KVerdict,
-    PerturbationRobustCounterfactual,
-    RobustCounterfactual,
-    RobustnessCertificate,
-    RobustnessVerdict,
-    RobustStatus,
-)
 from .rnce import RNCE
 
 __all__ = [
-    "Adversary", "Check", "CuttingSet", "Deadline", "KAdversary", "KVerdict", "LoopResult",
-    "Master", "MasterAnswer", "MILPR", "NonRobustMILP", "PerturbationRobustCounterfactual",
-    "PerturbationRobustExplainer", "Proplace", "RNCE", "RobustCounterfactual",
-    "RobustnessCertificate", "RobustnessChecker", "RobustnessVerdict", "RobustPlausibleRegion",
-    "RobustStatus",
+    "Adversary", "Check", "CuttingSet", "Deadline", "KAdversary", "LoopResult", "Master",
+    "MasterAnswer", "MILPR", "NonRobustMILP", "PerturbationRobustExplainer", "Proplace", "RNCE",
+    "RobustnessChecker", "RobustPlausibleRegion",
 ]

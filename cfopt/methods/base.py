@@ -13,14 +13,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..features import FeatureSpace, as_frame
 from ..formulations.robustness import check_delta, robust_network
 from ..problem import CounterfactualModel
 from ..progress import progress_bar
-from ..query_tightening import objective_value
+from ..query.restrictions.relu import objective_value
+from ..results.robust import RobustCounterfactual, RobustnessCertificate, RobustStatus
 from ..solvers import SolverBackend, SolverSettings, make_solver
+from ..space.space import FeatureSpace
+from ..space.validate import as_frame
 from .cutting_set import Deadline
-from .results import RobustCounterfactual, RobustnessCertificate, RobustStatus
 
 
 def check_positive(name: str, value: Any) -> float:

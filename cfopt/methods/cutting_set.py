@@ -20,7 +20,7 @@ the exact K-adversary and its scenario cuts are cfopt's), and MILP-R (Jiang et a
 deadline (one per query, shared by the master solves and the checks) and the status
 mapping; methods supply a :class:`Master` and a list of :class:`Adversary`.
 
-Statuses (:class:`~cfopt.methods.results.RobustStatus`):
+Statuses (:class:`~cfopt.results.robust.RobustStatus`):
 
 * ``CERTIFIED``: every adversary certified the last candidate;
 * ``NOT_ROBUST``: an adversary neither certified the candidate nor found a
@@ -43,10 +43,10 @@ from typing import Any
 
 import pandas as pd
 
+from ..results.robust import RobustStatus
+from ..results.status import Status
 from ..solvers import SolverSettings
 from ..solvers.base import time_left
-from ..status import Status
-from .results import RobustStatus
 
 _MASTER_FAILURE = {Status.INFEASIBLE: RobustStatus.INFEASIBLE,
                    Status.NO_SOLUTION: RobustStatus.TIME_LIMIT,
@@ -117,7 +117,7 @@ class Check:
         bound: the adversary's proven bound (robust when it clears the adversary's
             threshold).
         verdict: the adversary's own report (e.g. a
-            :class:`~cfopt.methods.results.RobustnessVerdict`).
+            :class:`~cfopt.results.robust.RobustnessVerdict`).
         counterexample: what :meth:`Adversary.add_cut` adds to the master; ``None``
             when the check neither certified nor found one.
         note: why the check is undecided, in words.

@@ -5,11 +5,11 @@ exact: the C-setback cost in the objective and a K-adversary cutting-scenario lo
 
 * ``"none"``: the closest counterfactual (Eq. 1);
 * ``"C"``: the counterfactual minimising intervention cost plus the cost of undoing
-  its maximal C-setback (Def. 4, Eq. 6; :class:`~cfopt.formulations.SetbackCost`);
+  its maximal C-setback (Def. 4, Eq. 6; :class:`~cfopt.constraints.SetbackCost`);
 * ``"K"``: the closest counterfactual whose K-neighbourhood the model classifies
   entirely as the counterfactual's class (Def. 6), by the cutting-set loop
   (:class:`~cfopt.methods.cutting_set.CuttingSet`): the master
-  (:class:`~cfopt.formulations.KScenarios`) finds the closest counterfactual valid under
+  (:class:`~cfopt.constraints.KScenarios`) finds the closest counterfactual valid under
   every scenario collected so far; the exact adversary
   (:class:`~cfopt.methods.adversaries.k_neighbourhood.KAdversary`) searches its
   K-neighbourhood; a counterexample becomes a scenario; the loop stops when the
@@ -21,7 +21,7 @@ exact: the C-setback cost in the objective and a K-adversary cutting-scenario lo
 
 The paper's own search (CoGS) samples K-neighbourhoods and certifies nothing. This
 module only composes blocks and runs the loop; the algebra is in
-:mod:`cfopt.formulations.perturbations`.
+:mod:`cfopt.constraints`.
 """
 
 from __future__ import annotations
@@ -32,17 +32,18 @@ from typing import Any
 
 import pandas as pd
 
+from ..constraints.blocks import ConstraintBlock
+from ..constraints.diversity_cuts import MIN_CHANGE
+from ..constraints.scenarios import KScenarios
+from ..constraints.setback import SetbackCost
 from ..explainer import Explainer
-from ..features import FeatureSpace
-from ..formulations.blocks import ConstraintBlock
-from ..formulations.diversity import MIN_CHANGE
-from ..formulations.perturbations import KScenarios, SetbackCost
-from ..perturbations import setback_cost
-from ..results import Counterfactual
-from ..status import Status
+from ..results.counterfactual import Counterfactual
+from ..results.robust import KVerdict, PerturbationRobustCounterfactual
+from ..results.status import Status
+from ..space.perturbations import setback_cost
+from ..space.space import FeatureSpace
 from .adversaries.k_neighbourhood import KAdversary, KNeighbourhoodAdversary
 from .cutting_set import CuttingSet, Deadline, Master, MasterAnswer
-from .results import KVerdict, PerturbationRobustCounterfactual
 
 ROBUSTNESS = ("none", "C", "K", "CK")
 

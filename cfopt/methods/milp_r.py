@@ -14,13 +14,19 @@ from typing import Any
 
 import pandas as pd
 
+from ..constraints.blocks import ConstraintBlock
 from ..explainer import Explainer
-from ..features import FeatureSpace
-from ..formulations.blocks import ConstraintBlock
 from ..problem import CounterfactualModel
-from ..solution import verified_solution
+from ..query.solution import verified_solution
+from ..results.robust import (
+    RobustCounterfactual,
+    RobustnessCertificate,
+    RobustnessVerdict,
+    RobustStatus,
+)
+from ..results.status import Status
 from ..solvers import SolverBackend
-from ..status import Status
+from ..space.space import FeatureSpace
 from .adversaries.model_shift import ModelShiftAdversary, RobustnessChecker
 from .base import (
     RobustMethod,
@@ -30,7 +36,6 @@ from .base import (
     target_sign,
 )
 from .cutting_set import Check, CuttingSet, Deadline, Master, MasterAnswer, failure_status
-from .results import RobustCounterfactual, RobustnessCertificate, RobustnessVerdict, RobustStatus
 
 
 class MarginMaster(Master):

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
 
+from ..constraints.trust_regions import ConvexHull
 from ..formulations.robustness import check_delta, network_key, robust_network
-from ..formulations.trust_regions import ConvexHull
 from .adversaries.model_shift import RegionReport, RobustnessChecker
 
 if TYPE_CHECKING:

@@ -32,16 +32,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..bound_tightening import apply_layer_bounds
-from ..features import FeatureSpace
-from ..formulations.blocks import ConstraintBlock
+from ..constraints.blocks import ConstraintBlock
+from ..formulations.bound_tightening import apply_layer_bounds
 from ..formulations.robustness import layer_box_bounds
 from ..problem import CounterfactualModel
 from ..progress import progress_enabled
-from ..results import _plain
-from ..solution import verified_solution
+from ..query.solution import verified_solution
+from ..results.counterfactual import _plain
+from ..results.robust import (
+    RobustCounterfactual,
+    RobustnessCertificate,
+    RobustnessVerdict,
+    RobustStatus,
+)
+from ..results.status import Status
 from ..solvers import SolverBackend
-from ..status import Status
+from ..space.space import FeatureSpace
 from .adversaries.model_shift import ModelShiftAdversary, RobustnessChecker
 from .base import (
     RobustMethod,
@@ -52,12 +58,6 @@ from .base import (
 )
 from .cutting_set import Adversary, Check, CuttingSet, Deadline, Master, MasterAnswer
 from .plausible_region import RobustPlausibleRegion
-from .results import (
-    RobustCounterfactual,
-    RobustnessCertificate,
-    RobustnessVerdict,
-    RobustStatus,
-)
 
 
 class ProplaceMaster(Master):

@@ -11,12 +11,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..features import FeatureSpace, as_frame
 from ..problem import CounterfactualModel
+from ..results.robust import RobustCounterfactual, RobustnessCertificate, RobustStatus
 from ..solvers import SolverBackend
+from ..space.space import FeatureSpace
+from ..space.validate import as_frame
 from .adversaries.model_shift import RobustnessChecker
 from .base import RobustMethod, require_space_encoding, target_sign
-from .results import RobustCounterfactual, RobustnessCertificate, RobustStatus
 
 
 class RNCE(RobustMethod):

@@ -27,8 +27,8 @@ from ..errors import UnsupportedModelError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..encoding import InputSpec
-    from ..features import FeatureSpace
+    from ..space.encoding import InputSpec
+    from ..space.space import FeatureSpace
 
 Decision = Literal["sign", "argmax", "regression"]
 
@@ -159,7 +159,7 @@ class ModelAdapter(ABC):
     def input_specs(self, space: FeatureSpace) -> list[InputSpec]:
         """How each model input is computed from the raw features of ``space``: the
         space's own transform unless the model brings its own preprocessing."""
-        from ..encoding import space_specs
+        from ..space.encoding import space_specs
 
         return space_specs(space)
 
@@ -189,7 +189,7 @@ class ModelAdapter(ABC):
         ``None`` when it cannot be taken (an object that does not pickle).
 
         The MILP encodes the model as it was parsed; a different digest later means the
-        user edited or refitted the model since (:class:`~cfopt.ModelChangedError`). The
+        user edited or refitted the model since (:class:`~cfopt.errors.ModelChangedError`). The
         default hashes the pickled model (every sklearn, XGBoost and LightGBM model, ONNX
         protos); adapters with a cheaper exact digest override it."""
         try:

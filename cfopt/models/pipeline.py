@@ -29,12 +29,13 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from ..encoding import InputSpec
 from ..errors import UnsupportedModelError
+from ..space.encoding import InputSpec
 from .base import ModelAdapter
 
 if TYPE_CHECKING:
-    from ..features import Feature, FeatureSpace
+    from ..space.feature import Feature
+    from ..space.space import FeatureSpace
 
 
 @dataclass(frozen=True)

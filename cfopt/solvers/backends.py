@@ -14,7 +14,7 @@ from typing import Any
 import pyomo.environ as pyo
 
 from ..errors import SolverError, SolverLicenseError, SolverNotAvailableError
-from ..status import Status
+from ..results.status import Status
 from .base import SolveOutcome, SolverBackend, SolverSettings, sigint_watch
 from .pool import GUROBI_POOL_DEFAULTS, HighsIncumbents, gurobi_pool_options, read_gurobi_pool
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pyomo.environ as pyo
 
-from ..status import Status
+from ..results.status import Status
 from .options import check_options
 
 

@@ -10,7 +10,7 @@ K-perturbation flips the class (Def. 6); otherwise its minimiser is the countere
 
 :class:`KAdversary` is the search; :class:`KNeighbourhoodAdversary` its step of the
 cutting-set loop (:mod:`cfopt.methods.cutting_set`), whose cut is one more scenario of
-the master (:class:`~cfopt.formulations.perturbations.KScenarios`).
+the master (:class:`~cfopt.constraints.KScenarios`).
 """
 
 from __future__ import annotations
@@ -24,20 +24,20 @@ import pandas as pd
 import pyomo.environ as pyo
 from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 
-from ...bound_tightening import apply_layer_bounds
-from ...features import FeatureSpace
+from ...constraints.scenarios import KScenarios
+from ...formulations.bound_tightening import apply_layer_bounds
 from ...formulations.features import code_variable, encode_inputs
-from ...formulations.perturbations import KScenarios
 from ...formulations.robustness import layer_box_bounds
 from ...formulations.validity import deactivate_validity
 from ...models import ReLUNetwork
-from ...perturbations import numeric_range, switch_categories
 from ...problem import CounterfactualModel
+from ...results.robust import KVerdict
+from ...results.status import Status
 from ...solvers import SolverBackend, SolverSettings
 from ...solvers.base import time_left
-from ...status import Status
+from ...space.perturbations import numeric_range, switch_categories
+from ...space.space import FeatureSpace
 from ..cutting_set import Adversary, Check, Deadline, MasterAnswer
-from ..results import KVerdict
 
 
 class KAdversary:

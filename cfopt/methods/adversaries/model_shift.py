@@ -38,10 +38,10 @@ from ...formulations.robustness import (
     robust_network,
 )
 from ...problem import CounterfactualModel
+from ...results.robust import RobustnessVerdict
+from ...results.status import Status
 from ...solvers import SolverBackend, SolverSettings, make_solver
-from ...status import Status
 from ..cutting_set import Adversary, Check, Deadline, MasterAnswer
-from ..results import RobustnessVerdict
 
 #: per-row verdict codes of the data cache (besides 1 robust, 0 not robust)
 _UNSEEN, _UNDECIDED = -1, 2

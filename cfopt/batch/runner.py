@@ -28,7 +28,7 @@ marked ``Status.INTERRUPTED``, with a warning. A row's own failure (a bad value,
 crashed solver process, a time limit) is that row's status. A dead worker process is
 replaced and its unanswered rows are sent again (:func:`_parallel`). With ``out=``
 every answer is appended to a JSON Lines file as it arrives and a re-run resumes
-from it (:mod:`cfopt.batch_journal`).
+from it (:mod:`cfopt.batch.journal`).
 """
 
 from __future__ import annotations
@@ -49,15 +49,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import cloudpickle
 import pandas as pd
 
-from .batch_journal import BatchJournal, batch_header
-from .errors import AlreadyTargetError, InfeasibleError
-from .features import as_frame
-from .progress import BatchProgress
-from .results import Counterfactual, _plain
-from .status import Status
+from ..errors import AlreadyTargetError, InfeasibleError
+from ..progress import BatchProgress
+from ..results.counterfactual import Counterfactual, _plain
+from ..results.status import Status
+from ..space.validate import as_frame
+from .journal import BatchJournal, batch_header
 
 if TYPE_CHECKING:
-    from .explainer import Explainer
+    from ..explainer import Explainer
 
 BACKENDS = ("loky", "dask")
 _QUERY_OPTIONS = ("time_limit", "mip_gap", "max_changes")
@@ -385,8 +385,8 @@ def _payload(explainer: Explainer, solver_threads: int) -> bytes:
                          f"cfopt.ConstraintBlock (constraints=[...]) or use n_jobs=1")
     solver = copy.copy(explainer.backend)
     solver.reset()  # a copy without the loaded model (persistent solvers do not pickle)
-    spec = {"arguments": explainer._arguments, "constraints": list(m.constraints.values()),
-            "solver": solver,
+    spec = {"explainer_type": type(explainer), "arguments": explainer._arguments,
+            "constraints": list(m.constraints.values()), "solver": solver,
             "settings": dataclasses.replace(explainer.settings, threads=solver_threads),
             "attributes": {"verify_retries": explainer.verify_retries,
                            "tighten_per_query": explainer.tighten_per_query}}
@@ -397,13 +397,11 @@ def _worker_explainer(digest: str, payload: bytes) -> Explainer:
     """This worker process's explainer for ``payload``, built on first use."""
     import pickle
 
-    from .explainer import Explainer
-
     if _WORKER_EXPLAINER and _WORKER_EXPLAINER[0][0] == digest:
         return _WORKER_EXPLAINER[0][1]
     spec = pickle.loads(payload)
-    explainer = Explainer(**spec["arguments"], solver=spec["solver"],
-                          constraints=spec["constraints"])
+    explainer = spec["explainer_type"](**spec["arguments"], solver=spec["solver"],
+                                       constraints=spec["constraints"])
     explainer.settings = spec["settings"]
     for name, value in spec["attributes"].items():
         setattr(explainer, name, value)

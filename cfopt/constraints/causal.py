@@ -23,10 +23,10 @@ import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
 
-from ..features import FeatureSpace
+from ..formulations.predictors import add_predictor
 from ..models import parse_model
+from ..space.space import FeatureSpace
 from .blocks import ConstraintBlock, check_features, code_change
-from .predictors import add_predictor
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel

@@ -47,7 +47,11 @@ import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
 
-from ..encoding import (
+from ..formulations.features import encode_inputs
+from ..formulations.predictors import PredictorConstr, add_predictor
+from ..models.isolation import IsolationForestAdapter
+from ..models.pipeline import PipelineAdapter
+from ..space.encoding import (
     InputSpec,
     encode,
     input_moves,
@@ -56,12 +60,8 @@ from ..encoding import (
     spec_grids,
     spec_rounding,
 )
-from ..features import FeatureSpace
-from ..models.isolation import IsolationForestAdapter
-from ..models.pipeline import PipelineAdapter
+from ..space.space import FeatureSpace
 from .blocks import ConstraintBlock
-from .features import encode_inputs
-from .predictors import PredictorConstr, add_predictor
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel
@@ -215,7 +215,7 @@ class IsolationForestScore(ConstraintBlock):
 
     def feature_intervals(self, m: CounterfactualModel,
                           block: pyo.Block) -> dict[str, tuple[float, float]]:
-        from ..solution import region_intervals
+        from ..query.solution import region_intervals
 
         specs = block.forest_inputs.specs
         own = _milp_inputs(m, specs)

@@ -22,7 +22,7 @@ or the categories a value may switch to.
 
 These are the model-agnostic, sampled notions (used by the evaluation and by CoGS).
 The exact versions — the setback cost inside the MILP and a K-adversary that proves a
-K-neighbourhood clean — are :mod:`cfopt.formulations.perturbations` and
+K-neighbourhood clean — are :mod:`cfopt.constraints` and
 :mod:`cfopt.methods.adversaries.k_neighbourhood` (its loop: :mod:`cfopt.methods.k_robust`).
 """
 
@@ -34,7 +34,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .features import Feature, FeatureSpace, as_frame
+from .feature import Feature
+from .space import FeatureSpace
+from .validate import as_frame
 
 
 def _row(space: FeatureSpace, row: pd.DataFrame | pd.Series | Mapping) -> pd.Series:

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import pyomo.environ as pyo
 
-from ..features import FeatureSpace
+from ..space.space import FeatureSpace
 from .blocks import ConstraintBlock, tolerance
 
 if TYPE_CHECKING:

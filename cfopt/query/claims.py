@@ -9,7 +9,7 @@ splits admit either side within rounding; :mod:`cfopt.formulations.trees`), so
   a re-solve with a larger margin (after a point failed verification) is a different,
   smaller problem, whose bound is never reported;
 * ``INFEASIBLE`` is claimed only when the first solve proved it;
-* ``OPTIMAL`` is claimed only for a verified point (:mod:`cfopt.solution`) whose
+* ``OPTIMAL`` is claimed only for a verified point (:mod:`cfopt.query.solution`) whose
   objective, recomputed from its raw values, is within the requested gap of that
   bound: ``objective - bound <= mip_gap * |objective| + ABS_GAP``. The solver's own
   claim is not enough (a solver can stop on a gap it computes on its own scaled model,
@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .query_tightening import objective_value
-from .solvers import SolveOutcome
-from .status import Status
+from ..results.status import Status
+from ..solvers import SolveOutcome
+from .restrictions.relu import objective_value
 
 if TYPE_CHECKING:
-    from .problem import CounterfactualModel
+    from ..problem import CounterfactualModel
     from .solution import Verification
 
 #: absolute optimality tolerance on the objective (HiGHS's default absolute MIP gap)

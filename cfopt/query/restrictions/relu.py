@@ -35,10 +35,10 @@ import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
 
-from .models.base import ReLUNetwork
+from ...models.base import ReLUNetwork
 
 if TYPE_CHECKING:
-    from .problem import CounterfactualModel
+    from ...problem import CounterfactualModel
 
 
 def _score(net: ReLUNetwork, z: np.ndarray, decision: str, targets: list,

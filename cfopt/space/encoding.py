@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from .features import FeatureSpace
-    from .models import ModelAdapter
+    from ..models import ModelAdapter
+    from .space import FeatureSpace
 
 Grid = tuple[float, float] | None
 

@@ -29,7 +29,7 @@ import pandas as pd
 import pyomo.environ as pyo
 
 if TYPE_CHECKING:
-    from .problem import CounterfactualModel
+    from ..problem import CounterfactualModel
 
 #: a continuous move this small (relative to the feature's range) is solver round-off
 SNAP = 1e-6

@@ -12,7 +12,7 @@ class Status(str, Enum):
         validity margin, the space, actionability, constraints and objective): the
         returned point is verified and no admissible point is cheaper than
         ``bound``, which is within the requested MIP gap (plus 1e-6) of its objective
-        (:mod:`cfopt.claims`).
+        (:mod:`cfopt.query.claims`).
     FEASIBLE: a verified point without that proof (a limit was hit, or the point
         needed a larger margin, or the solver's bound is too far); ``bound`` is still
         a valid lower bound.

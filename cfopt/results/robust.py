@@ -1,7 +1,7 @@
 """The answers of the robust methods: statuses, the adversaries' verdicts, certificates.
 
 One module for every robust result type (the target layout's ``results/robust.py``;
-they stay here until :mod:`cfopt.results` becomes a package):
+they stay here until :mod:`cfopt.results.counterfactual` becomes a package):
 
 * :class:`RobustStatus`, the outcome of a query on the cutting-set engine
   (:mod:`cfopt.methods.cutting_set`);
@@ -22,8 +22,8 @@ from typing import Any
 import pandas as pd
 
 from ..formulations.robustness import Parameters
-from ..results import Counterfactual, _plain, _row_dict
-from ..status import Status
+from .counterfactual import Counterfactual, _plain, _row_dict
+from .status import Status
 
 
 class RobustStatus(str, Enum):

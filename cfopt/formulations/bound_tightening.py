@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pyomo.environ as pyo
 
-from .formulations.predictors import PredictorConstr
-from .solvers import SolverSettings, make_solver
-from .status import Status
+from ..results.status import Status
+from ..solvers import SolverSettings, make_solver
+from .predictors import PredictorConstr
 
 METHODS = ("lp", "interval")
 

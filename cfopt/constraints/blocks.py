@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import pyomo.environ as pyo
 
-from ..features import FeatureSpace
+from ..space.space import FeatureSpace
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel

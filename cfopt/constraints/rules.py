@@ -1,6 +1,6 @@
 r"""Actionability rules written by feature names (CE-OCL §3, eq. 6 and its extensions).
 
-Each rule is a :class:`~cfopt.formulations.blocks.ConstraintBlock` (its own group in
+Each rule is a :class:`~cfopt.constraints.blocks.ConstraintBlock` (its own group in
 the diagnosis), on raw codes :math:`x_f` (numeric features; labelled ordinals and
 binaries by their code) and one-hot indicators :math:`o_{f,l}`:
 
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pyomo.environ as pyo
 
-from ..features import FeatureSpace
+from ..space.space import FeatureSpace
 from .blocks import ConstraintBlock, check_features, code_change, tolerance
 
 if TYPE_CHECKING:

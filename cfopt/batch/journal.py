@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .results import Counterfactual, _plain
-from .status import Status
+from ..results.counterfactual import Counterfactual, _plain
+from ..results.status import Status
 
 if TYPE_CHECKING:
-    from .explainer import Explainer
+    from ..explainer import Explainer
 
 FORMAT = "cfopt-batch/1"
 

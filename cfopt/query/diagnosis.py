@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import pyomo.environ as pyo
 
-from .problem import ACTIONABILITY_GROUPS, CounterfactualModel
-from .solvers import SolverBackend, SolverSettings, make_solver
-from .status import Status
+from ..problem import ACTIONABILITY_GROUPS, CounterfactualModel
+from ..results.status import Status
+from ..solvers import SolverBackend, SolverSettings, make_solver
 
 #: largest group whose members are examined one by one
 MAX_MEMBERS = 40

@@ -40,18 +40,18 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .claims import proven_optimal
-from .formulations.diversity import MIN_CHANGE, DiversityCuts, changed_features
-from .query_tightening import objective_value
-from .results import Counterfactual, CounterfactualSet
-from .solution import verified_solution
-from .solvers import SolverSettings
-from .solvers.base import time_left
-from .solvers.pool import load_member
-from .status import Status
+from ..constraints.diversity_cuts import MIN_CHANGE, DiversityCuts, changed_features
+from ..query.claims import proven_optimal
+from ..query.restrictions.relu import objective_value
+from ..query.solution import verified_solution
+from ..results.counterfactual import Counterfactual, CounterfactualSet
+from ..results.status import Status
+from ..solvers import SolverSettings
+from ..solvers.base import time_left
+from ..solvers.pool import load_member
 
 if TYPE_CHECKING:
-    from .explainer import Explainer
+    from ..explainer import Explainer
 
 METHODS = ("nogood", "distance", "epsilon", "pool")
 _QUERY = ("time_limit", "mip_gap", "max_changes")

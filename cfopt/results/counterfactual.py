@@ -16,7 +16,7 @@ from .status import Status
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from .features import FeatureSpace
+    from ..space.space import FeatureSpace
 
 
 def _plain(value: Any) -> Any:
@@ -125,7 +125,7 @@ class Counterfactual:
              ax: Axes | None = None) -> Axes:
         """The change chart: features by row, factual → counterfactual within each
         feature's range, in raw units and labels (:func:`cfopt.plots.plot_changes`)."""
-        from .plots import plot_changes
+        from ..plots import plot_changes
 
         return plot_changes(self, space=space, features=features, ax=ax)
 
@@ -197,7 +197,7 @@ class Counterfactual:
 
 @dataclass
 class CounterfactualSet:
-    """A set of counterfactuals of one query (:func:`cfopt.diversity.explain_diverse`).
+    """A set of counterfactuals of one query (:func:`cfopt.query.diverse.explain_diverse`).
 
     Attributes:
         members: the verified counterfactuals, in the order found (each a
@@ -271,7 +271,7 @@ class CounterfactualSet:
              ax: Axes | None = None) -> Axes:
         """The set as a grid, features by members, each cell the member's raw value
         coloured by its move (:func:`cfopt.plots.plot_set`)."""
-        from .plots import plot_set
+        from ..plots import plot_set
 
         return plot_set(self, space=space, features=features, ax=ax)
 

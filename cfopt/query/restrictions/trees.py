@@ -39,13 +39,13 @@ import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
 
-from .encoding import encode
-from .formulations.tree_regions import CategoryTerm, NumericTerm, QueryRegion
-from .formulations.trees import TreePredictorConstr
-from .models.trees import TreeEnsemble
+from ...formulations.tree_regions import CategoryTerm, NumericTerm, QueryRegion
+from ...formulations.trees import TreePredictorConstr
+from ...models.trees import TreeEnsemble
+from ...space.encoding import encode
 
 if TYPE_CHECKING:
-    from .problem import CounterfactualModel
+    from ...problem import CounterfactualModel
 
 Box = list[tuple[float, float]]
 #: candidate moves per feature and step of the heuristic: the nearest on each side of the

@@ -35,10 +35,11 @@ import pandas as pd
 import pyomo.environ as pyo
 from scipy.optimize import linprog
 
-from ..encoding import space_specs
-from ..features import FeatureSpace, as_frame
+from ..formulations.features import encode_inputs
+from ..space.encoding import space_specs
+from ..space.space import FeatureSpace
+from ..space.validate import as_frame
 from .blocks import ConstraintBlock
-from .features import encode_inputs
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel

@@ -1,0 +1,130 @@
+r"""Robustness to adverse input perturbations (Virgolin & Fracaros 2023): the K-scenario master.
+
+**K-robustness master** (:class:`KScenarios`; Def. 5-6). Each scenario is a point the
+adversary found: a perturbation :math:`\omega` of the kept features. The master
+requires the model to classify :math:`z + \omega \odot (1 - \text{changed})` as the
+target too, through one more copy of the learned model per scenario. ``changed`` are
+the exact change indicators of :func:`~cfopt.constraints.diversity_cuts.add_exact_change_indicators`
+(a feature counts as changed only when it moves by at least ``min_change`` of its
+range, so the solver cannot dodge a scenario by declaring a kept feature changed).
+A kept numeric feature is at :math:`\hat x`, so the scenario value is the constant
+:math:`\hat x + \omega`; a kept categorical switches to the scenario's category:
+:math:`\text{onehot} + (\sum_l \hat o_l\,\text{onehot}_l)(e_c - \hat o)`, linear since
+the factual one-hot :math:`\hat o` is a parameter.
+
+The exact K-adversary whose counterexamples become scenarios, and the loop, are in
+:mod:`cfopt.methods` (``adversaries.k_neighbourhood``, ``k_robust``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import pyomo.environ as pyo
+
+from ..formulations.bound_tightening import apply_layer_bounds
+from ..formulations.features import encode_inputs
+from ..formulations.predictors import add_predictor
+from ..formulations.validity import add_validity, set_target
+from ..space.encoding import spec_bounds, spec_grids, spec_rounding
+from .blocks import ConstraintBlock
+from .diversity_cuts import MIN_CHANGE, add_exact_change_indicators
+
+if TYPE_CHECKING:
+    from ..problem import CounterfactualModel
+
+
+class KScenarios(ConstraintBlock):
+    """K-robustness master: one model copy per K-perturbation scenario (module
+    docstring). Cleared at every new query; :meth:`add_scenario` adds one.
+
+    Args:
+        min_change: smallest move of a continuous feature, relative to its range, that
+            counts as a change (so the features it does not move are kept).
+        name: block name (default ``k_scenarios``).
+    """
+
+    kind = "k_scenarios"
+
+    def __init__(self, min_change: float = MIN_CHANGE, name: str | None = "k_scenarios") -> None:
+        super().__init__(name)
+        if isinstance(min_change, bool) or not isinstance(min_change, (int, float)) or \
+                not 1e-5 <= min_change <= 1:
+            raise ValueError(f"min_change must be a fraction of the range in [1e-5, 1], got "
+                             f"{min_change!r}")
+        self.min_change = float(min_change)
+        self._scenarios: list[dict[str, Any]] = []
+
+    @property
+    def scenarios(self) -> list[dict[str, Any]]:
+        """The scenarios of the current query: feature → the value a K-perturbation gives
+        it while the feature is kept."""
+        return [dict(s) for s in self._scenarios]
+
+    def build(self, m: CounterfactualModel, block: pyo.Block) -> None:
+        names = [f.name for f in m.space if not f.is_onehot and f.perturbation is not None]
+        add_exact_change_indicators(m, block, self.min_change, names)
+
+    def update(self, m: CounterfactualModel, block: pyo.Block) -> None:
+        for k in range(1, len(self._scenarios) + 1):
+            block.del_component(f"scenario_{k}")
+        self._scenarios.clear()
+
+    def add_scenario(self, m: CounterfactualModel, scenario: dict[str, Any]) -> pyo.Block:
+        """Require the target class also at the current counterfactual with the kept
+        features of ``scenario`` (feature → raw value) set to those values."""
+        space = m.space
+        block = m.component(self.name)
+        unknown = sorted(set(scenario) - set(space.names))
+        if unknown:
+            raise ValueError(f"scenario names unknown feature(s) {unknown}")
+        shift = {n: space[n].to_code(v) - pyo.value(m.x0[n]) for n, v in scenario.items()
+                 if not space[n].is_onehot}
+        level = {n: v for n, v in scenario.items() if space[n].is_onehot}
+        for n, v in level.items():
+            if v not in space[n].categories:
+                raise ValueError(f"scenario: {v!r} is not a category of {n!r}")
+        sc = pyo.Block()
+        block.add_component(f"scenario_{len(self._scenarios) + 1}", sc)
+
+        def moved(n: str) -> Any:
+            return block.up[n] + block.down[n] if n in block.MUTABLE else 0
+
+        sc.x = pyo.Expression(m.NUMERIC, rule=lambda _, n: m.x[n] + shift[n] * (1 - moved(n))
+                              if n in shift else m.x[n])
+        sc.onehot = pyo.Expression(m.ONEHOT, rule=lambda _, n, lv: m.onehot[n, lv] + (
+            1 - m.category_changed[n]) * (float(lv == level[n]) - m.onehot0[n, lv])
+            if n in level else m.onehot[n, lv])
+        specs = m.input_specs
+        pred = add_predictor(sc, m.adapter, encode_inputs(sc, space, specs), name="predictor",
+                             input_bounds=spec_bounds(space, specs),
+                             input_grids=spec_grids(space, specs),
+                             input_rounding=spec_rounding(space, specs),
+                             library_input=m.library_input,
+                             formulation=m.tree_formulation)
+        if m.global_layer_bounds:
+            apply_layer_bounds(pred, m.global_layer_bounds)
+        add_validity(sc, pred.outputs, pred.output_bounds(), m.adapter, m.margin)
+        set_target(sc, m.adapter, [m.adapter.class_index(t) for t in m.target])
+        self._scenarios.append(dict(scenario))
+        return sc
+
+    def apply(self, factual: pd.Series, row: pd.Series, scenario: dict[str, Any]) -> pd.Series:
+        """``row`` under ``scenario``: its kept features (equal to the factual's) take the
+        scenario's values."""
+        out = row.copy()
+        for n, v in scenario.items():
+            if row[n] == factual[n]:
+                out[n] = v
+        return out
+
+    def violations(self, m: CounterfactualModel, factual: pd.Series,
+                   row: pd.Series) -> list[str]:
+        if not self._scenarios:
+            return []
+        rows = pd.DataFrame([self.apply(factual, row, s) for s in self._scenarios])
+        labels = m.classify(rows)
+        return [f"{self.name}: K-perturbation scenario {k + 1} ({self._scenarios[k]}) is "
+                f"classified as {label!r}, not {list(m.target)}"
+                for k, label in enumerate(labels) if not m.is_target(label)]

@@ -1,0 +1,8 @@
+"""How one query is answered on the built problem.
+
+* :mod:`.solution` — from the solver's values to a raw counterfactual the real model verifies;
+* :mod:`.claims` — what the answer may claim (its status), from the solves;
+* :mod:`.diagnosis` — which constraint groups make a query infeasible;
+* :mod:`.diverse` — diverse sets of counterfactuals of one query;
+* :mod:`.restrictions` — exact per-query restrictions around a heuristic counterfactual.
+"""
