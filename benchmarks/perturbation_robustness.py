@@ -156,12 +156,12 @@ def run_model(name: str, kind: str, data: Any, args: argparse.Namespace) -> list
                                      "seconds": seconds, "iterations": result.iterations,
                                      "found": result.found}
             if result.found:
-                z = result.row
+                z = result.counterfactual
                 cost = float(metrics.cogs_loss(space, x, z)[0])
                 if r == "none":
                     ideal, plain_row = cost, z
                 verdict = (result.k_verdict if "K" in r
-                           else explainers["none"].certify(x, z, result.counterfactual
+                           else explainers["none"].certify(x, z, result.answer
                                                            .predicted_class))
                 entry.update(cost=cost, certified=verdict.robust is True,
                              optimal=result.optimal,

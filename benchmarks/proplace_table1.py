@@ -141,13 +141,13 @@ def run_method(method: str, d: dict[str, Any]) -> tuple[list, float]:
     train_rows = d["X"].iloc[d["train"]].reset_index(drop=True)
     t0 = time.perf_counter()
     if method == "proplace":
-        solver = Proplace(net, space, train_rows, delta, d["k"], time_limit=120.0)
+        solver = Proplace(net, space, train_rows, delta=delta, k=d["k"], time_limit=120.0)
     elif method == "milp":
-        solver = NonRobustMILP(net, space, delta, time_limit=120.0)
+        solver = NonRobustMILP(net, space, delta=delta, time_limit=120.0)
     elif method == "milp-r":
-        solver = MILPR(net, space, delta, time_limit=120.0)
+        solver = MILPR(net, space, delta=delta, time_limit=120.0)
     else:
-        solver = RNCE(net, space, train_rows, delta)
+        solver = RNCE(net, space, train_rows, delta=delta)
     results = solver.explain_many(d["queries"], target=1)
     return results, time.perf_counter() - t0
 

@@ -238,7 +238,7 @@ def test_non_finite_objective_or_weight_is_refused(option, value, names):
 # ============================================ 8. a stale model is not verified as current
 def _raises_model_changed(call) -> None:
     """``call()`` raises cfopt.errors.ModelChangedError saying the model changed."""
-    error = getattr(cfopt, "ModelChangedError", None)
+    error = getattr(cfopt.errors, "ModelChangedError", None)
     try:
         result = call()
     except Exception as exc:  # checked below

@@ -145,7 +145,7 @@ def test_time_limit_returns_within_the_limit(hard, solver):
 
 def test_proplace_iteration_cap_returns_its_last_point_marked(toy):
     X, space, net, rows = toy
-    method = cfopt.Proplace(net, space, X, 0.02, k=10, max_iterations=1)
+    method = cfopt.Proplace(net, space, X, delta=0.02, k=10, max_iterations=1)
     r = method.explain(X.iloc[[rows[0]]], 1)
     assert r.status is cfopt.RobustStatus.ITERATION_LIMIT and r.certificate.iterations == 1
     assert r.found and r.verified and not r.certified
@@ -154,7 +154,7 @@ def test_proplace_iteration_cap_returns_its_last_point_marked(toy):
 
 def test_proplace_time_limit_is_marked(toy):
     X, space, net, rows = toy
-    method = cfopt.Proplace(net, space, X, 0.05, k=10, time_limit=1e-4)
+    method = cfopt.Proplace(net, space, X, delta=0.05, k=10, time_limit=1e-4)
     t0 = time.perf_counter()
     r = method.explain(X.iloc[[rows[0]]], 1)
     # the plausible region is updated per query, outside the limit
@@ -192,7 +192,7 @@ def test_same_diverse_set_and_robust_answer_twice(toy):
     x = X.iloc[[rows[0]]]
     sets = [cfopt.Explainer(net, space).explain(x, target=1, n=3) for _ in range(2)]
     assert sets[0].counterfactuals.equals(sets[1].counterfactuals)
-    robust = [cfopt.Proplace(net, space, X, 0.05, k=10).explain(x, 1) for _ in range(2)]
+    robust = [cfopt.Proplace(net, space, X, delta=0.05, k=10).explain(x, 1) for _ in range(2)]
     assert robust[0].status == robust[1].status
     assert robust[0].counterfactual.equals(robust[1].counterfactual)
 

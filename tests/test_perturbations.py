@@ -204,15 +204,15 @@ def test_setback_cost_optimum_equals_brute_force(seed):
     x = rows.iloc[[int(np.flatnonzero(labels == 0)[seed * 7])]]
     ex = cfopt.PerturbationRobustExplainer(model, space, robustness="C", margin=1e-4)
     result = ex.explain(x, 1)
-    assert result.certified and result.counterfactual.verified
+    assert result.certified and result.verified
     valid = rows[labels == 1]
     costs = l1(space, x.iloc[0], valid) + np.array(
         [P.setback_cost(space, ex.milp.weights, x, valid.iloc[[k]]) for k in range(len(valid))])
-    assert result.counterfactual.objective == pytest.approx(costs.min(), abs=1e-6)
-    z = result.row
+    assert result.objective == pytest.approx(costs.min(), abs=1e-6)
+    z = result.counterfactual
     assert result.setback_cost == pytest.approx(P.setback_cost(space, ex.milp.weights, x, z))
     plain = cfopt.Explainer(model, space, margin=1e-4).explain(x, 1)
-    assert result.counterfactual.objective >= plain.objective - 1e-9
+    assert result.objective >= plain.objective - 1e-9
 
 
 def test_setback_point_and_cost_by_hand():
@@ -288,10 +288,10 @@ def test_k_robust_loop_is_certified_and_optimal(family, robustness):
             continue
         assert result.certified, result.message
         assert result.optimal
-        z = result.row
+        z = result.counterfactual
         neigh = k_neighbours(space, x.iloc[0], z.iloc[0])
         assert (predict(model, space, neigh) == 1).all()
-        assert result.counterfactual.objective == pytest.approx(best, abs=1e-6)
+        assert result.objective == pytest.approx(best, abs=1e-6)
         assert result.iterations == len(result.scenarios) + 1
         done += 1
     assert done >= 1
@@ -308,7 +308,7 @@ def test_multiclass_k_robust_counterfactual_is_certified():
     ex = cfopt.PerturbationRobustExplainer(model, space, robustness="K")
     result = ex.explain(x, 2)
     assert result.certified
-    neigh = k_neighbours(space, x.iloc[0], result.row.iloc[0])
+    neigh = k_neighbours(space, x.iloc[0], result.counterfactual.iloc[0])
     assert (model.predict(space.transform(neigh)) == 2).all()
 
 
@@ -320,8 +320,8 @@ def test_immutable_features_stay_and_perturbations_still_apply():
     ex = cfopt.PerturbationRobustExplainer(model, space, robustness="CK")
     result = ex.explain(x, 1)
     if result.found:
-        assert result.row.loc[0, "c"] == x.loc[0, "c"]
-        neigh = k_neighbours(space, x.iloc[0], result.row.iloc[0])
+        assert result.counterfactual.loc[0, "c"] == x.loc[0, "c"]
+        neigh = k_neighbours(space, x.iloc[0], result.counterfactual.iloc[0])
         assert (predict(model, space, neigh) == 1).all() == result.certified
 
 

@@ -136,7 +136,7 @@ def test_proplace_bar_shows_the_bounds(monkeypatch):
             self.close()
 
     monkeypatch.setattr(cfopt.methods.base, "progress_bar", Recorder)
-    method = cfopt.Proplace(net, space, X, 0.05, k=5)
+    method = cfopt.Proplace(net, space, X, delta=0.05, k=5)
     rejected = X[method.milp.predict(X) == 0].iloc[:2]
     results = method.explain_many(rejected, target=1)
     outer, *loops = bars
@@ -149,7 +149,7 @@ def test_proplace_bar_shows_the_bounds(monkeypatch):
         assert last["need"] == pytest.approx(0.005)
         assert last["robust_bound"] == pytest.approx(r.certificate.verdict.bound)
     with pytest.raises(TypeError, match="progress must be"):
-        cfopt.Proplace(net, space, X, 0.05, k=5, progress="on")
+        cfopt.Proplace(net, space, X, delta=0.05, k=5, progress="on")
 
 
 def test_batch_bar_counts_found_failed_left(monkeypatch):

@@ -165,7 +165,7 @@ def test_proplace_certified_and_valid_under_sampled_models(toy) -> None:
     delta = 0.05
     outcomes = {}
     for solver in ("highs", "cbc"):
-        method = Proplace(net, space, X, delta, k=10, solver=solver)
+        method = Proplace(net, space, X, delta=delta, k=10, solver=solver)
         outcomes[solver] = method.explain_many(queries, target=1)
     for r_h, r_c in zip(outcomes["highs"], outcomes["cbc"]):
         for r in (r_h, r_c):
@@ -184,7 +184,7 @@ def test_proplace_certified_and_valid_under_sampled_models(toy) -> None:
 def test_proplace_on_gurobi_when_licensed(toy) -> None:
     X, space, net, queries = toy
     try:
-        method = Proplace(net, space, X, 0.05, k=10, solver="gurobi")
+        method = Proplace(net, space, X, delta=0.05, k=10, solver="gurobi")
         r = method.explain(queries.iloc[[0]], target=1)
     except (cfopt.SolverNotAvailableError, cfopt.SolverLicenseError):
         pytest.skip("Gurobi not available or the model exceeds its licence")
@@ -193,7 +193,7 @@ def test_proplace_on_gurobi_when_licensed(toy) -> None:
 
 def test_region_cache_pays_once(toy) -> None:
     X, space, net, queries = toy
-    method = Proplace(net, space, X, 0.05, k=10)
+    method = Proplace(net, space, X, delta=0.05, k=10)
     first = method.explain(queries.iloc[[0]], target=1)
     again = method.explain(queries.iloc[[0]], target=1)
     assert again.details["region_screened"] == 0 and again.details["region_milp_checks"] == 0
@@ -205,7 +205,7 @@ def test_composes_with_immutables_max_changes_rules_and_trust_regions(toy) -> No
     space = cfopt.FeatureSpace.from_frame(X).immutable("d").increase_only("a")
     rule = cfopt.LinearConstraint({"b": 1}, "<=", 0.3, relative=True, name="b_budget")
     hull = cfopt.ConvexHull(X, epsilon=0.5, max_points=50, name="hull")
-    method = Proplace(net, space, X, 0.05, k=30, max_changes=3, constraints=[rule, hull])
+    method = Proplace(net, space, X, delta=0.05, k=30, max_changes=3, constraints=[rule, hull])
     statuses = []
     for i in range(len(queries)):
         r = method.explain(queries.iloc[[i]], target=1)
@@ -224,22 +224,22 @@ def test_composes_with_immutables_max_changes_rules_and_trust_regions(toy) -> No
 
 def test_no_robust_point_is_infeasible_not_a_hang(toy) -> None:
     X, space, net, queries = toy
-    r = Proplace(net, space, X, 3.0, k=5).explain(queries.iloc[[0]], target=1)
+    r = Proplace(net, space, X, delta=3.0, k=5).explain(queries.iloc[[0]], target=1)
     assert r.status is RobustStatus.INFEASIBLE and r.counterfactual is None
     assert "no Δ-robust data point" in r.message
-    plain = NonRobustMILP(net, space, 3.0).explain(queries.iloc[[0]], target=1)
+    plain = NonRobustMILP(net, space, delta=3.0).explain(queries.iloc[[0]], target=1)
     assert plain.status is RobustStatus.NOT_ROBUST and plain.certificate.robust is False
     assert plain.found  # still a valid (non-robust) counterfactual
-    capped = MILPR(net, space, 3.0, max_rounds=2).explain(queries.iloc[[0]], target=1)
+    capped = MILPR(net, space, delta=3.0, max_rounds=2).explain(queries.iloc[[0]], target=1)
     assert capped.status in (RobustStatus.ITERATION_LIMIT, RobustStatus.INFEASIBLE)
     assert not capped.certified
-    assert RNCE(net, space, X, 3.0).explain(queries.iloc[[0]], 1).status \
+    assert RNCE(net, space, X, delta=3.0).explain(queries.iloc[[0]], 1).status \
         is RobustStatus.INFEASIBLE
 
 
 def test_iteration_cap_has_its_own_status(toy) -> None:
     X, space, net, queries = toy
-    method = Proplace(net, space, X, 0.05, k=10, max_iterations=1)
+    method = Proplace(net, space, X, delta=0.05, k=10, max_iterations=1)
     statuses = {method.explain(queries.iloc[[i]], 1).status for i in range(len(queries))}
     assert statuses <= {RobustStatus.CERTIFIED, RobustStatus.ITERATION_LIMIT}
 
@@ -247,9 +247,9 @@ def test_iteration_cap_has_its_own_status(toy) -> None:
 def test_baselines_certify(toy) -> None:
     X, space, net, queries = toy
     x = queries.iloc[[0]]
-    milpr = MILPR(net, space, 0.05).explain(x, 1)
-    rnce = RNCE(net, space, X, 0.05).explain(x, 1)
-    plain = NonRobustMILP(net, space, 0.05).explain(x, 1)
+    milpr = MILPR(net, space, delta=0.05).explain(x, 1)
+    rnce = RNCE(net, space, X, delta=0.05).explain(x, 1)
+    plain = NonRobustMILP(net, space, delta=0.05).explain(x, 1)
     for r in (milpr, rnce):
         assert r.certified, r.message
         z = space.transform(r.counterfactual)[0]
@@ -260,15 +260,15 @@ def test_baselines_certify(toy) -> None:
 def test_bad_input_names_the_option(toy) -> None:
     X, space, net, _ = toy
     with pytest.raises(ValueError, match="delta"):
-        Proplace(net, space, X, 0.0)
+        Proplace(net, space, X, delta=0.0)
     with pytest.raises(ValueError, match="tolerance"):
-        Proplace(net, space, X, 0.05, sigma=0.01, tolerance=0.02)
+        Proplace(net, space, X, delta=0.05, sigma=0.01, tolerance=0.02)
     with pytest.raises(ValueError, match="k must"):
-        Proplace(net, space, X, 0.05, k=0)
+        Proplace(net, space, X, delta=0.05, k=0)
     with pytest.raises(ValueError, match="max_iterations"):
-        Proplace(net, space, X, 0.05, max_iterations=0)
+        Proplace(net, space, X, delta=0.05, max_iterations=0)
     with pytest.raises(ValueError, match="growth"):
-        MILPR(net, space, 0.05, growth=1.0)
+        MILPR(net, space, delta=0.05, growth=1.0)
     multiclass = train_torch(space.transform(X), np.arange(len(X)) % 3, hidden=(4,),
                              n_classes=3, epochs=2)
     with pytest.raises(ValueError, match="one logit"):

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..results.counterfactual import _plain
+from ..results.serialize import json_value
 from ..space.space import FeatureSpace
 
 
@@ -124,21 +124,21 @@ def target_labels(target: Any, factual_class: Any, classes: Any) -> tuple:
     Raises:
         ValueError: a label the model does not know, or the factual's own class.
     """
-    known = [_plain(c) for c in classes]
+    known = [json_value(c) for c in classes]
     if target is None:
-        labels = [c for c in known if c != _plain(factual_class)]
+        labels = [c for c in known if c != json_value(factual_class)]
         if not labels:
             raise ValueError(f"the model knows only the factual's class "
-                             f"{_plain(factual_class)!r}; there is no other class to reach")
+                             f"{json_value(factual_class)!r}; there is no other class to reach")
         return tuple(labels)
     labels = list(target) if isinstance(target, (list, tuple, set, np.ndarray)) else [target]
-    unknown = [t for t in labels if _plain(t) not in known]
+    unknown = [t for t in labels if json_value(t) not in known]
     if unknown:
         raise ValueError(f"target {unknown} is not among the model's classes {known}")
-    if any(_plain(t) == _plain(factual_class) for t in labels):
+    if any(json_value(t) == json_value(factual_class) for t in labels):
         raise ValueError(f"target {labels} contains the factual's own class "
-                         f"{_plain(factual_class)!r}")
-    return tuple(_plain(t) for t in labels)
+                         f"{json_value(factual_class)!r}")
+    return tuple(json_value(t) for t in labels)
 
 
 def model_classes(model: Any, predict: Callable[[np.ndarray], np.ndarray],
@@ -159,7 +159,7 @@ def model_classes(model: Any, predict: Callable[[np.ndarray], np.ndarray],
             raise ValueError("cannot tell the model's classes: it has no classes_ and is not "
                              "parseable by cfopt; pass training rows")
         classes = np.unique(predict(Z))
-    return tuple(_plain(c) for c in classes)
+    return tuple(json_value(c) for c in classes)
 
 
 __all__ = ["Genes", "model_classes", "target_labels"]

@@ -61,7 +61,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..results.counterfactual import Counterfactual, _plain
+from ..results.counterfactual import Counterfactual
+from ..results.serialize import json_value
 from ..results.status import Status
 from ..space.perturbations import can_switch_away
 from ..space.space import FeatureSpace
@@ -160,7 +161,7 @@ class CoGS:
         return loss, valid
 
     def _valid(self, G: np.ndarray, labels: tuple) -> np.ndarray:
-        predicted = [_plain(p) for p in self._predict(self.genes.inputs(G))]
+        predicted = [json_value(p) for p in self._predict(self.genes.inputs(G))]
         return np.isin(np.array(predicted, dtype=object), np.array(labels, dtype=object))
 
     def setback(self, G: np.ndarray, g0: np.ndarray) -> np.ndarray:
@@ -246,7 +247,7 @@ class CoGS:
         factual = self.space.validate(frame, check_bounds=False).reset_index(drop=True)
         g = self.genes
         g0 = g.of_frame(factual)[0]
-        factual_class = _plain(np.asarray(self._predict(g.inputs(g0)))[0])
+        factual_class = json_value(np.asarray(self._predict(g.inputs(g0)))[0])
         labels = target_labels(target, factual_class, self.classes_)
         rng = np.random.default_rng(self.seed)
         lo, hi = self._interval(g0)
@@ -315,7 +316,7 @@ class CoGS:
                 ) -> Counterfactual:
         g = self.genes
         row = g.frame(genes[None, :])
-        predicted = _plain(np.asarray(self._predict(self.space.encode(row)))[0])
+        predicted = json_value(np.asarray(self._predict(self.space.encode(row)))[0])
         verified = valid and predicted in labels
         G = genes[None, :]
         if self.robust and "C" in self.robust:

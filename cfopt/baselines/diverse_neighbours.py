@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import _NORMS, distance_weights
-from ..results.counterfactual import _plain
+from ..results.serialize import json_value
 from ..space.space import FeatureSpace
 from ..space.validate import as_frame
 
@@ -122,9 +122,9 @@ class DiverseNeighboursResult:
     def verified(self) -> bool:
         """Every returned counterfactual is predicted as a target class (by the re-check)."""
         if self.target is None:
-            return all(_plain(p) != _plain(self.factual_class) for p in self.predicted)
-        targets = {_plain(t) for t in self.target}
-        return all(_plain(p) in targets for p in self.predicted)
+            return all(json_value(p) != json_value(self.factual_class) for p in self.predicted)
+        targets = {json_value(t) for t in self.target}
+        return all(json_value(p) in targets for p in self.predicted)
 
     @property
     def found(self) -> bool:
@@ -133,17 +133,17 @@ class DiverseNeighboursResult:
 
     def to_dict(self) -> dict[str, Any]:
         def rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
-            return [{k: _plain(v) for k, v in r.items()} for r in frame.to_dict("records")]
+            return [{k: json_value(v) for k, v in r.items()} for r in frame.to_dict("records")]
 
         return {
             "factual": rows(self.factual)[0],
-            "factual_class": _plain(self.factual_class),
-            "target": None if self.target is None else [_plain(t) for t in self.target],
+            "factual_class": json_value(self.factual_class),
+            "target": None if self.target is None else [json_value(t) for t in self.target],
             "counterfactuals": rows(self.counterfactuals),
             "candidates": rows(self.candidates),
-            "sources": [_plain(s) for s in self.sources],
+            "sources": [json_value(s) for s in self.sources],
             "distances": [float(d) for d in self.distances],
-            "predicted": [_plain(p) for p in self.predicted],
+            "predicted": [json_value(p) for p in self.predicted],
             "verified": self.verified,
             "norm": self.norm,
             "n_candidates": dict(self.n_candidates),
@@ -476,14 +476,14 @@ class DiverseNeighbours:
             return None
         labels = list(target) if isinstance(target, (list, tuple, set, np.ndarray)) \
             else [target]
-        known = {_plain(c) for c in self.classes_}
-        unknown = [t for t in labels if _plain(t) not in known]
+        known = {json_value(c) for c in self.classes_}
+        unknown = [t for t in labels if json_value(t) not in known]
         if unknown:
             raise ValueError(f"target {unknown} is not among the classes the model predicts "
                              f"on the training rows: {sorted(known, key=str)}")
-        if any(_plain(t) == _plain(factual_class) for t in labels):
+        if any(json_value(t) == json_value(factual_class) for t in labels):
             raise ValueError(f"target {labels} contains the factual's own class "
-                             f"{_plain(factual_class)!r}")
+                             f"{json_value(factual_class)!r}")
         return labels
 
     def __repr__(self) -> str:

@@ -83,7 +83,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..results.counterfactual import Counterfactual, CounterfactualSet, _plain
+from ..results.counterfactual import Counterfactual, CounterfactualSet
+from ..results.serialize import json_value
 from ..results.status import Status
 from ..space.feature import Kind
 from ..space.space import FeatureSpace
@@ -131,7 +132,7 @@ def _probabilities(model: Any, space: FeatureSpace, classes: tuple
     order), or ``None`` when the model exposes none (then :math:`l_1` uses the label)."""
     pipeline = getattr(sys.modules.get("sklearn.pipeline"), "Pipeline", None)
     if hasattr(model, "predict_proba"):
-        order = [list(map(_plain, model.classes_)).index(c) for c in classes] \
+        order = [list(map(json_value, model.classes_)).index(c) for c in classes] \
             if hasattr(model, "classes_") else list(range(len(classes)))
         if pipeline is not None and isinstance(model, pipeline):
             return lambda Z: np.asarray(model.predict_proba(space.inverse_transform(Z)))[:, order]
@@ -147,7 +148,7 @@ def _probabilities(model: Any, space: FeatureSpace, classes: tuple
     net = adapter.structure
     if not isinstance(net, ReLUNetwork) or adapter.decision not in ("sign", "argmax"):
         return None
-    order = [list(map(_plain, adapter.classes)).index(c) for c in classes]
+    order = [list(map(json_value, adapter.classes)).index(c) for c in classes]
     if adapter.decision == "sign":
         def proba(Z: np.ndarray) -> np.ndarray:
             p1 = sigmoid(net.logits(Z)[:, 0])
@@ -242,7 +243,7 @@ class MDPSO:
         self.classes_ = model_classes(self.model, self._predict, Z)
         self._proba = _probabilities(self.model, self.space, self.classes_)
         self._columns = {f.name: frame[f.name].to_numpy() for f in self.space}
-        self._labels = np.array([_plain(v) for v in labels], dtype=object)
+        self._labels = np.array([json_value(v) for v in labels], dtype=object)
         self._iv: dict[tuple, dict[str, float]] = {}
         self._fitted = True
         return self
@@ -335,7 +336,7 @@ class MDPSO:
         factual = self.space.validate(frame, check_bounds=False).reset_index(drop=True)
         g = self.genes
         g0 = g.of_frame(factual)[0]
-        factual_class = _plain(np.asarray(self._predict(g.inputs(g0)))[0])
+        factual_class = json_value(np.asarray(self._predict(g.inputs(g0)))[0])
         labels = target_labels(target, factual_class, self.classes_)
         iv = self.information_values(labels)
         movable = self._movable(g0)
@@ -351,7 +352,8 @@ class MDPSO:
             f"{len(members)} of {self.n} clusters held a valid particle"
         return CounterfactualSet(
             factual=factual, target=labels, members=members, method="mdpso",
-            requested=self.n, stopped=stopped, total_time=time.perf_counter() - t0,
+            requested=self.n, status=Status.FEASIBLE if members else Status.NO_SOLUTION,
+            stopped=stopped, total_time=time.perf_counter() - t0,
             details={"active": [names[i] for i in active],
                      "information_value": {k: round(v, 6) for k, v in iv.items()},
                      "box": self.box, "epsilon": self.epsilon,
@@ -362,7 +364,7 @@ class MDPSO:
         """Decoded genes, objective F and validity of each position."""
         G = self._decode(U, u0, g0)
         Z = self.genes.inputs(G)
-        valid = np.isin(np.array([_plain(v) for v in self._predict(Z)], dtype=object),
+        valid = np.isin(np.array([json_value(v) for v in self._predict(Z)], dtype=object),
                         np.array(labels, dtype=object))
         if self._proba is None:
             l1 = np.where(valid, 0.0, 0.5)
@@ -442,7 +444,7 @@ class MDPSO:
         if not len(G):
             return []
         rows = self.genes.frame(G)
-        predicted = [_plain(p) for p in self._predict(self.space.encode(rows))]
+        predicted = [json_value(p) for p in self._predict(self.space.encode(rows))]
         gower, l0 = self.genes.gower(G, g0), self.genes.l0(G, g0)
         members = []
         for j, p in enumerate(predicted):

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ..results.counterfactual import Counterfactual, _plain
+from ..results.counterfactual import Counterfactual
+from ..results.serialize import json_value
 from ..results.status import Status
 
 if TYPE_CHECKING:
@@ -45,12 +46,12 @@ FORMAT = "cfopt-batch/1"
 
 def row_key(label: Any) -> str:
     """The JSON text of an index label (numpy scalars as Python ones)."""
-    return json.dumps(_plain(label), default=str)
+    return json.dumps(json_value(label), default=str)
 
 
 def row_digest(row: pd.DataFrame) -> str:
     """A digest of a one-row frame's raw values (column names included)."""
-    values = {str(k): _plain(v) for k, v in row.iloc[0].items()}
+    values = {str(k): json_value(v) for k, v in row.iloc[0].items()}
     text = json.dumps(values, sort_keys=True, default=str)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 

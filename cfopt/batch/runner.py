@@ -51,7 +51,8 @@ import pandas as pd
 
 from ..errors import AlreadyTargetError, InfeasibleError
 from ..progress import BatchProgress
-from ..results.counterfactual import Counterfactual, _plain
+from ..results.counterfactual import Counterfactual
+from ..results.serialize import json_value
 from ..results.status import Status
 from ..space.validate import as_frame
 from .journal import BatchJournal, batch_header
@@ -296,7 +297,7 @@ def _parallel(explainer: Explainer, frame: pd.DataFrame, results: list[Counterfa
                 chunks = [[i] for i in left]
                 continue
             record({i: _empty(explainer, frame.iloc[[i]], Status.ERROR,
-                              f"row {_plain(frame.index[i])!r}: not answered: {backend} "
+                              f"row {json_value(frame.index[i])!r}: not answered: {backend} "
                               f"workers died {deaths} times while it was queued or solving "
                               f"({type(exc).__name__}: {exc})", (), None) for i in left})
             return False, workers
@@ -310,7 +311,7 @@ def _answer(explainer: Explainer, row: pd.DataFrame, target: Any, errors: str,
     ``errors="raise"``, naming the row's index label; with ``errors="record"`` it
     becomes the row's status (``INFEASIBLE`` with the diagnosis, else ``ERROR``) and
     message."""
-    label = _plain(row.index[0])  # as the user wrote it, not np.int64(7)
+    label = json_value(row.index[0])  # as the user wrote it, not np.int64(7)
     try:
         return explainer.explain(row, target, **options)
     except AlreadyTargetError as exc:

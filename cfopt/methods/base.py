@@ -57,7 +57,7 @@ class RobustMethod(ABC):
 
     method = ""
 
-    def __init__(self, model: Any, space: FeatureSpace, delta: float, *,
+    def __init__(self, model: Any, space: FeatureSpace, *, delta: float,
                  solver: str | SolverBackend, time_limit: float | None, mip_gap: float,
                  threads: int | None, seed: int | None,
                  solver_options: Mapping[str, Any] | None = None) -> None:
@@ -102,7 +102,8 @@ class RobustMethod(ABC):
             verified=verified, objective=objective_value(m, row) if verified else None,
             bound=bound, distances=m.distances(row) if verified else {},
             certificate=certificate, total_time=time.perf_counter() - t0 + one_off,
-            solver=self.backend.name, message=message, details=details or {})
+            solver=self.backend.name, message=message, details=details or {},
+            factual_class=m.factual_class, space=m.space)
 
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,
                      progress: bool | None = None) -> list[RobustCounterfactual]:

@@ -37,7 +37,7 @@ from ..constraints.diversity_cuts import MIN_CHANGE
 from ..constraints.scenarios import KScenarios
 from ..constraints.setback import SetbackCost
 from ..explainer import Explainer
-from ..results.counterfactual import Counterfactual
+from ..results.counterfactual import Answer, Counterfactual
 from ..results.robust import KVerdict, PerturbationRobustCounterfactual
 from ..results.status import Status
 from ..space.perturbations import setback_cost
@@ -104,10 +104,20 @@ class PerturbationRobustExplainer:
                 tree_formulation=self._options.get("tree_formulation"))
         return self._adversary
 
-    def certify(self, x: pd.DataFrame | pd.Series, z: pd.DataFrame | pd.Series,
-                label: Any) -> KVerdict:
-        """The K-adversary's verdict on a counterfactual ``z`` of ``x`` (from any
-        method) that the model classifies as ``label``."""
+    def certify(self, x: pd.DataFrame | pd.Series, z: pd.DataFrame | pd.Series | Answer,
+                label: Any = None) -> KVerdict:
+        """The K-adversary's verdict on a counterfactual ``z`` of ``x`` that the model
+        classifies as ``label``: a raw row, or any method's answer (its counterfactual;
+        ``label`` defaults to its target when that is one class)."""
+        if isinstance(z, Answer):
+            if z.counterfactual is None:
+                raise ValueError(f"the answer has no counterfactual to certify (status "
+                                 f"{z.status.value})")
+            if label is None and len(z.target) == 1:
+                label = z.target[0]
+            z = z.counterfactual
+        if label is None:
+            raise ValueError("give the label the model assigns to z")
         return self.adversary.check(x, z, label)
 
     def explain(self, x: pd.DataFrame | pd.Series | Mapping, target: Any = None,
@@ -138,7 +148,7 @@ class PerturbationRobustExplainer:
         cost = (setback_cost(m.space, m.weights, m.factual, ce.counterfactual)
                 if ce.found else None)
         return PerturbationRobustCounterfactual(
-            robustness=self.robustness, status=loop.status, counterfactual=ce,
+            robustness=self.robustness, status=loop.status, answer=ce,
             k_verdict=None if check is None else check.verdict, iterations=loop.iterations,
             scenarios=self._scenarios.scenarios if self._scenarios is not None else [],
             setback_cost=cost, optimal=loop.optimal, total_time=time.perf_counter() - t0,

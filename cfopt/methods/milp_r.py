@@ -106,11 +106,11 @@ class NonRobustMILP(RobustMethod):
 
     method = "milp"
 
-    def __init__(self, model: Any, space: FeatureSpace, delta: float, *,
+    def __init__(self, model: Any, space: FeatureSpace, *, delta: float,
                  solver: str | SolverBackend = "highs", margin: float = 1e-3,
                  time_limit: float | None = None, mip_gap: float = 1e-4,
                  threads: int | None = 1, seed: int | None = 0, **options: Any) -> None:
-        super().__init__(model, space, delta, solver=solver, time_limit=time_limit,
+        super().__init__(model, space, delta=delta, solver=solver, time_limit=time_limit,
                          mip_gap=mip_gap, threads=threads, seed=seed)
         self.explainer = Explainer(model, space, solver=self.backend, margin=margin,
                                    time_limit=time_limit, mip_gap=mip_gap, threads=threads,
@@ -156,7 +156,7 @@ class MILPR(RobustMethod):
 
     method = "milp-r"
 
-    def __init__(self, model: Any, space: FeatureSpace, delta: float, *,
+    def __init__(self, model: Any, space: FeatureSpace, *, delta: float,
                  initial_margin: float = 0.01, growth: float = 2.0, max_rounds: int = 20,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
@@ -164,7 +164,7 @@ class MILPR(RobustMethod):
                  bound_tightening: str | None = "lp", constraints: Sequence[ConstraintBlock] = (),
                  mip_gap: float = 1e-4, threads: int | None = 1, seed: int | None = 0,
                  solver_options: Mapping[str, Any] | None = None) -> None:
-        super().__init__(model, space, delta, solver=solver, time_limit=time_limit,
+        super().__init__(model, space, delta=delta, solver=solver, time_limit=time_limit,
                          mip_gap=mip_gap, threads=threads, seed=seed,
                          solver_options=solver_options)
         self.initial_margin = check_positive("initial_margin", initial_margin)

@@ -38,13 +38,13 @@ from ..formulations.robustness import layer_box_bounds
 from ..problem import CounterfactualModel
 from ..progress import progress_enabled
 from ..query.solution import verified_solution
-from ..results.counterfactual import _plain
 from ..results.robust import (
     RobustCounterfactual,
     RobustnessCertificate,
     RobustnessVerdict,
     RobustStatus,
 )
+from ..results.serialize import json_value
 from ..results.status import Status
 from ..solvers import SolverBackend
 from ..space.space import FeatureSpace
@@ -125,8 +125,8 @@ class Proplace(RobustMethod):
 
     method = "proplace"
 
-    def __init__(self, model: Any, space: FeatureSpace, data: pd.DataFrame, delta: float,
-                 k: int = 20, *, labels: Any = None, sigma: float = 0.01,
+    def __init__(self, model: Any, space: FeatureSpace, data: pd.DataFrame, *,
+                 delta: float, k: int = 20, labels: Any = None, sigma: float = 0.01,
                  tolerance: float = 0.005, max_iterations: int = 50,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
@@ -135,7 +135,7 @@ class Proplace(RobustMethod):
                  mip_gap: float = 1e-4, threads: int | None = 1, seed: int | None = 0,
                  solver_options: Mapping[str, Any] | None = None,
                  progress: bool | None = None) -> None:
-        super().__init__(model, space, delta, solver=solver, time_limit=time_limit,
+        super().__init__(model, space, delta=delta, solver=solver, time_limit=time_limit,
                          mip_gap=mip_gap, threads=threads, seed=seed,
                          solver_options=solver_options)
         progress_enabled(progress)  # a bad value raises here, not at the first query
@@ -192,8 +192,8 @@ class Proplace(RobustMethod):
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
 
         def observe(answer: MasterAnswer, _: Adversary, check: Check) -> None:
-            bar.set_postfix(master_bound=_plain(answer.bound), robust_bound=_plain(check.bound),
-                            need=need, refresh=False)
+            bar.set_postfix(master_bound=json_value(answer.bound),
+                            robust_bound=json_value(check.bound), need=need, refresh=False)
             bar.update(1)
 
         try:

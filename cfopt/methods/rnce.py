@@ -31,10 +31,10 @@ class RNCE(RobustMethod):
 
     method = "rnce"
 
-    def __init__(self, model: Any, space: FeatureSpace, data: pd.DataFrame, delta: float, *,
+    def __init__(self, model: Any, space: FeatureSpace, data: pd.DataFrame, *, delta: float,
                  solver: str | SolverBackend = "highs", objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range") -> None:
-        super().__init__(model, space, delta, solver=solver, time_limit=None, mip_gap=1e-4,
+        super().__init__(model, space, delta=delta, solver=solver, time_limit=None, mip_gap=1e-4,
                          threads=1, seed=0)
         self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
                                         bound_tightening="interval")

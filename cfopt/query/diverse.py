@@ -144,8 +144,9 @@ def explain_diverse(explainer: Explainer, x: pd.DataFrame | pd.Series | Mapping,
         m.remove_constraint(cuts.name)
     return CounterfactualSet(
         factual=m.factual, target=m.target, members=members, method=method, requested=n,
-        cfd=cfd, epsilon=settings_of.get("epsilon") if method == "epsilon" else None,
-        stopped=stopped, total_time=time.perf_counter() - t0, details=settings_of)
+        status=first.status, cfd=cfd,
+        epsilon=settings_of.get("epsilon") if method == "epsilon" else None, stopped=stopped,
+        total_time=time.perf_counter() - t0, details=settings_of)
 
 
 def _harvest_pool(explainer: Explainer, settings: SolverSettings, n: int, t0: float, *,
@@ -195,6 +196,7 @@ def _harvest_pool(explainer: Explainer, settings: SolverSettings, n: int, t0: fl
                    f"diversity='nogood' finds more")
     return CounterfactualSet(
         factual=m.factual, target=m.target, members=members, method="pool", requested=n,
+        status=members[0].status if members else outcome.status,
         cfd=members[0].objective if first_optimal else None, stopped=stopped,
         total_time=time.perf_counter() - t0,
         details={"pool_mode": pool_mode, "pool_gap": pool_gap, "harvested": len(pool),

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-import math
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
+from .serialize import json_value, row_changes, row_dict, row_frame
 from .status import Status
 
 if TYPE_CHECKING:
@@ -19,29 +20,71 @@ if TYPE_CHECKING:
     from ..space.space import FeatureSpace
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+class Answer(ABC):
+    """What every answer shares (plain, set, model-shift robust, perturbation robust):
+    ``changes()``, ``plot()``, ``to_json()`` and a short repr.
+
+    A subclass has ``factual`` and ``counterfactual`` (one-row raw DataFrames, the latter
+    ``None`` when nothing verified was found), ``status``, ``verified``, ``objective``,
+    ``target``, ``factual_class``, ``predicted_class``, ``message`` and ``space`` (for
+    the plot), and its own ``to_dict``.
+    """
+
+    factual: pd.DataFrame
+    counterfactual: pd.DataFrame | None
+    status: Enum
+    target: tuple
+    factual_class: Any
+    predicted_class: Any
+    verified: bool
+    objective: float | None
+    message: str
+    space: FeatureSpace | None
+
+    @abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """The answer as JSON-safe values."""
+
+    def changes(self) -> pd.DataFrame:
+        """Only the changed features: columns ``from`` and ``to`` (raw units, labels)."""
+        return row_changes(self.factual, self.counterfactual)
+
+    def answer_fields(self) -> dict[str, Any]:
+        """The JSON-safe fields every answer's :meth:`to_dict` starts with."""
+        return {
+            "status": self.status.value,
+            "verified": self.verified,
+            "factual": row_dict(self.factual),
+            "counterfactual": row_dict(self.counterfactual),
+            "changes": {k: {"from": json_value(v["from"]), "to": json_value(v["to"])}
+                        for k, v in self.changes().iterrows()},
+            "target": [json_value(t) for t in self.target],
+            "factual_class": json_value(self.factual_class),
+            "predicted_class": json_value(self.predicted_class),
+            "objective": json_value(self.objective),
+        }
+
+    def plot(self, *, space: FeatureSpace | None = None, features: Any = "changed",
+             ax: Axes | None = None) -> Axes:
+        """The change chart: features by row, factual → counterfactual within each
+        feature's range, in raw units and labels (:func:`cfopt.plots.plot_changes`)."""
+        from ..plots import plot_changes
+
+        return plot_changes(self, space=space, features=features, ax=ax)
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
+
+    def __repr__(self) -> str:
+        head = (f"{type(self).__name__}(status={self.status.value}, verified={self.verified}, "
+                f"objective={self.objective}, target={list(self.target)})")
+        if self.counterfactual is None:
+            return head
+        return f"{head}\n{self.changes().to_string()}"
 
 
-def _row_dict(frame: pd.DataFrame | None) -> dict[str, Any] | None:
-    if frame is None:
-        return None
-    return {k: _plain(v) for k, v in frame.iloc[0].items()}
-
-
-def _row_frame(row: Mapping[str, Any] | None) -> pd.DataFrame | None:
-    """The one-row DataFrame of a :func:`_row_dict` (``None`` stays ``None``)."""
-    if row is None:
-        return None
-    return pd.DataFrame([dict(row)])
-
-
-@dataclass
-class Counterfactual:
+@dataclass(repr=False)
+class Counterfactual(Answer):
     """The answer to one counterfactual query.
 
     Attributes:
@@ -112,51 +155,22 @@ class Counterfactual:
             return None
         return abs(self.objective - self.bound) / max(abs(self.objective), 1e-10)
 
-    def changes(self) -> pd.DataFrame:
-        """Only the changed features: columns ``from`` and ``to`` (raw units, labels)."""
-        if self.counterfactual is None:
-            return pd.DataFrame(columns=["from", "to"])
-        before, after = self.factual.iloc[0], self.counterfactual.iloc[0]
-        rows = {name: {"from": before[name], "to": after[name]}
-                for name in self.factual.columns if before[name] != after[name]}
-        return pd.DataFrame.from_dict(rows, orient="index", columns=["from", "to"])
-
-    def plot(self, *, space: FeatureSpace | None = None, features: Any = "changed",
-             ax: Axes | None = None) -> Axes:
-        """The change chart: features by row, factual → counterfactual within each
-        feature's range, in raw units and labels (:func:`cfopt.plots.plot_changes`)."""
-        from ..plots import plot_changes
-
-        return plot_changes(self, space=space, features=features, ax=ax)
-
     def to_dict(self) -> dict[str, Any]:
         return {
-            "status": self.status.value,
-            "verified": self.verified,
-            "factual": _row_dict(self.factual),
-            "counterfactual": _row_dict(self.counterfactual),
-            "changes": {k: {"from": _plain(v["from"]), "to": _plain(v["to"])}
-                        for k, v in self.changes().iterrows()},
-            "target": [_plain(t) for t in self.target],
-            "factual_class": _plain(self.factual_class),
-            "predicted_class": _plain(self.predicted_class),
-            "objective": _plain(self.objective),
-            "bound": _plain(self.bound),
-            "gap": _plain(self.gap),
-            "distances": {k: _plain(v) for k, v in self.distances.items()},
+            **self.answer_fields(),
+            "bound": json_value(self.bound),
+            "gap": json_value(self.gap),
+            "distances": {k: json_value(v) for k, v in self.distances.items()},
             "build_time": self.build_time,
             "solve_time": self.solve_time,
-            "solver_time": _plain(self.solver_time),
+            "solver_time": json_value(self.solver_time),
             "total_time": self.total_time,
             "solver": self.solver,
             "margin": self.margin,
             "attempts": self.attempts,
             "message": self.message,
-            "details": {k: _plain(v) for k, v in self.details.items()},
+            "details": {k: json_value(v) for k, v in self.details.items()},
         }
-
-    def to_json(self, **kwargs: Any) -> str:
-        return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *,
@@ -174,8 +188,8 @@ class Counterfactual:
         """
         try:
             return cls(
-                factual=_row_frame(data["factual"]),
-                counterfactual=_row_frame(data["counterfactual"]),
+                factual=row_frame(data["factual"]),
+                counterfactual=row_frame(data["counterfactual"]),
                 target=tuple(data["target"]), factual_class=data["factual_class"],
                 predicted_class=data["predicted_class"], status=Status(data["status"]),
                 verified=bool(data["verified"]), objective=data["objective"],
@@ -187,16 +201,8 @@ class Counterfactual:
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a serialized Counterfactual: {exc!r}") from exc
 
-    def __repr__(self) -> str:
-        head = (f"Counterfactual(status={self.status.value}, verified={self.verified}, "
-                f"objective={self.objective}, target={list(self.target)})")
-        if self.counterfactual is None:
-            return head
-        return f"{head}\n{self.changes().to_string()}"
-
-
-@dataclass
-class CounterfactualSet:
+@dataclass(repr=False)
+class CounterfactualSet(Answer):
     """A set of counterfactuals of one query (:func:`cfopt.query.diverse.explain_diverse`).
 
     Attributes:
@@ -204,6 +210,8 @@ class CounterfactualSet:
             :class:`Counterfactual` with its own status, objective and bound).
         method: ``"nogood"``, ``"distance"``, ``"epsilon"`` or ``"pool"``.
         requested: how many were asked for.
+        status: the status of the query's first, unrestricted solve (the closest
+            member's, or why none was found).
         cfd: the exact counterfactual distance (Leofante & Potyka Def. 1): the proven
             optimal objective of the unrestricted query, or ``None`` when the first
             solve was not proven optimal.
@@ -219,6 +227,7 @@ class CounterfactualSet:
     members: list[Counterfactual]
     method: str
     requested: int
+    status: Status
     cfd: float | None = None
     epsilon: float | None = None
     stopped: str = ""
@@ -233,6 +242,37 @@ class CounterfactualSet:
 
     def __getitem__(self, i: int) -> Counterfactual:
         return self.members[i]
+
+    @property
+    def counterfactual(self) -> pd.DataFrame | None:
+        """The closest member's raw row (the answer without ``n``), ``None`` if none."""
+        return self.members[0].counterfactual if self.members else None
+
+    @property
+    def verified(self) -> bool:
+        """At least one member, and the real model verified every one."""
+        return bool(self.members) and all(c.verified for c in self.members)
+
+    @property
+    def objective(self) -> float | None:
+        """The closest member's objective."""
+        return self.members[0].objective if self.members else None
+
+    @property
+    def message(self) -> str:
+        return self.stopped
+
+    @property
+    def space(self) -> FeatureSpace | None:
+        return self.members[0].space if self.members else None
+
+    def changes(self) -> pd.DataFrame:
+        """Every member's changed features: index (member, feature), columns ``from``
+        and ``to`` (raw units, labels)."""
+        frames = {k: c.changes() for k, c in enumerate(self.members)}
+        if not frames:
+            return pd.DataFrame(columns=["from", "to"])
+        return pd.concat(frames, names=["member", "feature"])
 
     @property
     def counterfactuals(self) -> pd.DataFrame:
@@ -277,27 +317,27 @@ class CounterfactualSet:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "status": self.status.value,
+            "verified": self.verified,
             "method": self.method,
             "requested": self.requested,
             "found": len(self.members),
             "stopped": self.stopped,
-            "factual": _row_dict(self.factual),
-            "target": [_plain(t) for t in self.target],
-            "cfd": _plain(self.cfd),
-            "epsilon": _plain(self.epsilon),
-            "excess": [_plain(e) for e in self.excess],
+            "factual": row_dict(self.factual),
+            "target": [json_value(t) for t in self.target],
+            "cfd": json_value(self.cfd),
+            "epsilon": json_value(self.epsilon),
+            "excess": [json_value(e) for e in self.excess],
             "strong": self.strong,
-            "safety": [_plain(d) for d in self.safety],
+            "safety": [json_value(d) for d in self.safety],
             "total_time": self.total_time,
-            "details": {k: _plain(v) for k, v in self.details.items()},
+            "details": {k: json_value(v) for k, v in self.details.items()},
             "members": [c.to_dict() for c in self.members],
         }
 
-    def to_json(self, **kwargs: Any) -> str:
-        return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
-
     def __repr__(self) -> str:
-        head = (f"CounterfactualSet(method={self.method!r}, found={len(self.members)}/"
+        head = (f"CounterfactualSet(status={self.status.value}, method={self.method!r}, "
+                f"found={len(self.members)}/"
                 f"{self.requested}, cfd={self.cfd}, stopped={self.stopped!r})")
         if not self.members:
             return head

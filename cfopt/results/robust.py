@@ -1,7 +1,8 @@
 """The answers of the robust methods: statuses, the adversaries' verdicts, certificates.
 
-One module for every robust result type (the target layout's ``results/robust.py``;
-they stay here until :mod:`cfopt.results.counterfactual` becomes a package):
+Every answer is an :class:`~cfopt.results.counterfactual.Answer`: ``counterfactual`` (a
+raw DataFrame row), ``changes()``, ``plot()``, ``to_dict()`` / ``to_json()``, ``status``,
+``verified`` and a ``certificate``; reprs are short (no network weights).
 
 * :class:`RobustStatus`, the outcome of a query on the cutting-set engine
   (:mod:`cfopt.methods.cutting_set`);
@@ -14,16 +15,19 @@ they stay here until :mod:`cfopt.results.counterfactual` becomes a package):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from ..formulations.robustness import Parameters
-from .counterfactual import Counterfactual, _plain, _row_dict
+from .counterfactual import Answer, Counterfactual
+from .serialize import json_value
 from .status import Status
+
+if TYPE_CHECKING:
+    from ..space.space import FeatureSpace
 
 
 class RobustStatus(str, Enum):
@@ -85,14 +89,15 @@ class RobustnessVerdict:
     solver_value: float | None
     method: str
     threshold: float
-    parameters: Parameters | None = None
+    parameters: Parameters | None = field(default=None, repr=False)
     shift: float | None = None
     seconds: float = 0.0
     solver_status: str | None = None
 
     def to_dict(self, include_parameters: bool = False) -> dict[str, Any]:
-        out = {"robust": self.robust, "bound": _plain(self.bound), "value": _plain(self.value),
-               "solver_value": _plain(self.solver_value), "method": self.method,
+        out = {"robust": self.robust, "bound": json_value(self.bound),
+               "value": json_value(self.value), "solver_value": json_value(self.solver_value),
+               "method": self.method,
                "threshold": self.threshold, "shift": self.shift, "seconds": self.seconds,
                "solver_status": self.solver_status}
         if include_parameters:
@@ -153,11 +158,11 @@ class RobustnessCertificate:
     threshold: float
     verdict: RobustnessVerdict | None
     iterations: int = 0
-    models: list = field(default_factory=list)
+    models: list = field(default_factory=list, repr=False)
     times: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self, include_parameters: bool = False) -> dict[str, Any]:
-        out = {"delta": self.delta, "robust": self.robust, "bound": _plain(self.bound),
+        out = {"delta": self.delta, "robust": self.robust, "bound": json_value(self.bound),
                "threshold": self.threshold, "iterations": self.iterations,
                "models_used": len(self.models), "times": dict(self.times),
                "verdict": self.verdict.to_dict(include_parameters) if self.verdict else None}
@@ -166,8 +171,8 @@ class RobustnessCertificate:
         return out
 
 
-@dataclass
-class RobustCounterfactual:
+@dataclass(repr=False)
+class RobustCounterfactual(Answer):
     """The answer of a model-shift robust method to one query.
 
     Attributes:
@@ -189,6 +194,8 @@ class RobustCounterfactual:
         solver: the solver's name.
         message: diagnostics in words.
         details: method-specific numbers (region report, margins tried).
+        factual_class: the real model's prediction on ``factual``.
+        space: the feature space, for :meth:`plot`.
     """
 
     method: str
@@ -206,6 +213,8 @@ class RobustCounterfactual:
     solver: str
     message: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    factual_class: Any = None
+    space: FeatureSpace | None = field(default=None, repr=False, compare=False)
 
     @property
     def found(self) -> bool:
@@ -218,24 +227,15 @@ class RobustCounterfactual:
         return self.found and self.certificate.robust is True
 
     def to_dict(self, include_parameters: bool = False) -> dict[str, Any]:
-        return {"method": self.method, "status": self.status.value,
-                "verified": self.verified, "certified": self.certified,
-                "factual": _row_dict(self.factual),
-                "counterfactual": _row_dict(self.counterfactual),
-                "target": [_plain(t) for t in self.target],
-                "predicted_class": _plain(self.predicted_class),
-                "objective": _plain(self.objective), "bound": _plain(self.bound),
-                "distances": {k: _plain(v) for k, v in self.distances.items()},
+        return {**self.answer_fields(), "method": self.method, "certified": self.certified,
+                "bound": json_value(self.bound),
+                "distances": {k: json_value(v) for k, v in self.distances.items()},
                 "certificate": self.certificate.to_dict(include_parameters),
                 "total_time": self.total_time, "solver": self.solver, "message": self.message,
-                "details": {k: _plain(v) for k, v in self.details.items()}}
+                "details": {k: json_value(v) for k, v in self.details.items()}}
 
-    def to_json(self, **kwargs: Any) -> str:
-        return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
-
-
-@dataclass
-class PerturbationRobustCounterfactual:
+@dataclass(repr=False)
+class PerturbationRobustCounterfactual(Answer):
     """The answer of :class:`~cfopt.methods.k_robust.PerturbationRobustExplainer` to one
     query.
 
@@ -246,8 +246,10 @@ class PerturbationRobustCounterfactual:
             ``k_verdict``), ``INFEASIBLE`` (proven: no counterfactual meets the
             constraints and the collected scenarios), ``ITERATION_LIMIT``,
             ``TIME_LIMIT``, ``VERIFICATION_FAILED``, ``ERROR``.
-        counterfactual: the last master answer (a :class:`~cfopt.Counterfactual`).
-        k_verdict: the K-adversary's last verdict on it (``None`` unless K was sought).
+        answer: the last master answer (a :class:`~cfopt.Counterfactual`; its raw row is
+            :attr:`counterfactual`).
+        k_verdict: the K-adversary's last verdict on it (``None`` unless K was sought),
+            also :attr:`certificate`.
         iterations: master solves.
         scenarios: the K-perturbation scenarios the master had to satisfy.
         setback_cost: the cost of undoing the maximal C-setback of the answer (raw).
@@ -259,7 +261,7 @@ class PerturbationRobustCounterfactual:
 
     robustness: str
     status: RobustStatus
-    counterfactual: Counterfactual
+    answer: Counterfactual
     k_verdict: KVerdict | None
     iterations: int
     scenarios: list[dict[str, Any]]
@@ -272,25 +274,60 @@ class PerturbationRobustCounterfactual:
 
     @property
     def found(self) -> bool:
-        return self.counterfactual.found
+        return self.answer.found
 
     @property
     def certified(self) -> bool:
         return self.found and self.status is RobustStatus.CERTIFIED
 
     @property
-    def row(self) -> pd.DataFrame | None:
+    def factual(self) -> pd.DataFrame:
+        return self.answer.factual
+
+    @property
+    def counterfactual(self) -> pd.DataFrame | None:
         """The counterfactual's raw row (``None`` when none was verified)."""
-        return self.counterfactual.counterfactual if self.found else None
+        return self.answer.counterfactual if self.found else None
+
+    @property
+    def target(self) -> tuple:
+        return self.answer.target
+
+    @property
+    def factual_class(self) -> Any:
+        return self.answer.factual_class
+
+    @property
+    def predicted_class(self) -> Any:
+        return self.answer.predicted_class
+
+    @property
+    def verified(self) -> bool:
+        return self.answer.verified
+
+    @property
+    def objective(self) -> float | None:
+        return self.answer.objective
+
+    @property
+    def bound(self) -> float | None:
+        return self.answer.bound
+
+    @property
+    def space(self) -> FeatureSpace | None:
+        return self.answer.space
+
+    @property
+    def certificate(self) -> KVerdict | None:
+        """The K-adversary's verdict (``None`` unless K-robustness was sought)."""
+        return self.k_verdict
 
     def to_dict(self) -> dict[str, Any]:
-        return {"robustness": self.robustness, "status": self.status.value,
+        return {**self.answer_fields(), "robustness": self.robustness,
                 "certified": self.certified, "optimal": self.optimal,
-                "counterfactual": _row_dict(self.row),
-                "objective": _plain(self.counterfactual.objective),
-                "bound": _plain(self.counterfactual.bound),
+                "bound": json_value(self.bound),
                 "k_verdict": None if self.k_verdict is None else self.k_verdict.to_dict(),
                 "iterations": self.iterations,
-                "scenarios": [{k: _plain(v) for k, v in s.items()} for s in self.scenarios],
-                "setback_cost": _plain(self.setback_cost), "total_time": self.total_time,
+                "scenarios": [{k: json_value(v) for k, v in s.items()} for s in self.scenarios],
+                "setback_cost": json_value(self.setback_cost), "total_time": self.total_time,
                 "adversary_time": self.adversary_time, "message": self.message}
