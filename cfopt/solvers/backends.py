@@ -22,6 +22,7 @@ INSTALL_HINTS = {
     "highs": "install it with `pip install highspy`",
     "gurobi": ("install it with `pip install gurobipy` (or `pip install cfopt[gurobi]`); "
                "the pip licence is size-limited"),
+    "cpsat": "install it with `pip install cfopt[cpsat]` (OR-Tools)",
     "cbc": ("install it with `apt-get install coinor-cbc` (Debian/Ubuntu), "
             "`brew install cbc` (macOS) or `conda install -c conda-forge coin-or-cbc`, "
             "so that the `cbc` executable is on PATH"),
@@ -405,9 +406,10 @@ def _load_complete(model: pyo.Block, results: Any, objective: Any) -> list[str]:
 
 
 def make_solver(solver: str | SolverBackend) -> SolverBackend:
-    """A backend by name: ``"highs"`` (default), ``"gurobi"``, ``"cbc"`` or any classic
-    Pyomo solver name. Raises ``ValueError`` for an unknown name and
-    :class:`SolverNotAvailableError` (with install instructions) for a missing solver.
+    """A backend by name: ``"highs"`` (default), ``"gurobi"``, ``"cbc"``, ``"cpsat"``
+    (tree ensembles: :mod:`cfopt.solvers.cpsat`) or any classic Pyomo solver name.
+    Raises ``ValueError`` for an unknown name and :class:`SolverNotAvailableError`
+    (with install instructions) for a missing solver.
     """
     if isinstance(solver, SolverBackend):
         return solver
@@ -424,10 +426,14 @@ def make_solver(solver: str | SolverBackend) -> SolverBackend:
         from pyomo.opt.base.solvers import UnknownSolver
 
         with LoggingIntercept(level=logging.ERROR):  # Pyomo logs a traceback for a bad name
+    elif name == "cpsat":
+        from .cpsat import CpSatBackend
+
+        backend = CpSatBackend()
             legacy = LegacyBackend(name)
         if isinstance(legacy._opt, UnknownSolver):
-            raise ValueError(f"unknown solver {solver!r}: use 'highs', 'gurobi', 'cbc' or the "
-                             f"name of a solver known to Pyomo's SolverFactory")
+            raise ValueError(f"unknown solver {solver!r}: use 'highs', 'gurobi', 'cbc', 'cpsat' "
+                             f"or the name of a solver known to Pyomo's SolverFactory")
         backend = legacy
     if not backend.available():
         hint = INSTALL_HINTS.get(backend.name, "install it and put it on PATH")
