@@ -232,7 +232,7 @@ class GurobiBackend(_ContribBackend):
                     solver._solver_model.setParam(key, value)
 
     def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
-        opts: dict[str, Any] = {"OutputFlag": int(settings.verbose)}
+        opts: dict[str, Any] = {"OutputFlag": int(settings.verbose), "IntFeasTol": 1e-7}
         if settings.seed is not None:
             opts["Seed"] = settings.seed
         return opts
