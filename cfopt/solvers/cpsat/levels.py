@@ -40,9 +40,9 @@ from ...formulations.tree_regions import ForestIndex
 
 #: an interval end this close (relative) to an integer code is that code
 _INTEGRAL = 1e-7
-#: a decoded continuous point stays this far (x the feature's width) inside a level
-#: whose end is a split (the library's side is then beyond any rounding)
-INSIDE = 1e-9
+#: a decoded continuous point stays this many ulps of the feature's magnitude inside a
+#: level whose end is a split (mapping the sure side back to a code may round by an ulp)
+INSIDE = 64 * float(np.finfo(np.float64).eps)
 
 
 @dataclass
@@ -89,11 +89,13 @@ class NumericLevels:
         return lo, hi
 
     def admissible(self) -> list[int]:
-        """The levels with an admissible code (the factual's always)."""
+        """The factual's level and the others with an admissible code other than the
+        factual's (the library sends the factual's to its own level: a point of another
+        level moved, even within rounding of a split)."""
         out = []
         for level in range(self.n_levels):
             lo, hi = self.interval(level, sure=False)
-            if level == self.own or lo <= hi:
+            if level == self.own or (lo < hi or (lo == hi and lo != self.x0)):
                 out.append(level)
         return out
 
@@ -113,7 +115,8 @@ class NumericLevels:
             lo, hi = self.interval(level, sure=False)
         v = min(max(self.x0, lo), hi)
         if not self.feature.is_integral:  # off a split's end, never past the middle
-            inside = min(INSIDE * max(self.feature.upper - self.feature.lower, 1.0),
+            f = self.feature
+            inside = min(INSIDE * max(abs(f.lower), abs(f.upper), f.upper - f.lower),
                          (hi - lo) / 2)
             if v == lo and level > 0:
                 v = lo + inside
