@@ -170,6 +170,22 @@ FINDINGS: list[dict[str, object]] = [
                "difference within float round-off of a code is no move (cfopt/query/solution.py)",
     },
     {
+        "class": "a bound above a feasible point on a raw-unit network",
+        "seen": "seed 7390 (sklearn MLP regressor, an input of range 9.4e4, pre-activations "
+                "of magnitude 4e4: HiGHS and Gurobi OPTIMAL 0.1475314 with bounds 0.1475259 "
+                "/ 0.1475307 where 0.1475176 is feasible; found by the run on seeds "
+                "6000-7499)",
+        "cause": "the solvers' LP bounds over columns of range 4e4 (an error of the dual "
+                 "tolerance times the range) cut off the cheaper region, a slab 8.5e-6 of "
+                 "the input's width; Gurobi's integrality tolerance 1e-5 then let a ReLU "
+                 "through 1e-5 of its range, 0.4 in the output once the columns were scaled",
+        "fix": "each hidden neuron is divided by max(1, |l|, |u|) of its interval bounds "
+               "(ReLU is positively homogeneous; the next layer multiplies it back), so "
+               "every pre-activation column lies in [-1, 1] (cfopt/formulations/"
+               "predictors.py: neuron_scales); Gurobi runs at IntFeasTol 1e-7 like the "
+               "other backends",
+    },
+    {
         "class": "optimal objectives differ within the margin's tolerance (no false claim)",
         "seen": "German MLP through a Pipeline vs the bare model: 0.7626 vs 0.7749, both "
                 "OPTIMAL (HiGHS)",

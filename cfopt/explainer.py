@@ -49,6 +49,7 @@ from .results.counterfactual import Counterfactual, CounterfactualSet
 from .results.status import Status
 from .solvers import SolveOutcome, SolverBackend, SolverSettings, make_solver
 from .solvers.base import time_left
+from .solvers.cpsat import CpSatBackend, check_supported
 from .solvers.options import check_options
 from .space.space import FeatureSpace
 
@@ -64,7 +65,9 @@ class Explainer:
             ``space.transform(X)``.
         space: the :class:`~cfopt.FeatureSpace`.
         solver: ``"highs"`` (default), ``"gurobi"``, ``"cbc"``, any Pyomo solver name,
-            or a :class:`~cfopt.solvers.SolverBackend`.
+            or a :class:`~cfopt.solvers.SolverBackend`; for tree ensembles also
+            ``"cpsat"`` (OR-Tools CP-SAT on OCEAN's exact CP model of each query, no MILP
+            solve: :mod:`cfopt.solvers.cpsat`; ``pip install cfopt[cpsat]``).
         objective, weights, max_changes, margin, bound_tightening: see
             :class:`~cfopt.CounterfactualModel`.
         time_limit: seconds per query (``None``: no limit); on expiry the incumbent is
@@ -129,7 +132,11 @@ class Explainer:
                                         bound_tightening=bound_tightening,
                                         constraints=constraints,
                                         tree_formulation=tree_formulation)
-        if per_query(self.milp) and self.tighten_per_query:
+        #: CP-SAT builds its own model of each query (:mod:`cfopt.solvers.cpsat`)
+        self._cpsat = isinstance(self.backend, CpSatBackend)
+        if self._cpsat:
+            check_supported(self.milp)
+        if per_query(self.milp) and (self.tighten_per_query or self._cpsat):
             self.milp.predictor_constr.deferred = True  # each query builds its trees
         self.margin = margin
         self._max_changes = max_changes
@@ -172,6 +179,9 @@ class Explainer:
         if n is not None or diversity is not None:
             from .query.diverse import explain_diverse
 
+            if self._cpsat:
+                raise ValueError("diverse sets (n=, diversity=) are not supported with "
+                                 "solver='cpsat'; use solver='highs'")
             return explain_diverse(self, x, target, n=5 if n is None else n,
                                    method=diversity or "nogood", **options)
         unknown = sorted(set(options) - set(_QUERY_OPTIONS))
@@ -230,11 +240,14 @@ class Explainer:
                                                      "maxTimeLimit"))
                     break
                 margin_used = pyo.value(m.margin)
-                outcome = self._solve(m, settings, t0, details, heuristic)
+                if self._cpsat:
+                    outcome, row = self._solve_cpsat(m, settings, t0, details, heuristic)
+                else:
+                    outcome, row = self._solve(m, settings, t0, details, heuristic), None
                 outcomes.append(outcome)
                 if not outcome.status.has_solution:
                     break
-                point = verified_solution(m)
+                point = verified_solution(m) if row is None else verify_row(m, row)
                 if point.verified:
                     break
                 m.margin = margin_used * 10
@@ -243,7 +256,7 @@ class Explainer:
         verdict = claim(outcomes, point, m, settings.mip_gap, margin_used,
                         heuristic[0] if heuristic else None)
         if verdict.status is Status.INFEASIBLE and diagnose_infeasible:
-            if per_query(m):  # a diagnosis relaxes actionability: the box's leaves
+            if per_query(m) and not self._cpsat:  # a diagnosis relaxes actionability
                 build_box_region(m)
                 self.backend.reset()
             diagnosis = diagnose(m, self.backend, settings)
@@ -320,6 +333,37 @@ class Explainer:
         return dataclasses.replace(again, wall_time=again.wall_time + outcome.wall_time,
                                    solver_time=sum(times) if times else None)
 
+    def _solve_cpsat(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
+                     details: dict[str, Any], heuristic: list[Verification]
+                     ) -> tuple[SolveOutcome, pd.DataFrame | None]:
+        """One CP-SAT solve within the time left of the query started at ``t0`` (its model
+        built on the leaves within the radius of a verified heuristic point, which starts
+        the search: exact, see :meth:`CpSatBackend.solve_query`); the decoded point."""
+        budget = time_left(settings, t0)
+        found = self._heuristic(m, details, heuristic, tree=True) \
+            if budget is not None and self.tighten_per_query else None
+        budget = time_left(settings, t0)
+        if budget is None:
+            return SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit"), None
+        candidate, radius = found if found is not None else (None, math.inf)
+        return self.backend.solve_query(m, budget, radius, candidate)
+
+    def _heuristic(self, m: CounterfactualModel, details: dict[str, Any],
+                   heuristic: list[Verification], tree: bool
+                   ) -> tuple[pd.DataFrame | None, float]:
+        """A heuristic counterfactual of the query meeting the declared constraints and
+        its objective ``r`` (``inf`` without one); the first such point the real model
+        verifies joins ``heuristic``."""
+        candidate = _admissible(m, greedy_tree_counterfactual(m) if tree
+                                else greedy_counterfactual(m))
+        radius = math.inf if candidate is None else objective_value(m, candidate)
+        if candidate is not None:
+            details["heuristic_objective"] = radius
+            checked = verify_row(m, candidate)
+            if checked.verified and not heuristic:
+                heuristic.append(checked)
+        return candidate, radius
+
     def _budget(self, m: CounterfactualModel, settings: SolverSettings, t0: float
                 ) -> SolverSettings | None:
         """The settings of a solve with the time left of the query started at ``t0``, or
@@ -341,14 +385,7 @@ class Explainer:
         tree = isinstance(m.adapter.structure, TreeEnsemble)
         if not tree and not (m.global_layer_bounds and m.uses_space_encoding):
             return None
-        candidate = _admissible(m, greedy_tree_counterfactual(m) if tree
-                                else greedy_counterfactual(m))
-        radius = math.inf if candidate is None else objective_value(m, candidate)
-        if candidate is not None:
-            details["heuristic_objective"] = radius
-            checked = verify_row(m, candidate)
-            if checked.verified and not heuristic:
-                heuristic.append(checked)
+        candidate, radius = self._heuristic(m, details, heuristic, tree)
         if tree and per_query(m):
             details["region_leaves"] = build_query_region(m, radius, deadline)
             self.backend.reset()  # loading the new trees beats removing the old ones

@@ -59,7 +59,7 @@ import cfopt
 
 from .differential_instances import CASES, Instance, make_instance
 from .differential_linear import linear_reference
-from .differential_models import FAMILIES
+from .differential_models import FAMILIES, TREE_FAMILIES
 from .differential_reference import (
     Reference,
     admissible,
@@ -77,7 +77,9 @@ __all__ = ["CASES", "CHECKS", "COUNTERS", "FAMILIES", "SOLVERS", "Claim", "Insta
            "available_solvers", "check_claim", "disagreements", "evaluate", "make_instance",
            "reference_for", "run_instance", "solve", "summarize"]
 
-SOLVERS = ("highs", "cbc", "gurobi")
+SOLVERS = ("highs", "cbc", "gurobi", "cpsat")
+#: solvers of tree ensembles only (``"skipped"`` on the other families)
+TREE_SOLVERS = frozenset({"cpsat"})
 CHECKS = ("wrong_optimal", "false_infeasible", "unverified_returned", "invalid_bound",
           "solver_disagreements")
 COUNTERS = CHECKS + ("crashes", "harness_bugs")
@@ -131,6 +133,8 @@ def trees_per_query(on: bool) -> Iterator[None]:
 
 def solve(inst: Instance, solver: str) -> Claim:
     """Explain the instance's factual with one solver."""
+    if solver in TREE_SOLVERS and inst.family not in TREE_FAMILIES:
+        return Claim(solver, "skipped", message=f"{solver} solves tree ensembles only")
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():

@@ -88,6 +88,39 @@ def test_big_m_constants_scale_with_the_bounds(family):
     assert _max_coefficient(m) < 100
 
 
+def test_raw_unit_network_neurons_are_rescaled_exactly():
+    """A network on raw units (an input of range 1e5, pre-activations of magnitude 1e4):
+    every hidden pre-activation column of the MILP lies in [-1, 1], the bounds read back
+    in the network's own units are the interval bounds, and the block still computes
+    the network's function (ReLU's positive homogeneity)."""
+    from cfopt.formulations.bound_tightening import layer_bounds
+    from cfopt.formulations.predictors import neuron_scales
+
+    frame = _wide_frame()
+    space = cfopt.FeatureSpace.from_frame(frame, scaling="none")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 8), torch.nn.ReLU(),
+                                torch.nn.Linear(8, 4), torch.nn.ReLU(),
+                                torch.nn.Linear(4, 1)).eval()
+    m = cfopt.Explainer(model, space, bound_tightening="interval").milp
+    pred = m.predictor_constr
+    hidden = pred.relu_layers()[:-1]
+    for layer in hidden:
+        for j in layer.zhat:
+            lb, ub = layer.zhat[j].bounds
+            assert -1 - 1e-9 <= lb <= ub <= 1 + 1e-9
+    scales = pred.neuron_scales()
+    assert max(float(s.max()) for s in scales[:-1]) > 1e3  # the raw-unit neurons were big
+    net = pred.adapter.structure
+    expected = neuron_scales(net, pred.input_bounds)
+    for got, want in zip(scales, expected):
+        np.testing.assert_allclose(got, want)
+    lo, hi = layer_bounds(pred)[0]
+    assert max(abs(lo).max(), abs(hi).max()) > 1e3  # reported in the network's units
+    Z = space.transform(frame.iloc[:20])
+    assert pred.get_error(Z) < 1e-6 * max(1.0, float(np.abs(pred.adapter.output(Z)).max()))
+
+
 def _wide_frame(seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     return pd.DataFrame({

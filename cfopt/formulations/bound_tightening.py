@@ -48,7 +48,9 @@ class BoundTighteningReport:
 
 
 def _bounds(predictor: PredictorConstr) -> list[tuple[float, float]]:
-    return [layer.zhat[j].bounds for layer in predictor.relu_layers()[:-1] for j in layer.zhat]
+    """The hidden neurons' pre-activation bounds, in the network's units."""
+    return [(float(lb), float(ub)) for lbs, ubs in layer_bounds(predictor)[:-1]
+            for lb, ub in zip(lbs, ubs)]
 
 
 def _stable(bounds: list[tuple[float, float]]) -> int:
@@ -98,11 +100,12 @@ def _apply(layer: pyo.Block, j: object, lb: float, ub: float) -> None:
 
 
 def layer_bounds(predictor: PredictorConstr) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Current pre-activation bounds (lb, ub) of every layer, input to output."""
+    """Current pre-activation bounds (lb, ub) of every layer, input to output, in the
+    network's own units (the block's rescaled neurons times their scales)."""
     out = []
-    for layer in predictor.relu_layers():
+    for layer, scale in zip(predictor.relu_layers(), predictor.neuron_scales()):
         bounds = np.array([layer.zhat[j].bounds for j in layer.zhat], dtype=float)
-        out.append((bounds[:, 0], bounds[:, 1]))
+        out.append((bounds[:, 0] * scale, bounds[:, 1] * scale))
     return out
 
 
@@ -115,9 +118,9 @@ def apply_layer_bounds(predictor: PredictorConstr,
     layers = predictor.relu_layers()
     if not layers:
         return 0
-    for layer, (lbs, ubs) in zip(layers, bounds):
-        for j, lb, ub in zip(list(layer.zhat), lbs, ubs):
-            _apply(layer, j, float(lb), float(ub))
+    for layer, scale, (lbs, ubs) in zip(layers, predictor.neuron_scales(), bounds):
+        for j, s, lb, ub in zip(list(layer.zhat), scale, lbs, ubs):
+            _apply(layer, j, float(lb) / s, float(ub) / s)
             stable += int(hasattr(layer, "q_relu") and (lb >= 0 or ub <= 0))
     last_lb, last_ub = bounds[-1]
     for j in range(predictor.adapter.n_logits):

@@ -101,6 +101,13 @@ class PredictorConstr:
         default."""
         return []
 
+    def neuron_scales(self) -> list[np.ndarray]:
+        """Per layer of :meth:`relu_layers`, the positive factor by which the block
+        divides each neuron's pre-activation (all ones by default; see
+        :func:`_build_network`). Layer bounds in the network's own units are the
+        block's times these."""
+        return [np.ones(len(layer.zhat)) for layer in self.relu_layers()]
+
     def relu_layers(self) -> list[pyo.Block]:
         """OMLT layer blocks with a ``zhat`` pre-activation, input to output order."""
         if not hasattr(self.block, "layers"):
@@ -269,7 +276,38 @@ def _affine_bounds(weight: np.ndarray, bias: np.ndarray, bounds: Bounds) -> Boun
     return list(zip((wp @ lo + wn @ hi + bias).tolist(), (wp @ hi + wn @ lo + bias).tolist()))
 
 
-@register_formulation(ReLUNetwork)
+class NetworkPredictorConstr(PredictorConstr):
+    """A ReLU network's block, whose hidden neurons are rescaled (:func:`_build_network`)."""
+
+    def neuron_scales(self) -> list[np.ndarray]:
+        scales = getattr(self.block, NEURON_SCALES, None)
+        return super().neuron_scales() if scales is None else [s.copy() for s in scales]
+
+
+#: the block attribute holding the per-layer neuron scales of :func:`_build_network`
+NEURON_SCALES = "cfopt_neuron_scales"
+
+
+def neuron_scales(net: ReLUNetwork, bounds: Bounds) -> list[np.ndarray]:
+    r"""Per layer, the factor :math:`s_j = \max(1, |l_j|, |u_j|)` of each hidden neuron,
+    with :math:`[l_j, u_j]` its pre-activation's interval bounds over the input box (1 for
+    the output layer).
+
+    ReLU is positively homogeneous, :math:`\max(0, a) = s \max(0, a / s)` for
+    :math:`s > 0`, so dividing a neuron's weights and bias by :math:`s_j` and
+    multiplying its outgoing weights by :math:`s_j` leaves the network's function
+    unchanged, while every pre-activation variable of the MILP lies in about
+    :math:`[-1, 1]`. A network fitted on raw units (an input of range 1e5) has
+    pre-activations of magnitude 1e4; their big-M rows and the LP bounds the solvers
+    compute over such columns (an error of the dual tolerance times the column's
+    range) made HiGHS and Gurobi prove a bound above a feasible point (differential
+    seed 7390)."""
+    pre = net.box_bounds(np.array([lb for lb, _ in bounds]), np.array([ub for _, ub in bounds]))
+    return [np.maximum(1.0, np.maximum(np.abs(lo), np.abs(hi))) if layer.relu
+            else np.ones(len(lo)) for layer, (lo, hi) in zip(net.layers, pre)]
+
+
+@register_formulation(ReLUNetwork, NetworkPredictorConstr)
 def _build_network(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds,
                    grids: Sequence[Grid] | None = None,
                    rounding: Sequence[float] | None = None,
@@ -295,10 +333,14 @@ def _build_network(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds
         i: (0.0, 1.0 if ub > lb else 0.0) for i, (lb, ub) in enumerate(bounds)})
     prev = InputLayer([net.n_inputs])
     definition.add_layer(prev)
+    scales = neuron_scales(net, bounds)
     for k, layer in enumerate(net.layers):
         weight, bias = layer.weight, layer.bias
         if k == 0:
             weight, bias = weight * width[None, :], bias + weight @ lo
+        else:  # the inputs are the previous layer's rescaled neurons
+            weight = weight * scales[k - 1][None, :]
+        weight, bias = weight / scales[k][:, None], bias / scales[k]
         dense = DenseLayer(prev.output_size, [layer.weight.shape[0]],
                            activation="relu" if layer.relu else "linear",
                            weights=weight.T.copy(), biases=bias.copy())
@@ -313,6 +355,7 @@ def _build_network(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds
         sub.build_formulation(FullSpaceNNFormulation(definition))
     finally:
         omlt_log.removeFilter(_initial_zero_outside_bounds)
+    setattr(sub, NEURON_SCALES, scales)
     last = sub.layer[sub.layers.last()]
     for j in range(net.n_outputs):
         sub.outputs[j].setlb(last.zhat[j].lb)

@@ -288,21 +288,6 @@ class ShiftedNetwork(ModelAdapter):
         return forward(self.params, Z)[:, None]
 
 
-def layer_box_bounds(net: ReLUNetwork, lower: np.ndarray, upper: np.ndarray
-                     ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Interval bounds of every layer's pre-activation of a fixed network over the input
-    box ``[lower, upper]``."""
-    lo, hi = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
-    out = []
-    for layer in net.layers:
-        wp, wn = np.maximum(layer.weight, 0), np.minimum(layer.weight, 0)
-        pre_lo = wp @ lo + wn @ hi + layer.bias
-        pre_hi = wp @ hi + wn @ lo + layer.bias
-        out.append((pre_lo, pre_hi))
-        lo, hi = np.maximum(pre_lo, 0.0), np.maximum(pre_hi, 0.0)
-    return out
-
-
 def add_shifted_copy(m: CounterfactualModel, params: Parameters,
                      box: tuple[np.ndarray, np.ndarray], name: str) -> pyo.Block:
     """One more network copy in the master of Algorithm 1, the block ``m.<name>``
@@ -316,6 +301,6 @@ def add_shifted_copy(m: CounterfactualModel, params: Parameters,
     m.add_component(name, copy)
     pred = add_predictor(copy, adapter, encode_inputs(m, m.space, m.input_specs),
                          name="predictor")
-    apply_layer_bounds(pred, layer_box_bounds(adapter.structure, *box))
+    apply_layer_bounds(pred, adapter.structure.box_bounds(*box))
     copy.valid = pyo.Constraint(expr=m.target_sign * pred.outputs[0] >= m.margin)
     return copy

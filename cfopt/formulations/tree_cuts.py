@@ -53,7 +53,8 @@ from .predictors import Bounds
 Grid = tuple[float, float] | None
 
 #: a solver may put an input this far (x its width) beyond a cut side it chose: 10x the
-#: largest integrality tolerance of the supported solvers (Gurobi 1e-5) times the unit
+#: largest default integrality tolerance of the supported solvers (Gurobi 1e-5, which
+#: ``solver_options`` may restore; cfopt sets 1e-7) times the unit
 #: big-M of the normalized cut rows; the factual's side of a cut this close is settled
 #: exactly (:meth:`.trees.TreePredictorConstr.set_factual_inputs`)
 TOLERANCE_BAND = 1e-4

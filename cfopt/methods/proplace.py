@@ -34,7 +34,6 @@ import pandas as pd
 
 from ..constraints.blocks import ConstraintBlock
 from ..formulations.bound_tightening import apply_layer_bounds
-from ..formulations.robustness import layer_box_bounds
 from ..problem import CounterfactualModel
 from ..progress import progress_enabled
 from ..query.solution import verified_solution
@@ -183,7 +182,7 @@ class Proplace(RobustMethod):
         pred = m.predictor_constr
         box = self.region.box(m)
         global_bounds = m.global_layer_bounds
-        local = layer_box_bounds(pred.adapter.structure, *box)
+        local = pred.adapter.structure.box_bounds(*box)
         apply_layer_bounds(pred, [(np.maximum(gl, ll), np.maximum(np.minimum(gu, lu),
                                                              np.maximum(gl, ll)))
                             for (gl, gu), (ll, lu) in zip(global_bounds, local)])

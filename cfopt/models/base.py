@@ -89,6 +89,21 @@ class ReLUNetwork:
     def is_linear(self) -> bool:
         return len(self.layers) == 1
 
+    def box_bounds(self, lower: np.ndarray, upper: np.ndarray
+                   ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Interval bounds of every layer's pre-activation over the input box
+        ``[lower, upper]`` (interval arithmetic, input to output)."""
+        lo, hi = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
+        out = []
+        for layer in self.layers:
+            wp, wn = np.maximum(layer.weight, 0), np.minimum(layer.weight, 0)
+            pre_lo = wp @ lo + wn @ hi + layer.bias
+            pre_hi = wp @ hi + wn @ lo + layer.bias
+            out.append((pre_lo, pre_hi))
+            lo, hi = ((np.maximum(pre_lo, 0.0), np.maximum(pre_hi, 0.0)) if layer.relu
+                      else (pre_lo, pre_hi))
+        return out
+
     def logits(self, Z: np.ndarray) -> np.ndarray:
         """Forward pass in float64 (used for bounds; verification uses the real model)."""
         h = np.asarray(Z, dtype=np.float64)

@@ -9,6 +9,7 @@ import io
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pyomo.environ as pyo
@@ -22,6 +23,7 @@ INSTALL_HINTS = {
     "highs": "install it with `pip install highspy`",
     "gurobi": ("install it with `pip install gurobipy` (or `pip install cfopt[gurobi]`); "
                "the pip licence is size-limited"),
+    "cpsat": "install it with `pip install cfopt[cpsat]` (OR-Tools)",
     "cbc": ("install it with `apt-get install coinor-cbc` (Debian/Ubuntu), "
             "`brew install cbc` (macOS) or `conda install -c conda-forge coin-or-cbc`, "
             "so that the `cbc` executable is on PATH"),
@@ -210,6 +212,11 @@ class GurobiBackend(_ContribBackend):
 
     The pip licence is size-limited (2000 variables / constraints); a larger model
     raises :class:`SolverLicenseError` instead of Gurobi's error 10010.
+
+    Gurobi runs with an integrality tolerance of 1e-7 (the other backends' value) instead
+    of its 1e-5: a binary 1e-5 away from 0 lets a ReLU through 1e-5 of its range, which a
+    network on raw units amplifies to 0.4 in its output, beyond any margin (Gurobi
+    returned the factual itself as "optimal" on differential seed 7390).
     """
 
     name = "gurobi"
@@ -231,7 +238,7 @@ class GurobiBackend(_ContribBackend):
                     solver._solver_model.setParam(key, value)
 
     def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
-        opts: dict[str, Any] = {"OutputFlag": int(settings.verbose)}
+        opts: dict[str, Any] = {"OutputFlag": int(settings.verbose), "IntFeasTol": 1e-7}
         if settings.seed is not None:
             opts["Seed"] = settings.seed
         return opts
@@ -404,10 +411,21 @@ def _load_complete(model: pyo.Block, results: Any, objective: Any) -> list[str]:
             if v.value is None]
 
 
+#: backends that live in their own subpackage, by name (they register themselves on
+#: import, so this module need not import what they build on: ``cfopt.solvers.cpsat``)
+REGISTERED_BACKENDS: dict[str, Callable[[], SolverBackend]] = {}
+
+
+def register_backend(name: str, factory: Callable[[], SolverBackend]) -> None:
+    """Let ``make_solver(name)`` build a backend with ``factory``."""
+    REGISTERED_BACKENDS[name] = factory
+
+
 def make_solver(solver: str | SolverBackend) -> SolverBackend:
-    """A backend by name: ``"highs"`` (default), ``"gurobi"``, ``"cbc"`` or any classic
-    Pyomo solver name. Raises ``ValueError`` for an unknown name and
-    :class:`SolverNotAvailableError` (with install instructions) for a missing solver.
+    """A backend by name: ``"highs"`` (default), ``"gurobi"``, ``"cbc"``, ``"cpsat"``
+    (tree ensembles: :mod:`cfopt.solvers.cpsat`) or any classic Pyomo solver name.
+    Raises ``ValueError`` for an unknown name and :class:`SolverNotAvailableError`
+    (with install instructions) for a missing solver.
     """
     if isinstance(solver, SolverBackend):
         return solver
@@ -419,6 +437,8 @@ def make_solver(solver: str | SolverBackend) -> SolverBackend:
         backend = HighsBackend()
     elif name in ("gurobi", "gurobi_persistent", "gurobi_direct"):
         backend = GurobiBackend()
+    elif name in REGISTERED_BACKENDS:
+        backend = REGISTERED_BACKENDS[name]()
     else:
         from pyomo.common.log import LoggingIntercept
         from pyomo.opt.base.solvers import UnknownSolver
@@ -426,8 +446,8 @@ def make_solver(solver: str | SolverBackend) -> SolverBackend:
         with LoggingIntercept(level=logging.ERROR):  # Pyomo logs a traceback for a bad name
             legacy = LegacyBackend(name)
         if isinstance(legacy._opt, UnknownSolver):
-            raise ValueError(f"unknown solver {solver!r}: use 'highs', 'gurobi', 'cbc' or the "
-                             f"name of a solver known to Pyomo's SolverFactory")
+            raise ValueError(f"unknown solver {solver!r}: use 'highs', 'gurobi', 'cbc', 'cpsat' "
+                             f"or the name of a solver known to Pyomo's SolverFactory")
         backend = legacy
     if not backend.available():
         hint = INSTALL_HINTS.get(backend.name, "install it and put it on PATH")

@@ -21,7 +21,8 @@ _ACCEPTED: set[tuple[str, str]] = set()
 
 def check_options(solver: str, options: Mapping[str, Any]) -> None:
     """Raise ``ValueError`` naming the first option of ``options`` that ``solver``
-    (``"highs"``, ``"gurobi"`` or ``"cbc"``) does not know or whose value it refuses."""
+    (``"highs"``, ``"gurobi"``, ``"cbc"`` or ``"cpsat"``) does not know or whose value it
+    refuses."""
     check = _CHECKS.get(solver)
     if check is None or not options:
         return
@@ -82,5 +83,19 @@ def _cbc(name: str, value: Any) -> str | None:
     return None
 
 
+def _cpsat(name: str, value: Any) -> str | None:
+    from ortools.sat.sat_parameters_pb2 import SatParameters
+
+    params = SatParameters()
+    if name not in SatParameters.DESCRIPTOR.fields_by_name:
+        return (f"has no parameter {name!r} (see ortools/sat/sat_parameters.proto, "
+                f"https://github.com/google/or-tools/blob/stable/ortools/sat/sat_parameters.proto)")
+    try:
+        setattr(params, name, value)
+    except (TypeError, ValueError) as exc:
+        return f"parameter {name!r} refuses the value {value!r}: {exc}"
+    return None
+
+
 _CHECKS: dict[str, Callable[[str, Any], str | None]] = {
-    "highs": _highs, "gurobi": _gurobi, "cbc": _cbc}
+    "highs": _highs, "gurobi": _gurobi, "cbc": _cbc, "cpsat": _cpsat}

@@ -27,7 +27,6 @@ from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 from ...constraints.scenarios import KScenarios
 from ...formulations.bound_tightening import apply_layer_bounds
 from ...formulations.features import code_variable, encode_inputs
-from ...formulations.robustness import layer_box_bounds
 from ...formulations.validity import deactivate_validity
 from ...models import ReLUNetwork
 from ...problem import CounterfactualModel
@@ -119,7 +118,7 @@ class KAdversary:
             lo = np.array([float(b[0]) for b in box])
             hi = np.array([float(b[1]) for b in box])
             apply_layer_bounds(m.predictor_constr,
-                               layer_box_bounds(m.adapter.structure, lo, hi))
+                               m.adapter.structure.box_bounds(lo, hi))
 
     def _pairs(self, target: Any) -> list[dict[int, float]]:
         """Objective coefficients of the margins to minimise."""
