@@ -13,13 +13,12 @@ so its point is reported ``OPTIMAL`` only within the gap of the first solve's bo
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import math
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Literal
 
@@ -29,20 +28,16 @@ import pyomo.environ as pyo
 from .batch.runner import BatchResult, explain_batch
 from .constraints.blocks import ConstraintBlock
 from .errors import InfeasibleError
-from .formulations.bound_tightening import apply_layer_bounds
 from .formulations.tree_regions import BUILD_SECONDS_PER_LEAF, RegionTooLarge
-from .models.trees import TreeEnsemble
 from .problem import CounterfactualModel
 from .query.claims import claim
 from .query.diagnosis import diagnose
-from .query.restrictions.relu import greedy_counterfactual, objective_value, radius_bounds
+from .query.restrictions import Restriction, restriction_of
+from .query.restrictions.relu import objective_value
 from .query.restrictions.trees import (
     build_box_region,
     build_query_region,
-    greedy_tree_counterfactual,
     per_query,
-    pruned_leaves,
-    query_box,
 )
 from .query.solution import Verification, verified_solution, verify_row
 from .results.counterfactual import Counterfactual, CounterfactualSet
@@ -201,7 +196,7 @@ class Explainer:
         m = self.milp
         m.set_factual(x)
         m.set_target(target)
-        if "max_changes" in options or hasattr(m, "max_changes"):
+        if "max_changes" in options or m.capped:
             m.set_max_changes(options.get("max_changes", self._max_changes))
         return settings
 
@@ -340,8 +335,10 @@ class Explainer:
         built on the leaves within the radius of a verified heuristic point, which starts
         the search: exact, see :meth:`CpSatBackend.solve_query`); the decoded point."""
         budget = time_left(settings, t0)
-        found = self._heuristic(m, details, heuristic, tree=True) \
-            if budget is not None and self.tighten_per_query else None
+        restriction = restriction_of(m)  # the trees' (CP-SAT takes tree ensembles only)
+        found = self._heuristic(m, details, heuristic, restriction) \
+            if budget is not None and self.tighten_per_query and restriction is not None \
+            else None
         budget = time_left(settings, t0)
         if budget is None:
             return SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit"), None
@@ -349,13 +346,12 @@ class Explainer:
         return self.backend.solve_query(m, budget, radius, candidate)
 
     def _heuristic(self, m: CounterfactualModel, details: dict[str, Any],
-                   heuristic: list[Verification], tree: bool
+                   heuristic: list[Verification], restriction: Restriction
                    ) -> tuple[pd.DataFrame | None, float]:
         """A heuristic counterfactual of the query meeting the declared constraints and
         its objective ``r`` (``inf`` without one); the first such point the real model
         verifies joins ``heuristic``."""
-        candidate = _admissible(m, greedy_tree_counterfactual(m) if tree
-                                else greedy_counterfactual(m))
+        candidate = _admissible(m, restriction.heuristic(m))
         radius = math.inf if candidate is None else objective_value(m, candidate)
         if candidate is not None:
             details["heuristic_objective"] = radius
@@ -378,24 +374,21 @@ class Explainer:
     def _restriction(self, m: CounterfactualModel, details: dict[str, Any],
                      heuristic: list[Verification], deadline: float = math.inf
                      ) -> tuple[AbstractContextManager[None], float] | None:
-        """The per-query restriction of this query and the objective ``r`` of the
-        heuristic point it is built around (infinite: actionability only, exact), or
-        ``None``; the first heuristic point the real model verifies joins ``heuristic``.
-        Trees built per query are built here, within ``r`` (by ``deadline``)."""
-        tree = isinstance(m.adapter.structure, TreeEnsemble)
-        if not tree and not (m.global_layer_bounds and m.uses_space_encoding):
+        """The per-query restriction of this query (:mod:`cfopt.query.restrictions`, by
+        the predictor's kind) and the objective ``r`` of the heuristic point it is built
+        around (infinite: actionability only, exact), or ``None``; the first heuristic
+        point the real model verifies joins ``heuristic``. Trees built per query are
+        built here, within ``r`` (by ``deadline``)."""
+        restriction = restriction_of(m)
+        if restriction is None or not restriction.applies(m):
             return None
-        candidate, radius = self._heuristic(m, details, heuristic, tree)
-        if tree and per_query(m):
-            details["region_leaves"] = build_query_region(m, radius, deadline)
+        candidate, radius = self._heuristic(m, details, heuristic, restriction)
+        restricted = restriction.restrict(m, candidate, radius, details, deadline)
+        if restricted is None:
+            return None
+        if restricted.rebuilt:
             self.backend.reset()  # loading the new trees beats removing the old ones
-            return contextlib.nullcontext(), radius
-        if tree:
-            return _pruned(m, radius, details), radius
-        bounds = radius_bounds(m, radius) if candidate is not None else None
-        if bounds is None:
-            return None
-        return _relu_bounds(m, bounds, details), radius
+        return restricted.context, radius
 
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,
                      errors: Literal["raise", "record"] = "record", n_jobs: int | None = None,
@@ -455,28 +448,3 @@ def _admissible(m: CounterfactualModel, candidate: pd.DataFrame | None
     if candidate is None or m.violations(candidate):
         return None
     return candidate
-
-
-# The restrictions below tighten bounds only: they hold for every point of objective at
-# most the heuristic's ``r`` and are exact inside them (``Explainer._solve`` falls back to
-# the full problem when the optimum lies beyond ``r``). The row ``objective <= r`` they
-# once added is left out: parallel to the objective, it made HiGHS and CBC prove wrong
-# optima (HiGHS 0.39668 where 0.39658 is feasible; CBC 1.0 where 0.374 is; differential
-# seeds 4791, 1025).
-@contextlib.contextmanager
-def _relu_bounds(m: CounterfactualModel, bounds: list, details: dict[str, Any]
-                 ) -> Iterator[None]:
-    """Layer bounds valid within the heuristic's radius of the factual."""
-    try:
-        details["stable_neurons"] = apply_layer_bounds(m.predictor_constr, bounds)
-        yield
-    finally:
-        apply_layer_bounds(m.predictor_constr, m.global_layer_bounds)
-
-
-@contextlib.contextmanager
-def _pruned(m: CounterfactualModel, radius: float, details: dict[str, Any]) -> Iterator[None]:
-    """Tree leaves unreachable within ``radius`` (and actionability) fixed to 0."""
-    with pruned_leaves(m.predictor_constr.block, query_box(m, radius)) as n:
-        details["pruned_leaves"] = n
-        yield

@@ -39,6 +39,7 @@ each declared constraint block.
 from __future__ import annotations
 
 import copy
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -51,7 +52,7 @@ from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 from .constraints.blocks import ConstraintBlock
 from .errors import AlreadyTargetError, ModelChangedError
 from .formulations.actionability import add_actionability, add_max_changes
-from .formulations.bound_tightening import BoundTighteningReport, layer_bounds, tighten_relu_bounds
+from .formulations.bound_tightening import BoundTighteningReport, tighten_relu_bounds
 from .formulations.distances import feature_weights, objective_expression, parse_objective
 from .formulations.features import add_feature_variables, encode_inputs
 from .formulations.predictors import PredictorConstr, add_predictor
@@ -63,7 +64,6 @@ from .formulations.validity import (
     set_target_interval,
 )
 from .models import ModelAdapter, parse_model
-from .models.trees import TreeEnsemble
 from .space.encoding import (
     encode,
     input_moves,
@@ -141,11 +141,13 @@ class CounterfactualModel(pyo.ConcreteModel):
             input_bounds=spec_bounds(space, specs), input_grids=spec_grids(space, specs),
             input_rounding=spec_rounding(space, specs), library_input=self.library_input,
             formulation=tree_formulation,
-            per_query=None if isinstance(adapter.structure, TreeEnsemble) else False)
+            per_query=None)
         self.bound_tightening: BoundTighteningReport = tighten_relu_bounds(
             self, self._predictor, method=bound_tightening or "interval")
         add_actionability(self, space)
-        if max_changes is not None:
+        #: built with a cap on changed features (``max_changes``)
+        self.capped = max_changes is not None
+        if self.capped:
             add_max_changes(self, space, _check_max_changes(max_changes, space))
         add_validity(self, self._predictor.outputs, self._predictor.output_bounds(), adapter,
                      margin)
@@ -158,7 +160,7 @@ class CounterfactualModel(pyo.ConcreteModel):
         self.objective_cutoff = pyo.Constraint(expr=self.objective.expr <= self.cutoff)
         #: per query: crossing a tree split that holds the factual counts as a change
         self.factual_split_changes = pyo.ConstraintList()
-        self._global_bounds = layer_bounds(self._predictor)
+        self._global_bounds = self._predictor.layer_bounds()
         self._builtin_components = frozenset(c.local_name for c in self.component_objects(
             descend_into=False))
         self._constraints: dict[str, ConstraintBlock] = {}
@@ -403,9 +405,14 @@ class CounterfactualModel(pyo.ConcreteModel):
             return bool(low <= prediction <= high)
         return prediction in self._target
 
+    @property
+    def change_cap(self) -> float:
+        """The current cap on changed features (``inf`` when the model has none)."""
+        return float(pyo.value(self.max_changes_limit)) if self.capped else math.inf
+
     def set_max_changes(self, limit: int | None) -> None:
         """Change the cap on changed features (the model must have been built with one)."""
-        if not hasattr(self, "max_changes"):
+        if not self.capped:
             raise ValueError("this model was built without max_changes; pass max_changes=... "
                              "when building it to enable the cap")
         self.max_changes_limit = (len(self._space) if limit is None
@@ -449,9 +456,9 @@ class CounterfactualModel(pyo.ConcreteModel):
                 delta = f.to_code(after[f.name]) - f.to_code(before[f.name])
                 if (f.direction == "increase") != (delta > 0):
                     problems.append(f"{f.direction}-only feature {f.name!r} moved the other way")
-        if hasattr(self, "max_changes") and changed > pyo.value(self.max_changes_limit):
+        if changed > self.change_cap:
             problems.append(f"{changed} features changed, above the cap of "
-                            f"{pyo.value(self.max_changes_limit):g}")
+                            f"{self.change_cap:g}")
         for c in self._constraints.values():
             problems.extend(c.violations(self, before, after))
         return problems

@@ -93,7 +93,6 @@ def test_raw_unit_network_neurons_are_rescaled_exactly():
     every hidden pre-activation column of the MILP lies in [-1, 1], the bounds read back
     in the network's own units are the interval bounds, and the block still computes
     the network's function (ReLU's positive homogeneity)."""
-    from cfopt.formulations.bound_tightening import layer_bounds
     from cfopt.formulations.predictors import neuron_scales
 
     frame = _wide_frame()
@@ -115,7 +114,7 @@ def test_raw_unit_network_neurons_are_rescaled_exactly():
     expected = neuron_scales(net, pred.input_bounds)
     for got, want in zip(scales, expected):
         np.testing.assert_allclose(got, want)
-    lo, hi = layer_bounds(pred)[0]
+    lo, hi = pred.layer_bounds()[0]
     assert max(abs(lo).max(), abs(hi).max()) > 1e3  # reported in the network's units
     Z = space.transform(frame.iloc[:20])
     assert pred.get_error(Z) < 1e-6 * max(1.0, float(np.abs(pred.adapter.output(Z)).max()))

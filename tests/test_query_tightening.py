@@ -165,3 +165,41 @@ def test_multiclass_with_tightening():
                 continue
             a, b = plain.explain(x, target=target), tight.explain(x, target=target)
             assert b.objective == pytest.approx(a.objective, rel=1e-6, abs=1e-9)
+
+
+def test_restrictions_are_found_by_predictor_kind():
+    """The explainer's per-query restriction comes from a registry keyed by the class of
+    the predictor block (most specific first), not from the model's type."""
+    from types import SimpleNamespace
+
+    from cfopt.formulations.predictors import NetworkPredictorConstr, PredictorConstr
+    from cfopt.formulations.trees import TreePredictorConstr
+    from cfopt.query.restrictions import Restriction, register_restriction, restriction_of
+    from cfopt.query.restrictions.registry import RESTRICTIONS
+    from cfopt.query.restrictions.relu import ReluRestriction
+    from cfopt.query.restrictions.trees import TreeRestriction
+
+    def of(constr_class: type) -> Restriction | None:
+        block = constr_class.__new__(constr_class)
+        return restriction_of(SimpleNamespace(predictor_constr=block))
+
+    assert isinstance(of(NetworkPredictorConstr), ReluRestriction)
+    assert isinstance(of(TreePredictorConstr), TreeRestriction)
+    assert of(PredictorConstr) is None  # linear models: no restriction
+
+    class WideTrees(TreePredictorConstr):
+        pass
+
+    class Custom(Restriction):
+        def heuristic(self, m):
+            return None
+
+        def restrict(self, m, candidate, radius, details, deadline):
+            return None
+
+    assert isinstance(of(WideTrees), TreeRestriction)  # inherited
+    register_restriction(WideTrees, Custom())
+    try:
+        assert isinstance(of(WideTrees), Custom)
+    finally:
+        del RESTRICTIONS[WideTrees]

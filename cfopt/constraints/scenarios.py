@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pyomo.environ as pyo
 
-from ..formulations.bound_tightening import apply_layer_bounds
 from ..formulations.features import encode_inputs
 from ..formulations.predictors import add_predictor
 from ..formulations.validity import add_validity, set_target
@@ -104,7 +103,7 @@ class KScenarios(ConstraintBlock):
                              library_input=m.library_input,
                              formulation=m.tree_formulation)
         if m.global_layer_bounds:
-            apply_layer_bounds(pred, m.global_layer_bounds)
+            pred.set_layer_bounds(m.global_layer_bounds)
         add_validity(sc, pred.outputs, pred.output_bounds(), m.adapter, m.margin)
         set_target(sc, m.adapter, [m.adapter.class_index(t) for t in m.target])
         self._scenarios.append(dict(scenario))

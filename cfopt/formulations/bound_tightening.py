@@ -49,7 +49,7 @@ class BoundTighteningReport:
 
 def _bounds(predictor: PredictorConstr) -> list[tuple[float, float]]:
     """The hidden neurons' pre-activation bounds, in the network's units."""
-    return [(float(lb), float(ub)) for lbs, ubs in layer_bounds(predictor)[:-1]
+    return [(float(lb), float(ub)) for lbs, ubs in predictor.layer_bounds()[:-1]
             for lb, ub in zip(lbs, ubs)]
 
 
@@ -78,55 +78,6 @@ def _integrality_relaxed(block: pyo.Block) -> Iterator[None]:
             v.domain = domain
             v.setlb(lb)
             v.setub(ub)
-
-
-def _apply(layer: pyo.Block, j: object, lb: float, ub: float) -> None:
-    layer.zhat[j].setlb(lb)
-    layer.zhat[j].setub(ub)
-    if hasattr(layer, "q_relu"):
-        layer._big_m_lb_relu[j] = lb
-        layer._big_m_ub_relu[j] = ub
-        layer.z[j].setlb(max(0.0, lb))
-        layer.z[j].setub(max(0.0, ub))
-        if lb >= 0:
-            layer.q_relu[j].fix(1)
-        elif ub <= 0:
-            layer.q_relu[j].fix(0)
-        elif layer.q_relu[j].fixed:
-            layer.q_relu[j].unfix()
-    else:
-        layer.z[j].setlb(lb)
-        layer.z[j].setub(ub)
-
-
-def layer_bounds(predictor: PredictorConstr) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Current pre-activation bounds (lb, ub) of every layer, input to output, in the
-    network's own units (the block's rescaled neurons times their scales)."""
-    out = []
-    for layer, scale in zip(predictor.relu_layers(), predictor.neuron_scales()):
-        bounds = np.array([layer.zhat[j].bounds for j in layer.zhat], dtype=float)
-        out.append((bounds[:, 0] * scale, bounds[:, 1] * scale))
-    return out
-
-
-def apply_layer_bounds(predictor: PredictorConstr,
-                       bounds: list[tuple[np.ndarray, np.ndarray]]) -> int:
-    """Set every layer's pre-activation bounds, big-M constants and stable binaries
-    (fixed when the bounds do not straddle 0, freed otherwise); returns the number of
-    stable hidden neurons."""
-    stable = 0
-    layers = predictor.relu_layers()
-    if not layers:
-        return 0
-    for layer, scale, (lbs, ubs) in zip(layers, predictor.neuron_scales(), bounds):
-        for j, s, lb, ub in zip(list(layer.zhat), scale, lbs, ubs):
-            _apply(layer, j, float(lb) / s, float(ub) / s)
-            stable += int(hasattr(layer, "q_relu") and (lb >= 0 or ub <= 0))
-    last_lb, last_ub = bounds[-1]
-    for j in range(predictor.adapter.n_logits):
-        predictor.outputs[j].setlb(float(last_lb[j]))
-        predictor.outputs[j].setub(float(last_ub[j]))
-    return stable
 
 
 def tighten_relu_bounds(model: pyo.Block, predictor: PredictorConstr, method: str = "lp",
@@ -163,11 +114,11 @@ def tighten_relu_bounds(model: pyo.Block, predictor: PredictorConstr, method: st
                         lb = max(lb, lo - 1e-6 * max(1.0, abs(lo)))
                     if hi is not None:
                         ub = min(ub, hi + 1e-6 * max(1.0, abs(hi)))
-                    _apply(layer, j, lb, max(ub, lb))
+                    predictor.set_neuron_bounds(layer, j, lb, max(ub, lb))
     else:
         for layer in layers:
             for j in list(layer.zhat):
-                _apply(layer, j, *layer.zhat[j].bounds)
+                predictor.set_neuron_bounds(layer, j, *layer.zhat[j].bounds)
     last = layers[-1] if layers else None
     if last is not None:
         for j in range(predictor.adapter.n_logits):

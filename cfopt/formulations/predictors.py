@@ -24,9 +24,9 @@ Every block exposes ``block.inputs[i]`` (model inputs) and ``block.outputs[j]``
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -108,6 +108,56 @@ class PredictorConstr:
         block's times these."""
         return [np.ones(len(layer.zhat)) for layer in self.relu_layers()]
 
+    def layer_bounds(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Current pre-activation bounds (lb, ub) of every layer of :meth:`relu_layers`,
+        input to output, in the network's own units (the block's rescaled neurons times
+        their scales)."""
+        out = []
+        for layer, scale in zip(self.relu_layers(), self.neuron_scales()):
+            bounds = np.array([layer.zhat[j].bounds for j in layer.zhat], dtype=float)
+            out.append((bounds[:, 0] * scale, bounds[:, 1] * scale))
+        return out
+
+    def set_layer_bounds(self, bounds: list[tuple[np.ndarray, np.ndarray]]) -> int:
+        """Set every layer's pre-activation bounds (network units), big-M constants and
+        stable binaries (fixed when the bounds do not straddle 0, freed otherwise), and
+        the logits' bounds; returns the number of stable hidden neurons."""
+        layers = self.relu_layers()
+        if not layers:
+            return 0
+        stable = 0
+        for layer, scale, (lbs, ubs) in zip(layers, self.neuron_scales(), bounds):
+            for j, s, lb, ub in zip(list(layer.zhat), scale, lbs, ubs):
+                self.set_neuron_bounds(layer, j, float(lb) / s, float(ub) / s)
+                stable += int(hasattr(layer, "q_relu") and (lb >= 0 or ub <= 0))
+        last_lb, last_ub = bounds[-1]
+        for j in range(self.adapter.n_logits):
+            self.outputs[j].setlb(float(last_lb[j]))
+            self.outputs[j].setub(float(last_ub[j]))
+        return stable
+
+    @staticmethod
+    def set_neuron_bounds(layer: pyo.Block, j: object, lb: float, ub: float) -> None:
+        """Bounds of neuron ``j`` of an OMLT ``layer`` in the block's units: its
+        pre-activation, its output and, under the big-M ReLU, OMLT's big-M constants and
+        its binary (fixed when the neuron is stable)."""
+        layer.zhat[j].setlb(lb)
+        layer.zhat[j].setub(ub)
+        if hasattr(layer, "q_relu"):
+            layer._big_m_lb_relu[j] = lb
+            layer._big_m_ub_relu[j] = ub
+            layer.z[j].setlb(max(0.0, lb))
+            layer.z[j].setub(max(0.0, ub))
+            if lb >= 0:
+                layer.q_relu[j].fix(1)
+            elif ub <= 0:
+                layer.q_relu[j].fix(0)
+            elif layer.q_relu[j].fixed:
+                layer.q_relu[j].unfix()
+        else:
+            layer.z[j].setlb(lb)
+            layer.z[j].setub(ub)
+
     def relu_layers(self) -> list[pyo.Block]:
         """OMLT layer blocks with a ``zhat`` pre-activation, input to output order."""
         if not hasattr(self.block, "layers"):
@@ -166,17 +216,33 @@ class PredictorConstr:
         return worst
 
 
-_FORMULATIONS: dict[type, tuple[Builder, type[PredictorConstr]]] = {}
+@dataclass(frozen=True)
+class Formulation:
+    """A registered formulation: the block builder of a parsed structure type, the
+    :class:`PredictorConstr` class that wraps its blocks, and which of
+    :func:`add_predictor`'s ``formulation`` / ``per_query`` options the builder takes."""
+
+    builder: Builder
+    constr_class: type[PredictorConstr]
+    options: frozenset[str]
+
+
+_FORMULATIONS: dict[type, Formulation] = {}
 
 
 def register_formulation(structure_type: type,
-                         constr_class: type[PredictorConstr] | None = None
-                         ) -> Callable[[Builder], Builder]:
-    """Register the block builder of a parsed structure type, and the
-    :class:`PredictorConstr` class that wraps its blocks (default: the base class)."""
+                         constr_class: type[PredictorConstr] | None = None,
+                         options: Sequence[str] = ()) -> Callable[[Builder], Builder]:
+    """Register the block builder of a parsed structure type, the
+    :class:`PredictorConstr` class that wraps its blocks (default: the base class) and
+    the builder options it takes (``"formulation"``, ``"per_query"``)."""
+    unknown = sorted(set(options) - {"formulation", "per_query"})
+    if unknown:
+        raise ValueError(f"unknown builder option(s) {unknown}: use 'formulation', 'per_query'")
 
     def deco(fn: Builder) -> Builder:
-        _FORMULATIONS[structure_type] = (fn, constr_class or PredictorConstr)
+        _FORMULATIONS[structure_type] = Formulation(fn, constr_class or PredictorConstr,
+                                                    frozenset(options))
         return fn
 
     return deco
@@ -244,29 +310,28 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
             break
     if registered is None:
         raise TypeError(f"no formulation registered for {type(adapter.structure).__name__}")
-    builder, constr_class = registered
     if input_grids is not None and len(input_grids) != n:
         raise ValueError(f"input_grids has {len(input_grids)} entries for {n} inputs")
-    options = {}
+    options: dict[str, Any] = {}
     if formulation is not None:
-        if "formulation" not in inspect.signature(builder).parameters:
+        if "formulation" not in registered.options:
             raise ValueError(f"formulation={formulation!r} applies to tree ensembles; the "
                              f"{adapter.kind} model has a single formulation")
         options["formulation"] = formulation
-    if per_query is not False:
-        if "per_query" not in inspect.signature(builder).parameters:
-            raise ValueError(f"per_query applies to tree ensembles, not to the {adapter.kind} "
-                             f"model")
+    if "per_query" in registered.options:
         options["per_query"] = per_query
+    elif per_query:
+        raise ValueError(f"per_query applies to tree ensembles, not to the {adapter.kind} "
+                         f"model")
     if input_rounding is not None and len(input_rounding) != n:
         raise ValueError(f"input_rounding has {len(input_rounding)} entries for {n} inputs")
-    sub = builder(block, name, adapter.structure, input_bounds, grids=input_grids,
-                  rounding=input_rounding, library_input=library_input, **options)
+    sub = registered.builder(block, name, adapter.structure, input_bounds, grids=input_grids,
+                             rounding=input_rounding, library_input=library_input, **options)
     if inputs is not None:  # rows divided by the input's width, as every row on inputs
         width = [ub - lb if ub > lb else 1.0 for lb, ub in input_bounds]
         block.add_component(f"{name}_link", pyo.Constraint(
             range(n), rule=lambda b, i: (sub.inputs[i] - inputs[i]) / width[i] == 0))
-    return constr_class(sub, adapter)
+    return registered.constr_class(sub, adapter)
 
 
 def _affine_bounds(weight: np.ndarray, bias: np.ndarray, bounds: Bounds) -> Bounds:

@@ -49,7 +49,6 @@ import pyomo.environ as pyo
 
 from ..models import ModelAdapter, ReLUNetwork, parse_model
 from ..models.base import DenseLayer, decide
-from .bound_tightening import apply_layer_bounds
 from .features import encode_inputs
 from .predictors import add_predictor
 
@@ -301,6 +300,6 @@ def add_shifted_copy(m: CounterfactualModel, params: Parameters,
     m.add_component(name, copy)
     pred = add_predictor(copy, adapter, encode_inputs(m, m.space, m.input_specs),
                          name="predictor")
-    apply_layer_bounds(pred, adapter.structure.box_bounds(*box))
+    pred.set_layer_bounds(adapter.structure.box_bounds(*box))
     copy.valid = pyo.Constraint(expr=m.target_sign * pred.outputs[0] >= m.margin)
     return copy

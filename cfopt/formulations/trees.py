@@ -192,7 +192,7 @@ def _reachable_splits(tree: Tree, bounds: Bounds, cuts: dict[tuple[int, float], 
     return leaves, splits, boxes
 
 
-@register_formulation(TreeEnsemble, TreePredictorConstr)
+@register_formulation(TreeEnsemble, TreePredictorConstr, options=("formulation", "per_query"))
 def _build_trees(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bounds,
                  grids: Sequence[Grid] | None = None,
                  rounding: Sequence[float] | None = None,

@@ -33,7 +33,6 @@ import numpy as np
 import pandas as pd
 
 from ..constraints.blocks import ConstraintBlock
-from ..formulations.bound_tightening import apply_layer_bounds
 from ..problem import CounterfactualModel
 from ..progress import progress_enabled
 from ..query.solution import verified_solution
@@ -183,7 +182,7 @@ class Proplace(RobustMethod):
         box = self.region.box(m)
         global_bounds = m.global_layer_bounds
         local = pred.adapter.structure.box_bounds(*box)
-        apply_layer_bounds(pred, [(np.maximum(gl, ll), np.maximum(np.minimum(gu, lu),
+        pred.set_layer_bounds([(np.maximum(gl, ll), np.maximum(np.minimum(gu, lu),
                                                              np.maximum(gl, ll)))
                             for (gl, gu), (ll, lu) in zip(global_bounds, local)])
         adversary = ModelShiftAdversary(self.checker, m, target_sign(m), need, box)
@@ -201,7 +200,7 @@ class Proplace(RobustMethod):
         finally:
             bar.close()
             adversary.remove_cuts()
-            apply_layer_bounds(pred, global_bounds)
+            pred.set_layer_bounds(global_bounds)
         times["master"], times["adversary"] = loop.master_seconds, loop.adversary_seconds
         certificate.iterations, certificate.models = loop.iterations, adversary.models
         (check,) = loop.checks

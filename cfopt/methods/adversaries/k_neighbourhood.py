@@ -25,7 +25,6 @@ import pyomo.environ as pyo
 from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 
 from ...constraints.scenarios import KScenarios
-from ...formulations.bound_tightening import apply_layer_bounds
 from ...formulations.features import code_variable, encode_inputs
 from ...formulations.validity import deactivate_validity
 from ...models import ReLUNetwork
@@ -117,8 +116,7 @@ class KAdversary:
                    for e in self._inputs]
             lo = np.array([float(b[0]) for b in box])
             hi = np.array([float(b[1]) for b in box])
-            apply_layer_bounds(m.predictor_constr,
-                               m.adapter.structure.box_bounds(lo, hi))
+            m.predictor_constr.set_layer_bounds(m.adapter.structure.box_bounds(lo, hi))
 
     def _pairs(self, target: Any) -> list[dict[int, float]]:
         """Objective coefficients of the margins to minimise."""

@@ -32,8 +32,10 @@ heuristic point, :math:`r = \infty` and only actionability prunes (exact always)
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -43,6 +45,7 @@ from ...formulations.tree_regions import CategoryTerm, NumericTerm, QueryRegion
 from ...formulations.trees import TreePredictorConstr
 from ...models.trees import TreeEnsemble
 from ...space.encoding import encode
+from .registry import Restricted, Restriction, register_restriction
 
 if TYPE_CHECKING:
     from ...problem import CounterfactualModel
@@ -164,7 +167,7 @@ def greedy_tree_counterfactual(m: CounterfactualModel, max_steps: int = 30
     c = c0.copy()
     z = encode(m.space, m.input_specs, m.factual)[0]
     goal = 2.0 * float(pyo.value(m.margin))
-    cap = pyo.value(m.max_changes_limit) if hasattr(m, "max_changes") else math.inf
+    cap = m.change_cap
     score = float(_target_score(m, ensemble.outputs(z[None, :]))[0])
     candidates = {f.name: _moves(m, enc, f.name, c0[enc.index[f.name]], split_values)
                   for f in m.space if not f.immutable}
@@ -352,3 +355,29 @@ def build_box_region(m: CounterfactualModel) -> int:
     kept = m.predictor_constr.build_region(QueryRegion(list(m.predictor_constr.input_bounds)))
     m.link_factual_splits()
     return kept
+
+
+@contextlib.contextmanager
+def _pruned(m: CounterfactualModel, radius: float, details: dict[str, Any]) -> Iterator[None]:
+    """Tree leaves unreachable within ``radius`` (and actionability) fixed to 0."""
+    with pruned_leaves(m.predictor_constr.block, query_box(m, radius)) as n:
+        details["pruned_leaves"] = n
+        yield
+
+
+class TreeRestriction(Restriction):
+    """A tree ensemble's leaves within the radius of a greedy counterfactual: those
+    beyond it fixed to 0 (an ensemble built whole), or only those built (per query)."""
+
+    def heuristic(self, m: CounterfactualModel) -> pd.DataFrame | None:
+        return greedy_tree_counterfactual(m)
+
+    def restrict(self, m: CounterfactualModel, candidate: pd.DataFrame | None, radius: float,
+                 details: dict[str, Any], deadline: float) -> Restricted | None:
+        if per_query(m):
+            details["region_leaves"] = build_query_region(m, radius, deadline)
+            return Restricted(contextlib.nullcontext(), rebuilt=True)
+        return Restricted(_pruned(m, radius, details))
+
+
+register_restriction(TreePredictorConstr, TreeRestriction())

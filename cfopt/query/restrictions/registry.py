@@ -1,0 +1,62 @@
+"""The registry of per-query restrictions, by the class of the predictor block (see
+:mod:`cfopt.query.restrictions`)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from ...formulations.predictors import PredictorConstr
+    from ...problem import CounterfactualModel
+
+
+@dataclass(frozen=True)
+class Restricted:
+    """A restriction in place while ``context`` is entered; ``rebuilt``: the predictor's
+    block was built anew for the query (a persistent solver must reload the model)."""
+
+    context: AbstractContextManager[None]
+    rebuilt: bool = False
+
+
+class Restriction(ABC):
+    """How one predictor kind restricts a query around a heuristic counterfactual."""
+
+    def applies(self, m: CounterfactualModel) -> bool:
+        """Whether ``m`` can be restricted at all (else no heuristic is sought)."""
+        return True
+
+    @abstractmethod
+    def heuristic(self, m: CounterfactualModel) -> pd.DataFrame | None:
+        """A greedy counterfactual of the query (a raw row), or ``None``."""
+
+    @abstractmethod
+    def restrict(self, m: CounterfactualModel, candidate: pd.DataFrame | None, radius: float,
+                 details: dict[str, Any], deadline: float) -> Restricted | None:
+        """The restriction to the points of objective at most ``radius`` (``inf``:
+        actionability only) around ``candidate``, or ``None``; what it did goes into
+        ``details``; anything built must be done by ``deadline``."""
+
+
+RESTRICTIONS: dict[type, Restriction] = {}
+
+
+def register_restriction(constr_class: type[PredictorConstr], restriction: Restriction
+                         ) -> None:
+    """Restrict the queries of models whose predictor block is a ``constr_class``."""
+    RESTRICTIONS[constr_class] = restriction
+
+
+def restriction_of(m: CounterfactualModel) -> Restriction | None:
+    """The restriction registered for ``m``'s predictor block (by class, most specific
+    first), or ``None``."""
+    for klass in type(m.predictor_constr).__mro__:
+        if klass in RESTRICTIONS:
+            return RESTRICTIONS[klass]
+    return None
+
