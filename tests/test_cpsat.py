@@ -43,34 +43,41 @@ def _forest(toy, family, seed=0):
     return space, model.fit(space.transform(frame), y)
 
 
-@pytest.mark.parametrize("family", ["rf", "et", "gb"])
-@pytest.mark.parametrize("norm", ["l1", "l0", "linf"])
-def test_optimum_equals_brute_force(toy, family, norm):
+def _against_enumeration(explainer, frame, space, norm, rows=30):
     """Every proven optimum is the enumerated minimum over the grid (with the margin),
-    and INFEASIBLE comes only when the enumeration finds nothing."""
-    frame, _ = toy
-    space, model = _forest(toy, family)
-    space.immutable("d").increase_only("b")
-    explainer = cfopt.Explainer(model, space, solver="cpsat", objective=norm, margin=MARGIN,
-                                mip_gap=0.0)
+    and INFEASIBLE comes only when the enumeration finds nothing; the answers."""
     predictions = explainer.milp.predict(frame)
-    solved = infeasible = 0
-    for i in range(30):
+    answers = []
+    for i in range(rows):
         x = frame.iloc[[i]]
         target = 1 - int(predictions[i])
-        rows = valid_grid_points(explainer, x, target, space, MARGIN)
-        expected = min((explainer.milp.distances(r)[norm] for r in rows), default=np.inf)
+        points = valid_grid_points(explainer, x, target, space, MARGIN)
+        expected = min((explainer.milp.distances(r)[norm] for r in points), default=np.inf)
         if not np.isfinite(expected):
             with pytest.raises(cfopt.InfeasibleError):
                 explainer.explain(x, target=target)
-            infeasible += 1
             continue
         ce = explainer.explain(x, target=target)
         assert ce.status is cfopt.Status.OPTIMAL and ce.verified
         assert ce.objective == pytest.approx(expected, rel=1e-9, abs=1e-9)
         assert ce.bound <= ce.objective + 1e-12
-        solved += 1
-    assert solved >= 10
+        answers.append(ce)
+    return answers
+
+
+@pytest.mark.parametrize("family", ["rf", "et", "gb"])
+@pytest.mark.parametrize("norm", ["l1", "l0", "linf"])
+def test_optimum_equals_brute_force(toy, family, norm):
+    frame, _ = toy
+    space, model = _forest(toy, family)
+    space.immutable("d").increase_only("b")
+    explainer = cfopt.Explainer(model, space, solver="cpsat", objective=norm, margin=MARGIN,
+                                mip_gap=0.0)
+    answers = _against_enumeration(explainer, frame, space, norm)
+    assert len(answers) >= 10
+    for ce in answers:
+        before, after = ce.factual.iloc[0], ce.counterfactual.iloc[0]
+        assert after["d"] == before["d"] and after["b"] >= before["b"]
 
 
 @pytest.mark.parametrize("norm", ["l1", "l0"])
@@ -81,23 +88,15 @@ def test_max_changes_and_weights_brute_force(toy, norm):
     weights = {"a": 5.0, "b": 0.1, "c": 2.0, "d": 0.5}
     explainer = cfopt.Explainer(model, space, solver="cpsat", objective=norm, max_changes=1,
                                 weights=weights, margin=MARGIN, mip_gap=0.0)
-    predictions = explainer.milp.predict(frame)
-    solved = 0
-    for i in range(30):
-        x = frame.iloc[[i]]
-        target = 1 - int(predictions[i])
-        rows = valid_grid_points(explainer, x, target, space, MARGIN)
-        expected = min((explainer.milp.distances(r)[norm] for r in rows), default=np.inf)
-        if not np.isfinite(expected):
-            with pytest.raises(cfopt.InfeasibleError):
-                explainer.explain(x, target=target)
-            continue
-        ce = explainer.explain(x, target=target)
-        assert ce.status is cfopt.Status.OPTIMAL
-        assert ce.objective == pytest.approx(expected, rel=1e-9, abs=1e-9)
-        assert ce.distances["l0"] <= 1
-        solved += 1
-    assert solved >= 5
+    answers = _against_enumeration(explainer, frame, space, norm)
+    assert len(answers) >= 5
+    assert all(ce.distances["l0"] <= 1 for ce in answers)
+    free = cfopt.Explainer(model, space, solver="cpsat", objective=norm, weights=weights,
+                           margin=MARGIN, mip_gap=0.0)
+    uncapped = [free.explain(ce.factual, target=ce.target) for ce in answers]
+    assert all(u.objective <= ce.objective + 1e-9 for u, ce in zip(uncapped, answers))
+    if norm == "l1":  # the cap binds somewhere: a dearer point, one change
+        assert any(u.objective < ce.objective - 1e-6 for u, ce in zip(uncapped, answers))
 
 
 def _continuous(seed=0, n=400):
