@@ -257,3 +257,30 @@ def test_missing_ortools_names_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", refuse)
     with pytest.raises(cfopt.SolverNotAvailableError, match=r"cfopt\[cpsat\]"):
         cfopt.make_solver("cpsat")
+
+
+@pytest.mark.parametrize("seed", [22, 189, 906])
+def test_differential_findings(seed):
+    """Factuals within rounding of a split the feature cannot cross (immutable, or
+    decrease-only on LightGBM's zero split): the CP model once reached the other side,
+    its point failed verification, and the answer was weaker than HiGHS's."""
+    from .differential import make_instance, run_instance
+
+    record = run_instance(make_instance(seed), ["highs", "cpsat"])
+    claims = record["solvers"]
+    assert not claims["cpsat"]["problems"] and not record["disagreements"]
+    assert claims["cpsat"]["status"] == claims["highs"]["status"]
+
+
+def test_threads_and_seed():
+    """The same seed and one thread give the same answer; threads are CP-SAT workers."""
+    frame, y = _continuous(5)
+    space = cfopt.FeatureSpace.from_frame(frame)
+    model = ExtraTreesClassifier(n_estimators=12, max_depth=6, random_state=0).fit(
+        space.transform(frame), y)
+    x = frame[model.predict(space.transform(frame)) == 0].iloc[[0]]
+    answers = [cfopt.Explainer(model, space, solver="cpsat", seed=7, threads=t).explain(
+        x, target=1) for t in (1, 1, 2)]
+    assert answers[0].counterfactual.equals(answers[1].counterfactual)
+    assert all(a.status is cfopt.Status.OPTIMAL for a in answers)
+    assert answers[2].objective == pytest.approx(answers[0].objective, rel=1e-6, abs=1e-9)
