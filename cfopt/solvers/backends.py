@@ -426,15 +426,15 @@ def make_solver(solver: str | SolverBackend) -> SolverBackend:
         backend = HighsBackend()
     elif name in ("gurobi", "gurobi_persistent", "gurobi_direct"):
         backend = GurobiBackend()
+    elif name == "cpsat":
+        from .cpsat import CpSatBackend
+
+        backend = CpSatBackend()
     else:
         from pyomo.common.log import LoggingIntercept
         from pyomo.opt.base.solvers import UnknownSolver
 
         with LoggingIntercept(level=logging.ERROR):  # Pyomo logs a traceback for a bad name
-    elif name == "cpsat":
-        from .cpsat import CpSatBackend
-
-        backend = CpSatBackend()
             legacy = LegacyBackend(name)
         if isinstance(legacy._opt, UnknownSolver):
             raise ValueError(f"unknown solver {solver!r}: use 'highs', 'gurobi', 'cbc', 'cpsat' "
