@@ -25,7 +25,7 @@ from cfopt.progress import progress_bar
 RESULTS = Path(__file__).resolve().parent / "results"
 
 PACKAGES = ("cfopt", "pyomo", "highspy", "omlt", "onnx", "torch", "scikit-learn", "numpy",
-            "pandas", "gurobipy", "dice-ml")
+            "pandas", "gurobipy", "dice-ml", "ortools")
 
 
 def _cpu_model() -> str:

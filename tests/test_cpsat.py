@@ -43,34 +43,41 @@ def _forest(toy, family, seed=0):
     return space, model.fit(space.transform(frame), y)
 
 
-@pytest.mark.parametrize("family", ["rf", "et", "gb"])
-@pytest.mark.parametrize("norm", ["l1", "l0", "linf"])
-def test_optimum_equals_brute_force(toy, family, norm):
+def _against_enumeration(explainer, frame, space, norm, rows=30):
     """Every proven optimum is the enumerated minimum over the grid (with the margin),
-    and INFEASIBLE comes only when the enumeration finds nothing."""
-    frame, _ = toy
-    space, model = _forest(toy, family)
-    space.immutable("d").increase_only("b")
-    explainer = cfopt.Explainer(model, space, solver="cpsat", objective=norm, margin=MARGIN,
-                                mip_gap=0.0)
+    and INFEASIBLE comes only when the enumeration finds nothing; the answers."""
     predictions = explainer.milp.predict(frame)
-    solved = infeasible = 0
-    for i in range(30):
+    answers = []
+    for i in range(rows):
         x = frame.iloc[[i]]
         target = 1 - int(predictions[i])
-        rows = valid_grid_points(explainer, x, target, space, MARGIN)
-        expected = min((explainer.milp.distances(r)[norm] for r in rows), default=np.inf)
+        points = valid_grid_points(explainer, x, target, space, MARGIN)
+        expected = min((explainer.milp.distances(r)[norm] for r in points), default=np.inf)
         if not np.isfinite(expected):
             with pytest.raises(cfopt.InfeasibleError):
                 explainer.explain(x, target=target)
-            infeasible += 1
             continue
         ce = explainer.explain(x, target=target)
         assert ce.status is cfopt.Status.OPTIMAL and ce.verified
         assert ce.objective == pytest.approx(expected, rel=1e-9, abs=1e-9)
         assert ce.bound <= ce.objective + 1e-12
-        solved += 1
-    assert solved >= 10
+        answers.append(ce)
+    return answers
+
+
+@pytest.mark.parametrize("family", ["rf", "et", "gb"])
+@pytest.mark.parametrize("norm", ["l1", "l0", "linf"])
+def test_optimum_equals_brute_force(toy, family, norm):
+    frame, _ = toy
+    space, model = _forest(toy, family)
+    space.immutable("d").increase_only("b")
+    explainer = cfopt.Explainer(model, space, solver="cpsat", objective=norm, margin=MARGIN,
+                                mip_gap=0.0)
+    answers = _against_enumeration(explainer, frame, space, norm)
+    assert len(answers) >= 10
+    for ce in answers:
+        before, after = ce.factual.iloc[0], ce.counterfactual.iloc[0]
+        assert after["d"] == before["d"] and after["b"] >= before["b"]
 
 
 @pytest.mark.parametrize("norm", ["l1", "l0"])
@@ -81,23 +88,15 @@ def test_max_changes_and_weights_brute_force(toy, norm):
     weights = {"a": 5.0, "b": 0.1, "c": 2.0, "d": 0.5}
     explainer = cfopt.Explainer(model, space, solver="cpsat", objective=norm, max_changes=1,
                                 weights=weights, margin=MARGIN, mip_gap=0.0)
-    predictions = explainer.milp.predict(frame)
-    solved = 0
-    for i in range(30):
-        x = frame.iloc[[i]]
-        target = 1 - int(predictions[i])
-        rows = valid_grid_points(explainer, x, target, space, MARGIN)
-        expected = min((explainer.milp.distances(r)[norm] for r in rows), default=np.inf)
-        if not np.isfinite(expected):
-            with pytest.raises(cfopt.InfeasibleError):
-                explainer.explain(x, target=target)
-            continue
-        ce = explainer.explain(x, target=target)
-        assert ce.status is cfopt.Status.OPTIMAL
-        assert ce.objective == pytest.approx(expected, rel=1e-9, abs=1e-9)
-        assert ce.distances["l0"] <= 1
-        solved += 1
-    assert solved >= 5
+    answers = _against_enumeration(explainer, frame, space, norm)
+    assert len(answers) >= 5
+    assert all(ce.distances["l0"] <= 1 for ce in answers)
+    free = cfopt.Explainer(model, space, solver="cpsat", objective=norm, weights=weights,
+                           margin=MARGIN, mip_gap=0.0)
+    uncapped = [free.explain(ce.factual, target=ce.target) for ce in answers]
+    assert all(u.objective <= ce.objective + 1e-9 for u, ce in zip(uncapped, answers))
+    if norm == "l1":  # the cap binds somewhere: a dearer point, one change
+        assert any(u.objective < ce.objective - 1e-6 for u, ce in zip(uncapped, answers))
 
 
 def _continuous(seed=0, n=400):
@@ -181,7 +180,7 @@ def test_boosters_multiclass_and_regression_match_highs():
                 continue
             try:
                 b = highs.explain(x, target=target)
-            except (cfopt.InfeasibleError, cfopt.AlreadyTargetError):
+            except (cfopt.InfeasibleError, cfopt.errors.AlreadyTargetError):
                 continue
             a = cp.explain(x, target=target)
             assert a.status is cfopt.Status.OPTIMAL and a.verified, type(model).__name__
@@ -257,4 +256,31 @@ def test_missing_ortools_names_the_extra(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", refuse)
     with pytest.raises(cfopt.SolverNotAvailableError, match=r"cfopt\[cpsat\]"):
-        cfopt.make_solver("cpsat")
+        cfopt.solvers.make_solver("cpsat")
+
+
+@pytest.mark.parametrize("seed", [22, 189, 906])
+def test_differential_findings(seed):
+    """Factuals within rounding of a split the feature cannot cross (immutable, or
+    decrease-only on LightGBM's zero split): the CP model once reached the other side,
+    its point failed verification, and the answer was weaker than HiGHS's."""
+    from .differential import make_instance, run_instance
+
+    record = run_instance(make_instance(seed), ["highs", "cpsat"])
+    claims = record["solvers"]
+    assert not claims["cpsat"]["problems"] and not record["disagreements"]
+    assert claims["cpsat"]["status"] == claims["highs"]["status"]
+
+
+def test_threads_and_seed():
+    """The same seed and one thread give the same answer; threads are CP-SAT workers."""
+    frame, y = _continuous(5)
+    space = cfopt.FeatureSpace.from_frame(frame)
+    model = ExtraTreesClassifier(n_estimators=12, max_depth=6, random_state=0).fit(
+        space.transform(frame), y)
+    x = frame[model.predict(space.transform(frame)) == 0].iloc[[0]]
+    answers = [cfopt.Explainer(model, space, solver="cpsat", seed=7, threads=t).explain(
+        x, target=1) for t in (1, 1, 2)]
+    assert answers[0].counterfactual.equals(answers[1].counterfactual)
+    assert all(a.status is cfopt.Status.OPTIMAL for a in answers)
+    assert answers[2].objective == pytest.approx(answers[0].objective, rel=1e-6, abs=1e-9)

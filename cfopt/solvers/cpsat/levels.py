@@ -89,13 +89,16 @@ class NumericLevels:
         return lo, hi
 
     def admissible(self) -> list[int]:
-        """The factual's level and the others with an admissible code other than the
-        factual's (the library sends the factual's to its own level: a point of another
-        level moved, even within rounding of a split)."""
+        """The factual's level and the others with an admissible code on their side of
+        the factual's: the library's level is monotone in the code (its inputs are, and
+        so are its rounding and comparisons) and the factual's is ``own``, so a point of
+        a level above lies above the factual's code, even within rounding of a split
+        (where the MILP's sides of the two levels overlap)."""
         out = []
         for level in range(self.n_levels):
             lo, hi = self.interval(level, sure=False)
-            if level == self.own or (lo < hi or (lo == hi and lo != self.x0)):
+            if level == self.own or (lo <= hi and (hi > self.x0 if level > self.own
+                                                   else lo < self.x0)):
                 out.append(level)
         return out
 

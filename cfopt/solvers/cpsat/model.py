@@ -40,6 +40,8 @@ import pyomo.environ as pyo
 
 from ...formulations.tree_regions import ForestIndex, TreeRegion
 from ...models.trees import TreeEnsemble
+from ...space.feature import Feature
+from ...space.space import FeatureSpace
 from .levels import (
     CategoryLevels,
     NumericLevels,
@@ -98,11 +100,10 @@ class QueryModel:
     """The CP model of one query and how to read a point off its solution."""
 
     cp: cp_model.CpModel
-    space: Any
+    space: FeatureSpace
     numeric: list[tuple[NumericLevels, Any]] = field(default_factory=list)
     categorical: list[tuple[CategoryLevels, list[Any]]] = field(default_factory=list)
     cost_scale: float = 1.0
-    leaves: int = 0
 
     def decode(self, solver: cp_model.CpSolver) -> pd.DataFrame:
         """The raw row of the solution (no rounding after this: the caller verifies it)."""
@@ -141,91 +142,116 @@ def build(m: CounterfactualModel, index: ForestIndex, regions: Sequence[TreeRegi
     literal = _features(m, index, regions, rules, q)
     ensemble: TreeEnsemble = m.adapter.structure
     leaves = _trees(cp, ensemble, regions, literal)
-    q.leaves = sum(len(ys) for _, ys in leaves)
     _validity(m, cp, ensemble, leaves)
     return q
+
+
+@dataclass
+class _Costs:
+    """The objective's integer terms per feature (L1 cost, change indicator, weighted
+    move for L∞) and the largest weighted move."""
+
+    l1: list[Any] = field(default_factory=list)
+    changes: list[Any] = field(default_factory=list)
+    moves: list[Any] = field(default_factory=list)
+    top: int = 0
 
 
 def _features(m: CounterfactualModel, index: ForestIndex, regions: Sequence[TreeRegion],
               rules: Actionability, q: QueryModel) -> dict[int, Any]:
     """The feature variables, their costs (objective set on ``q.cp``) and the literal of
     every used cut (cut id -> literal: the input goes left)."""
-    from ortools.sat.python.cp_model import Domain
-
-    cp, space, specs = q.cp, m.space, m.input_specs
+    cp, specs = q.cp, m.input_specs
     true = cp.new_bool_var("true")
     cp.add(true == 1)
-    used = sorted({c for r in regions for _, c, _, _ in r.nodes})
     by_input: dict[int, list[int]] = {}
-    for c in used:
+    for c in sorted({c for r in regions for _, c, _, _ in r.nodes}):
         by_input.setdefault(int(index.cut_input[c]), []).append(c)
-    factual = m.factual.iloc[0]
-    library = m.adapter.model_inputs(space, m.factual)[0]
-    terms, C = m.objective_terms, q.cost_scale
-    l1, l0, linf = (terms.get(k, 0.0) for k in ("l1", "l0", "linf"))
+    library = m.adapter.model_inputs(m.space, m.factual)[0]
     literal: dict[int, Any] = {}
-    costs, changes, worst, top = [], [], [], 0
-    for f in space:
+    costs = _Costs()
+    for f in m.space:
         mine = [(k, s) for k, s in enumerate(specs) if s.feature == f.name]
-        w = m.weights[f.name]
         if f.is_onehot:
-            inputs = [(k, np.array([float(lv == s.level) for lv in f.categories])
-                       if s.kind == "indicator" else np.array([s.values()[lv]
-                                                               for lv in f.categories]))
-                      for k, s in mine if s.kind in ("indicator", "levels")]
-            own = f.categories.index(factual[f.name])
-            levels = category_levels(f, inputs, own, f.name in rules.immutable, w)
-            bools = [cp.new_bool_var(f"{f.name}={f.categories[i]}") for i in levels.allowed]
-            cp.add_exactly_one(bools)
-            q.categorical.append((levels, bools))
-            switched = sum(bools[i] for i, c in enumerate(levels.allowed) if c != own)
-            costs.append(math.floor(C * l1 * w) * switched)
-            changes.append(switched)
-            worst.append(math.floor(C * linf * w) * switched)
-            top = max(top, math.floor(C * linf * w))
-            for k, values in inputs:
-                for c in by_input.get(k, []):
-                    left = [bools[i] for i, cat in enumerate(levels.allowed)
-                            if goes_left(index, c, float(values[cat]))]
-                    literal[c] = _sum_literal(cp, left, len(bools), true)
-            continue
-        affine = [(k, s.a, s.b) for k, s in mine if s.kind == "affine" and s.a != 0]
-        x0 = f.to_code(factual[f.name])
-        rng = actionable(f, x0, f.name in rules.immutable, rules.direction.get(f.name, "any"))
-        cuts = [c for k, _, _ in affine for c in by_input.get(k, [])]
-        levels = numeric_levels(f, affine, cuts, index, x0, rng, w, library)
-        var = cp.new_int_var_from_domain(Domain.FromValues(levels.admissible()),
-                                         f"level_{f.name}")
-        q.numeric.append((levels, var))
-        dist = [levels.distance(v) for v in range(levels.n_levels)]
-        costs.append(_element(cp, var, [math.floor(C * l1 * d) for d in dist]))
-        worst.append(_element(cp, var, [math.floor(C * linf * d) for d in dist]))
-        top = max(top, math.floor(C * linf * max(dist)))
-        changed = cp.new_bool_var(f"changed_{f.name}")
-        cp.add(var == levels.own).only_enforce_if(changed.Not())
-        cp.add(var != levels.own).only_enforce_if(changed)
-        changes.append(changed)
-        for p, brk in enumerate(levels.breaks):
-            low = cp.new_bool_var(f"{f.name}<=#{p}")
-            cp.add(var <= p).only_enforce_if(low)
-            cp.add(var >= p + 1).only_enforce_if(low.Not())
-            for c, _, left_is_low in brk.cuts:
-                literal[c] = low if left_is_low else low.Not()
+            _categorical(m, q, f, mine, rules, index, by_input, literal, costs, true)
+        else:
+            _numeric(m, q, f, mine, rules, index, by_input, literal, costs, library)
     for k, cs in by_input.items():  # inputs no feature moves: the library's side
         for c in cs:
             if c not in literal:
-                value = specs[k].b
-                literal[c] = true if index.cut(c).goes_left(value) else true.Not()
+                literal[c] = true if index.cut(c).goes_left(specs[k].b) else true.Not()
     if rules.max_changes is not None:
-        cp.add(sum(changes) <= rules.max_changes)
-    objective = sum(costs) + math.floor(C * l0) * sum(changes)
-    if linf > 0:
-        largest = cp.new_int_var(0, top, "linf")
-        for t in worst:
+        cp.add(sum(costs.changes) <= rules.max_changes)
+    terms, C = m.objective_terms, q.cost_scale
+    objective = sum(costs.l1) + math.floor(C * terms.get("l0", 0.0)) * sum(costs.changes)
+    if terms.get("linf", 0.0) > 0:
+        largest = cp.new_int_var(0, costs.top, "linf")
+        for t in costs.moves:
             cp.add(largest >= t)
         objective = objective + largest
     cp.minimize(objective)
     return literal
+
+
+def _categorical(m: CounterfactualModel, q: QueryModel, f: Feature, mine: list, rules:
+                 Actionability, index: ForestIndex, by_input: dict[int, list[int]],
+                 literal: dict[int, Any], costs: _Costs, true: Any) -> None:
+    """A categorical feature: one boolean per admissible category, its costs, and the
+    literals of the splits on its inputs (indicators, ordinal codes)."""
+    cp, C, terms, w = q.cp, q.cost_scale, m.objective_terms, m.weights[f.name]
+    inputs = [(k, np.array([float(lv == s.level) for lv in f.categories])
+               if s.kind == "indicator" else np.array([s.values()[lv] for lv in f.categories]))
+              for k, s in mine if s.kind in ("indicator", "levels")]
+    own = f.categories.index(m.factual.iloc[0][f.name])
+    levels = category_levels(f, inputs, own, f.name in rules.immutable, w)
+    bools = [cp.new_bool_var(f"{f.name}={f.categories[i]}") for i in levels.allowed]
+    cp.add_exactly_one(bools)
+    q.categorical.append((levels, bools))
+    switched = sum(bools[i] for i, c in enumerate(levels.allowed) if c != own)
+    costs.l1.append(math.floor(C * terms.get("l1", 0.0) * w) * switched)
+    costs.changes.append(switched)
+    move = math.floor(C * terms.get("linf", 0.0) * w)
+    costs.moves.append(move * switched)
+    costs.top = max(costs.top, move)
+    for k, values in inputs:
+        for c in by_input.get(k, []):
+            left = [bools[i] for i, cat in enumerate(levels.allowed)
+                    if goes_left(index, c, float(values[cat]))]
+            literal[c] = _sum_literal(cp, left, len(bools), true)
+
+
+def _numeric(m: CounterfactualModel, q: QueryModel, f: Feature, mine: list, rules:
+             Actionability, index: ForestIndex, by_input: dict[int, list[int]],
+             literal: dict[int, Any], costs: _Costs, library: np.ndarray) -> None:
+    """A numeric feature: its level variable, its costs, and the literals of the splits
+    on its affine inputs (``level <= p``: the low side of break ``p``)."""
+    from ortools.sat.python.cp_model import Domain
+
+    cp, C, terms = q.cp, q.cost_scale, m.objective_terms
+    affine = [(k, s.a, s.b) for k, s in mine if s.kind == "affine" and s.a != 0]
+    x0 = f.to_code(m.factual.iloc[0][f.name])
+    rng = actionable(f, x0, f.name in rules.immutable, rules.direction.get(f.name, "any"))
+    cuts = [c for k, _, _ in affine for c in by_input.get(k, [])]
+    levels = numeric_levels(f, affine, cuts, index, x0, rng, m.weights[f.name], library)
+    var = cp.new_int_var_from_domain(Domain.FromValues(levels.admissible()),
+                                     f"level_{f.name}")
+    q.numeric.append((levels, var))
+    dist = [levels.distance(v) for v in range(levels.n_levels)]
+    costs.l1.append(_element(cp, var, [math.floor(C * terms.get("l1", 0.0) * d)
+                                       for d in dist]))
+    moves = [math.floor(C * terms.get("linf", 0.0) * d) for d in dist]
+    costs.moves.append(_element(cp, var, moves))
+    costs.top = max(costs.top, max(moves))
+    changed = cp.new_bool_var(f"changed_{f.name}")
+    cp.add(var == levels.own).only_enforce_if(changed.Not())
+    cp.add(var != levels.own).only_enforce_if(changed)
+    costs.changes.append(changed)
+    for p, brk in enumerate(levels.breaks):
+        low = cp.new_bool_var(f"{f.name}<=#{p}")
+        cp.add(var <= p).only_enforce_if(low)
+        cp.add(var >= p + 1).only_enforce_if(low.Not())
+        for c, _, left_is_low in brk.cuts:
+            literal[c] = low if left_is_low else low.Not()
 
 
 def _element(cp: cp_model.CpModel, var: Any, table: list[int]) -> Any:
