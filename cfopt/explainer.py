@@ -296,6 +296,7 @@ class Explainer:
         limit = settings.time_limit
         deadline = math.inf if limit is None else t0 + limit
         no_time = SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit")
+        first, floor, radius = None, None, math.inf  # the inside-out stage's bound
         try:
             found = (self._restriction(m, details, heuristic, deadline)
                      if self.tighten_per_query else None)
@@ -303,7 +304,6 @@ class Explainer:
             if found is None or budget is None:
                 return no_time if budget is None else self.backend.solve(m, budget)
             restriction, radius = found
-            first, floor = None, None
             if per_query(m) and heuristic and math.isfinite(radius):  # from the inside out
                 stage = inner_stage(m, self.backend, budget, radius, heuristic, details,
                                     deadline)
@@ -314,7 +314,7 @@ class Explainer:
                 self.backend.reset()
                 budget = self._load_budget(m, settings, t0, details)
         except RegionTooLarge:  # the query's trees took the time left to build
-            return no_time
+            return with_floor(after(first, no_time), floor, radius)
         if budget is None:
             return with_floor(no_time, floor, radius)
         start = start_of(m, heuristic[0].row) if heuristic else None  # within the radius

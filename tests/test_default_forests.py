@@ -270,3 +270,28 @@ def test_highs_starts_from_a_given_point(deep, monkeypatch):
         assert pyo.value(m.objective) == pytest.approx(cost)
         started += 1
     assert started
+
+
+def test_out_of_time_after_the_inner_stage_keeps_its_bound(deep, monkeypatch):
+    """No time left to build the trees within the incumbent's radius: the answer is the
+    verified incumbent, FEASIBLE, with the bound the inside-out stage proved (below
+    brute force's optimum), not without one."""
+    import cfopt.explainer as explainer_module
+    from cfopt.formulations.tree_regions import RegionTooLarge
+
+    frame, space, model = deep
+    explainer = per_query_explainer(monkeypatch, model, space)
+
+    def out_of_time(*args, **kwargs):
+        raise RegionTooLarge
+
+    monkeypatch.setattr(explainer_module, "build_query_region", out_of_time)
+    bounded = 0
+    for i in rejected(frame, space, model, 4):
+        x = frame.iloc[[i]]
+        ce = explainer.explain(x, target=1)
+        expected = enumerate_minimum(explainer, x, 1, "l1", space)
+        assert ce.verified and ce.status in (Status.FEASIBLE, Status.OPTIMAL)
+        assert ce.bound is None or ce.bound <= expected + 1e-9
+        bounded += ce.bound is not None
+    assert bounded
