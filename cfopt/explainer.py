@@ -32,6 +32,7 @@ from .formulations.tree_regions import BUILD_SECONDS_PER_LEAF, RegionTooLarge
 from .problem import CounterfactualModel
 from .query.claims import claim
 from .query.diagnosis import diagnose
+from .query.inner_radius import after, inner_stage, with_floor
 from .query.restrictions import Restriction, restriction_of
 from .query.restrictions.relu import objective_value
 from .query.restrictions.trees import (
@@ -39,7 +40,7 @@ from .query.restrictions.trees import (
     build_query_region,
     per_query,
 )
-from .query.solution import Verification, verified_solution, verify_row
+from .query.solution import Verification, start_of, verified_solution, verify_row
 from .results.counterfactual import Counterfactual, CounterfactualSet
 from .results.status import Status
 from .solvers import SolveOutcome, SolverBackend, SolverSettings, make_solver
@@ -277,39 +278,47 @@ class Explainer:
                details: dict[str, Any], heuristic: list[Verification]) -> SolveOutcome:
         """One solve within the time left of the query started at ``t0``, restricted
         around a heuristic counterfactual of objective ``r`` when possible
-        (:mod:`cfopt.query.restrictions.relu`, :mod:`cfopt.query.restrictions.trees`); the
-        heuristic point, verified by the real model, is kept in ``heuristic`` (the answer
-        when no solve finds a point in time). The restriction keeps every point of objective at most
-        ``r``, so it is exact when the optimum is: the full problem is solved instead when
-        the restricted one is infeasible or its best point lies beyond ``r`` (the
-        heuristic point broke a constraint that cannot be checked on raw rows, e.g. a raw
-        Pyomo one). Out of time for that, the restricted point is kept with the bound
-        ``min(bound, r)``, valid for the full problem."""
+        (:mod:`cfopt.query.restrictions`; trees built per query from the inside out,
+        :mod:`cfopt.query.inner_radius`) and started from it; the verified heuristic point
+        is kept in ``heuristic`` (the answer when no solve finds one in time). The
+        restriction keeps every point of objective at most ``r``, so it is exact when the
+        optimum is: the full problem is solved instead when the restricted one is
+        infeasible or its best point lies beyond ``r`` (the heuristic point broke a
+        constraint raw rows cannot show, e.g. a raw Pyomo one). Out of time for that, the
+        restricted point is kept with the bound ``min(bound, r)``, valid for the full
+        problem."""
         limit = settings.time_limit
         deadline = math.inf if limit is None else t0 + limit
+        no_time = SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit")
+        first, floor, radius = None, None, math.inf  # the inside-out stage's bound
         try:
             found = (self._restriction(m, details, heuristic, deadline)
                      if self.tighten_per_query else None)
+            budget = self._load_budget(m, settings, t0, details)
+            if found is None or budget is None:
+                return no_time if budget is None else self.backend.solve(m, budget)
+            restriction, radius = found
+            if per_query(m) and heuristic and math.isfinite(radius):  # from the inside out
+                stage = inner_stage(m, self.backend, budget, radius, heuristic, details,
+                                    deadline)
+                if stage.final:
+                    return stage.outcome
+                first, floor, radius = stage.outcome, stage.floor, stage.radius
+                details["region_leaves"] = build_query_region(m, radius, deadline)
+                self.backend.reset()
+                budget = self._load_budget(m, settings, t0, details)
         except RegionTooLarge:  # the query's trees took the time left to build
-            return SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit")
-        budget = self._budget(m, settings, t0)  # building the restriction took time too
-        load = details.get("region_leaves", 0) * BUILD_SECONDS_PER_LEAF
-        if budget is not None and budget.time_limit is not None and load:
-            # the solver loads this query's trees before its clock starts
-            budget = (None if budget.time_limit <= 2 * load else
-                      dataclasses.replace(budget, time_limit=budget.time_limit - load))
+            return with_floor(after(first, no_time), floor, radius)
         if budget is None:
-            return SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit")
-        if found is None:
-            return self.backend.solve(m, budget)
-        restriction, radius = found
+            return with_floor(no_time, floor, radius)
+        start = start_of(m, heuristic[0].row) if heuristic else None  # within the radius
         with restriction:
-            outcome = self.backend.solve(m, budget)
+            outcome = after(first, self.backend.solve(m, budget, start))
         details["restricted"] = True
         beyond = outcome.objective is not None and outcome.objective > radius * (
             1 + 1e-6) + 1e-9
         if math.isinf(radius) or (outcome.status is not Status.INFEASIBLE and not beyond):
-            return outcome
+            return with_floor(outcome, floor, radius)
         details["fallback"] = True
         try:
             if per_query(m):  # the whole declared problem's trees
@@ -319,14 +328,22 @@ class Explainer:
         except RegionTooLarge:
             budget = None
         if budget is None:
-            if beyond:
-                bound = radius if outcome.bound is None else min(outcome.bound, radius)
-                return dataclasses.replace(outcome, status=Status.FEASIBLE, bound=bound)
-            return dataclasses.replace(outcome, status=Status.NO_SOLUTION)
-        again = self.backend.solve(m, budget)
-        times = [o.solver_time for o in (outcome, again) if o.solver_time is not None]
-        return dataclasses.replace(again, wall_time=again.wall_time + outcome.wall_time,
-                                   solver_time=sum(times) if times else None)
+            bound = radius if outcome.bound is None else min(outcome.bound, radius)
+            return with_floor(dataclasses.replace(
+                outcome, status=Status.FEASIBLE if beyond else Status.NO_SOLUTION,
+                bound=bound if beyond else outcome.bound), floor, radius)
+        return with_floor(after(outcome, self.backend.solve(m, budget, start)), floor,
+                          math.inf)
+
+    def _load_budget(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
+                     details: dict[str, Any]) -> SolverSettings | None:
+        """:meth:`_budget` less the time to load this query's trees (``None``: no time)."""
+        budget = self._budget(m, settings, t0)
+        load = details.get("region_leaves", 0) * BUILD_SECONDS_PER_LEAF
+        if budget is None or budget.time_limit is None or not load:
+            return budget
+        return (None if budget.time_limit <= 2 * load else
+                dataclasses.replace(budget, time_limit=budget.time_limit - load))
 
     def _solve_cpsat(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
                      details: dict[str, Any], heuristic: list[Verification]
@@ -378,12 +395,14 @@ class Explainer:
         the predictor's kind) and the objective ``r`` of the heuristic point it is built
         around (infinite: actionability only, exact), or ``None``; the first heuristic
         point the real model verifies joins ``heuristic``. Trees built per query are
-        built here, within ``r`` (by ``deadline``)."""
+        built here, within ``r`` (by ``deadline``), unless a verified heuristic point
+        lets :meth:`_solve` build them from the inside out."""
         restriction = restriction_of(m)
         if restriction is None or not restriction.applies(m):
             return None
         candidate, radius = self._heuristic(m, details, heuristic, restriction)
-        restricted = restriction.restrict(m, candidate, radius, details, deadline)
+        restricted = restriction.restrict(m, candidate, radius, details, deadline,
+                                          verified=bool(heuristic))
         if restricted is None:
             return None
         if restricted.rebuilt:

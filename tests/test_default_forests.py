@@ -4,6 +4,7 @@ every claim stays exact: the optimum equals brute force on a grid and the full b
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -14,6 +15,7 @@ from sklearn.ensemble import RandomForestClassifier
 
 import cfopt
 import cfopt.formulations.trees as tree_formulation
+from cfopt import Status
 from cfopt.formulations import tree_cuts
 from cfopt.formulations.tree_regions import leaf_depth_sum, search
 from cfopt.query.restrictions.trees import query_region
@@ -174,3 +176,123 @@ def test_the_size_chooses_per_query(deep, monkeypatch):
         assert ce.counterfactual["d"].iloc[0] == frame["d"].iloc[i]  # immutable
     monkeypatch.setattr(tree_formulation, "PER_QUERY_TERMS", terms)
     assert not cfopt.Explainer(model, space).milp.predictor_constr.per_query
+
+
+def test_inner_stage_proves_only_true_bounds(deep, monkeypatch):
+    """The first stage (half the incumbent's radius, :mod:`cfopt.query.inner_radius`): a final
+    answer is brute force's optimum, any other gives a floor below it and a radius of a
+    verified point at least it; a better point it finds replaces the incumbent."""
+    from cfopt.query.inner_radius import inner_stage
+    from cfopt.query.restrictions.relu import objective_value
+    from cfopt.query.restrictions.trees import greedy_tree_counterfactual
+    from cfopt.query.solution import verify_row
+    from cfopt.solvers import SolverSettings
+
+    frame, space, model = deep
+    explainer = per_query_explainer(monkeypatch, model, space)
+    m = explainer.milp
+    finals = floors = 0
+    for i, scale in itertools.product(rejected(frame, space, model, 6), (1, 4)):
+        x = frame.iloc[[i]]  # scale 4: as if the incumbent cost more (any r is exact)
+        explainer.start_query(x, 1, {})
+        row = greedy_tree_counterfactual(m)
+        incumbent = [verify_row(m, row)]
+        radius = scale * objective_value(m, row)
+        expected = enumerate_minimum(explainer, x, 1, "l1", space)
+        stage = inner_stage(m, explainer.backend, SolverSettings(mip_gap=0.0), radius,
+                            incumbent, {}, math.inf)
+        if stage.final:
+            finals += 1
+            assert stage.outcome.objective == pytest.approx(expected, rel=1e-6, abs=1e-9)
+        else:
+            floors += stage.floor is not None
+            assert stage.floor is None or stage.floor <= expected + 1e-9
+            assert expected - 1e-9 <= stage.radius <= radius
+            assert incumbent[0].verified
+            if stage.radius < radius:  # a better point of the stage is the incumbent
+                assert objective_value(m, incumbent[0].row) == pytest.approx(stage.radius)
+    assert finals and floors  # both ways are taken on these rows
+
+
+def test_the_cheaper_verified_point_is_the_answer(deep):
+    """A query answers with the best verified point it has: a verified heuristic point
+    cheaper than the solver's verified one (e.g. found by a re-solve with a larger
+    margin, or a start the solver did not keep) is returned, its bound kept valid."""
+    from cfopt.query.claims import claim
+    from cfopt.query.solution import verify_row
+    from cfopt.solvers import SolveOutcome
+
+    frame, space, model = deep
+    explainer = cfopt.Explainer(model, space, margin=MARGIN)
+    m = explainer.milp
+    for i in rejected(frame, space, model, 4):
+        x = frame.iloc[[i]]
+        best = explainer.explain(x, target=1)
+        costly = best.counterfactual.assign(a=9)  # a is increase-only: still valid
+        if model.predict(space.transform(costly))[0] != 1 or \
+                m.distances(costly)["l1"] <= best.objective:
+            continue
+        outcome = SolveOutcome(Status.FEASIBLE, m.distances(costly)["l1"], 0.0, 1.0, 1.0,
+                               "maxTimeLimit")
+        verdict = claim([outcome], verify_row(m, costly), m, 1e-4, MARGIN,
+                        verify_row(m, best.counterfactual))
+        assert verdict.status is Status.FEASIBLE and verdict.bound == 0.0
+        assert verdict.objective == pytest.approx(best.objective)
+        pd.testing.assert_frame_equal(verdict.row, best.counterfactual)
+
+
+def test_highs_starts_from_a_given_point(deep, monkeypatch):
+    """A MIP start (the feature values of a verified point) reaches HiGHS: told to stop
+    at its first solution, presolve and heuristics off, HiGHS returns the start (a costlier
+    point than the optimum), and loads its values; without the start it returns
+    another point."""
+    from cfopt.query.restrictions.trees import build_query_region
+    from cfopt.query.solution import start_of
+    from cfopt.solvers import SolverSettings
+
+    frame, space, model = deep
+    explainer = per_query_explainer(monkeypatch, model, space)
+    m = explainer.milp
+    first = SolverSettings(mip_gap=0.0, options={"mip_max_improving_sols": 1,
+                                                 "mip_heuristic_effort": 0.0,
+                                                 "presolve": "off"})
+    started = 0
+    for i in rejected(frame, space, model, 4):
+        best = explainer.explain(frame.iloc[[i]], target=1)
+        costly = best.counterfactual.assign(a=9)  # a is increase-only: still valid
+        cost = m.distances(costly)["l1"]
+        if model.predict(space.transform(costly))[0] != 1 or cost <= best.objective + 0.01:
+            continue
+        build_query_region(m, math.inf)
+        explainer.backend.reset()
+        assert explainer.backend.solve(m, first).objective != pytest.approx(cost)
+        outcome = explainer.backend.solve(m, first, start_of(m, costly))
+        assert outcome.objective == pytest.approx(cost)
+        assert pyo.value(m.objective) == pytest.approx(cost)
+        started += 1
+    assert started
+
+
+def test_out_of_time_after_the_inner_stage_keeps_its_bound(deep, monkeypatch):
+    """No time left to build the trees within the incumbent's radius: the answer is the
+    verified incumbent, FEASIBLE, with the bound the inside-out stage proved (below
+    brute force's optimum), not without one."""
+    import cfopt.explainer as explainer_module
+    from cfopt.formulations.tree_regions import RegionTooLarge
+
+    frame, space, model = deep
+    explainer = per_query_explainer(monkeypatch, model, space)
+
+    def out_of_time(*args, **kwargs):
+        raise RegionTooLarge
+
+    monkeypatch.setattr(explainer_module, "build_query_region", out_of_time)
+    bounded = 0
+    for i in rejected(frame, space, model, 4):
+        x = frame.iloc[[i]]
+        ce = explainer.explain(x, target=1)
+        expected = enumerate_minimum(explainer, x, 1, "l1", space)
+        assert ce.verified and ce.status in (Status.FEASIBLE, Status.OPTIMAL)
+        assert ce.bound is None or ce.bound <= expected + 1e-9
+        bounded += ce.bound is not None
+    assert bounded

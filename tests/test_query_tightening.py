@@ -194,7 +194,7 @@ def test_restrictions_are_found_by_predictor_kind():
         def heuristic(self, m):
             return None
 
-        def restrict(self, m, candidate, radius, details, deadline):
+        def restrict(self, m, candidate, radius, details, deadline, verified):
             return None
 
     assert isinstance(of(WideTrees), TreeRestriction)  # inherited

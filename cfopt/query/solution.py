@@ -27,6 +27,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
+from pyomo.common.collections import ComponentMap
+
+from ..formulations.features import code_variable
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel
@@ -139,3 +142,19 @@ def verified_solution(m: CounterfactualModel) -> Verification:
             return result
         checked.append(result)
     return checked[0]
+
+
+def start_of(m: CounterfactualModel, row: pd.DataFrame) -> ComponentMap:
+    """The feature variables of the MILP at the raw row ``row`` (codes and one-hots): a
+    partial MIP start, the solver completing the rest (:meth:`SolverBackend.solve
+    <cfopt.solvers.SolverBackend.solve>`)."""
+    values = row.iloc[0]
+    start = ComponentMap()
+    for f in m.space:
+        if f.is_onehot:
+            for level in f.categories:
+                start[m.onehot[f.name, level]] = float(values[f.name] == level)
+            continue
+        var, offset, width = code_variable(m, m.space, f.name)
+        start[var] = (f.to_code(values[f.name]) - offset) / width
+    return start

@@ -12,7 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pyomo.environ as pyo
+from pyomo.common.collections import ComponentMap
 
 from ..errors import SolverError, SolverLicenseError, SolverNotAvailableError
 from ..results.status import Status
@@ -184,6 +186,45 @@ class HighsBackend(_ContribBackend):
             highspy.Highs.resetGlobalScheduler(True)
         _HIGHS_THREADS[:] = [settings.threads]
         return super()._solve(model, settings)
+
+    def _solve_from(self, model: pyo.Block, settings: SolverSettings, start: ComponentMap
+                    ) -> SolveOutcome:
+        """The start goes in at HiGHS's first call for a user solution (sparse and
+        repaired: HiGHS completes it). Not by ``Highs::setSolution`` before the run:
+        HiGHS then maps the start into its presolved space, reports the objective of the
+        point it finds there and returns the start's own values (a forest on German:
+        0.16083 reported, 0.16304 loaded)."""
+        if not self.available():
+            raise SolverNotAvailableError(f"solver {self.name!r} is not available: "
+                                          f"{INSTALL_HINTS[self.name]}")
+        solver = self._instance()
+        if solver._model is not model:  # loading counts in the time limit
+            t0 = time.perf_counter()
+            solver.set_instance(model)
+            solver._solver_model.setOptionValue("output_flag", False)  # as HighsIncumbents
+            if settings.time_limit is not None:
+                settings = dataclasses.replace(settings, time_limit=max(
+                    settings.time_limit - (time.perf_counter() - t0),
+                    0.1 * settings.time_limit))
+        columns = solver._pyomo_var_to_solver_var_map
+        given = [(columns[id(var)], value) for var, value in start.items()
+                 if id(var) in columns]
+        index = np.array([j for j, _ in given], dtype=np.int32)
+        values = np.array([v for _, v in given], dtype=np.float64)
+        sent: list[bool] = []
+
+        def offer(event: Any) -> None:
+            if given and not sent:
+                sent.append(True)
+                event.data_in.setSolution(index, values)
+                event.data_in.repairSolution()
+
+        highs = solver._solver_model
+        highs.cbMipUserSolution.subscribe(offer)
+        try:
+            return self._solve(model, settings)
+        finally:
+            highs.cbMipUserSolution.unsubscribe(offer)
 
     def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
         opts: dict[str, Any] = {"output_flag": settings.verbose,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyomo.environ as pyo
+from pyomo.common.collections import ComponentMap
 
 from ..results.status import Status
 from .options import check_options
@@ -107,11 +108,22 @@ class SolverBackend(ABC):
     def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
         """Solve ``model`` and load the incumbent into its variables if there is one."""
 
-    def solve(self, model: pyo.Block, settings: SolverSettings | None = None) -> SolveOutcome:
+    def solve(self, model: pyo.Block, settings: SolverSettings | None = None,
+              start: ComponentMap | None = None) -> SolveOutcome:
         """Solve ``model`` (its single active objective) under ``settings``; raw options
-        the solver would ignore raise ``ValueError`` first (:mod:`cfopt.solvers.options`)."""
+        the solver would ignore raise ``ValueError`` first (:mod:`cfopt.solvers.options`).
+        ``start``: values of some of the model's variables at a feasible point, a MIP
+        start the solver completes and begins from (:meth:`_solve_from`)."""
         settings = settings or SolverSettings()
         check_options(self.name, settings.options)
+        if start is None:
+            return self._solve(model, settings)
+        return self._solve_from(model, settings, start)
+
+    def _solve_from(self, model: pyo.Block, settings: SolverSettings, start: ComponentMap
+                    ) -> SolveOutcome:
+        """:meth:`_solve` beginning from the partial point ``start``; by default the
+        start is not passed on (a backend that takes MIP starts overrides this)."""
         return self._solve(model, settings)
 
     def solve_pool(self, model: pyo.Block, settings: SolverSettings, size: int, *,

@@ -37,10 +37,11 @@ class Restriction(ABC):
 
     @abstractmethod
     def restrict(self, m: CounterfactualModel, candidate: pd.DataFrame | None, radius: float,
-                 details: dict[str, Any], deadline: float) -> Restricted | None:
+                 details: dict[str, Any], deadline: float, verified: bool) -> Restricted | None:
         """The restriction to the points of objective at most ``radius`` (``inf``:
-        actionability only) around ``candidate``, or ``None``; what it did goes into
-        ``details``; anything built must be done by ``deadline``."""
+        actionability only) around ``candidate`` (``verified``: the real model verified
+        a heuristic point of the query), or ``None``; what it did goes into ``details``;
+        anything built must be done by ``deadline``."""
 
 
 RESTRICTIONS: dict[type, Restriction] = {}

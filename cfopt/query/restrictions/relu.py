@@ -278,7 +278,7 @@ class ReluRestriction(Restriction):
         return greedy_counterfactual(m)
 
     def restrict(self, m: CounterfactualModel, candidate: pd.DataFrame | None, radius: float,
-                 details: dict[str, Any], deadline: float) -> Restricted | None:
+                 details: dict[str, Any], deadline: float, verified: bool) -> Restricted | None:
         bounds = radius_bounds(m, radius) if candidate is not None else None
         return None if bounds is None else Restricted(_relu_bounds(m, bounds, details))
 

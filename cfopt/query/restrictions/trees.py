@@ -12,7 +12,12 @@ query only reaches a small part of either:
    mapped back to raw codes) and every category switch, evaluated in one batch on the
    float64 ensemble. If some move reaches the target with twice the margin, the
    cheapest such move ends the walk; otherwise the move with the best ratio of score
-   gain to objective increase is taken. Its objective value is :math:`r`.
+   gain to objective increase is taken. A descent then moves one changed feature at a
+   time back toward the factual (to a split side or the factual's own value) while the
+   target stays met, cheapest point first; a swap puts one changed feature back at the
+   factual's value, walks and descends again without it, and keeps the cheaper point
+   (the walk is myopic: a category switch of weight 1 where numeric moves cost a
+   fifth). Its objective value is :math:`r`.
 2. **Query box** (:func:`query_box`): any counterfactual with objective
    :math:`\le r` (objective :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}`) moves
    numeric feature :math:`f` by at most :math:`\min(r/a, r/c) / w_f` raw units, and
@@ -33,6 +38,7 @@ heuristic point, :math:`r = \infty` and only actionability prunes (exact always)
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -154,65 +160,140 @@ def _moves(m: CounterfactualModel, enc: _Encoder, name: str, x0: float,
                                      codes[spread]]))
 
 
+class _Walk:
+    """The state of the heuristic: the current codes ``c`` and model inputs ``z`` of a
+    query, the factual's codes ``c0``, and the candidate codes of each mutable feature."""
+
+    def __init__(self, m: CounterfactualModel, ensemble: TreeEnsemble) -> None:
+        self.m, self.ensemble = m, ensemble
+        self.enc = enc = _Encoder(m)
+        split_values = getattr(m.predictor_constr.block, "split_values", {})
+        self.c0 = enc.codes(m.factual)
+        self.c = self.c0.copy()
+        self.z = encode(m.space, m.input_specs, m.factual)[0]
+        self.goal = 2.0 * float(pyo.value(m.margin))
+        self.cap = m.change_cap
+        self.score = float(_target_score(m, ensemble.outputs(self.z[None, :]))[0])
+        self.onehot = np.array([f.is_onehot for f in enc.features])
+        self.candidates = {f.name: _moves(m, enc, f.name, self.c0[enc.index[f.name]],
+                                          split_values) for f in m.space if not f.immutable}
+
+    def delta(self) -> np.ndarray:
+        """Per feature, the move from the factual: |code - code0|, categories 0/1."""
+        return np.where(self.onehot, self.c != self.c0, np.abs(self.c - self.c0))
+
+    def cost(self) -> float:
+        return float(self.enc.objective(self.delta()[None, :])[0])
+
+    def moves(self, closer: bool) -> tuple[list[tuple[int, float]], np.ndarray, np.ndarray,
+                                           np.ndarray]:
+        """Every single-feature move (``closer``: of a changed feature, strictly toward
+        its factual value, the factual's own included) as ``(feature, code)`` with the
+        inputs, target scores and objectives of the points they reach."""
+        enc, c, c0 = self.enc, self.c, self.c0
+        delta = self.delta()
+        n_changed = int((delta > 0).sum())
+        batches, owners = [], []
+        for name, codes in self.candidates.items():
+            i = enc.index[name]
+            if closer:
+                if delta[i] == 0:
+                    continue
+                codes = np.append(codes, c0[i])
+                codes = codes[codes == c0[i] if self.onehot[i]
+                              else np.abs(codes - c0[i]) < delta[i]]
+            codes = np.unique(codes[codes != c[i]])
+            if not len(codes) or (delta[i] == 0 and n_changed >= self.cap):
+                continue
+            batches.append(enc.inputs(self.z, name, codes))
+            owners.extend((i, float(v)) for v in codes)
+        if not batches:
+            return [], np.empty((0, len(self.z))), np.empty(0), np.empty(0)
+        Z = np.vstack(batches)
+        scores = _target_score(self.m, self.ensemble.outputs(Z))
+        D = np.repeat(delta[None, :], len(owners), axis=0)
+        for r, (i, v) in enumerate(owners):
+            D[r, i] = float(v != c0[i]) if self.onehot[i] else abs(v - c0[i])
+        return owners, Z, scores, enc.objective(D)
+
+    def take(self, owner: tuple[int, float], z: np.ndarray, score: float) -> None:
+        self.c[owner[0]] = owner[1]
+        self.z = z
+        self.score = score
+
+    def reach(self, max_steps: int) -> bool:
+        """Walk until the target is met with the goal margin (module docstring);
+        whether it was."""
+        for _ in range(max_steps):
+            if self.score >= self.goal:
+                return True
+            owners, Z, scores, costs = self.moves(closer=False)
+            if not owners:
+                return False
+            valid = scores >= self.goal
+            if valid.any():
+                best = int(np.flatnonzero(valid)[np.argmin(costs[valid])])
+            else:
+                gain = scores - self.score
+                extra = costs - self.cost()
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    ratio = np.where(extra > 0, gain / np.where(extra > 0, extra, 1.0),
+                                     np.inf)
+                ratio = np.where(gain > 1e-12, ratio, -np.inf)
+                best = int(np.argmax(ratio))
+                if ratio[best] == -np.inf:  # no move improves the score
+                    return False
+            self.take(owners[best], Z[best], float(scores[best]))
+        return self.score >= self.goal
+
+    def descend(self, max_steps: int) -> None:
+        """The cheapest valid move back toward the factual, while there is one."""
+        for _ in range(max_steps):
+            owners, Z, scores, costs = self.moves(closer=True)
+            valid = (scores >= self.goal) & (costs < self.cost())
+            if not valid.any():
+                return
+            best = int(np.flatnonzero(valid)[np.argmin(costs[valid])])
+            self.take(owners[best], Z[best], float(scores[best]))
+
+    def without(self, i: int) -> _Walk:
+        """A copy with feature ``i`` back at the factual's value and never moved."""
+        other = copy.copy(self)
+        name = self.enc.features[i].name
+        other.candidates = {k: v for k, v in self.candidates.items() if k != name}
+        other.c = self.c.copy()
+        other.c[i] = self.c0[i]
+        other.z = self.enc.inputs(self.z, name, self.c0[i:i + 1])[0]
+        other.score = float(_target_score(self.m, self.ensemble.outputs(other.z[None, :]))[0])
+        return other
+
+
 def greedy_tree_counterfactual(m: CounterfactualModel, max_steps: int = 30
                                ) -> pd.DataFrame | None:
     """A cheap counterfactual of the current query for a tree-ensemble model (raw row,
-    verified by the real model, within bounds and actionability), or ``None``."""
+    verified by the real model, within bounds and actionability), or ``None``: the walk,
+    the descent and the swaps of the module docstring, ``max_steps`` moves each at
+    most."""
     ensemble = m.adapter.structure
     if not isinstance(ensemble, TreeEnsemble) or m.factual is None or not m.target:
         return None
-    enc = _Encoder(m)
-    split_values = getattr(m.predictor_constr.block, "split_values", {})
-    c0 = enc.codes(m.factual)
-    c = c0.copy()
-    z = encode(m.space, m.input_specs, m.factual)[0]
-    goal = 2.0 * float(pyo.value(m.margin))
-    cap = m.change_cap
-    score = float(_target_score(m, ensemble.outputs(z[None, :]))[0])
-    candidates = {f.name: _moves(m, enc, f.name, c0[enc.index[f.name]], split_values)
-                  for f in m.space if not f.immutable}
-    for _ in range(max_steps):
-        delta = np.abs(c - c0)
-        current_cost = float(enc.objective(delta[None, :])[0])
-        n_changed = int((delta > 0).sum())
-        batches, owners = [], []
-        for name, codes in candidates.items():
-            i = enc.index[name]
-            codes = codes[codes != c[i]]
-            if not len(codes) or (delta[i] == 0 and n_changed >= cap):
-                continue
-            batches.append(enc.inputs(z, name, codes))
-            owners.extend((i, v) for v in codes)
-        if not batches:
-            return None
-        Z = np.vstack(batches)
-        scores = _target_score(m, ensemble.outputs(Z))
-        D = np.repeat(delta[None, :], len(owners), axis=0)
-        for r, (i, v) in enumerate(owners):
-            f = enc.features[i]
-            D[r, i] = float(v != c0[i]) if f.is_onehot else abs(v - c0[i])
-        costs = enc.objective(D)
-        valid = scores >= goal
-        if valid.any():
-            best = int(np.flatnonzero(valid)[np.argmin(costs[valid])])
-        else:
-            gain = scores - score
-            extra = costs - current_cost
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = np.where(extra > 0, gain / np.where(extra > 0, extra, 1.0), np.inf)
-            ratio = np.where(gain > 1e-12, ratio, -np.inf)
-            best = int(np.argmax(ratio))
-            if ratio[best] == -np.inf:  # no move improves the score
-                return None
-        i, v = owners[best]
-        c[i] = v
-        z = Z[best]
-        score = float(scores[best])
-        if score >= goal:
-            row = enc.row(c)
-            if m.is_target(m.classify(row)[0]) and not m.violations(row):
-                return row
-            return None
+    walk = _Walk(m, ensemble)
+    if not walk.reach(max_steps):
+        return None
+    walked = walk.c.copy()
+    walk.descend(max_steps)
+    for i in np.argsort(-walk.delta() * walk.enc.weights):
+        if walk.c[i] == walk.c0[i]:
+            continue
+        other = walk.without(int(i))  # the swap: reach the target without feature i
+        if other.reach(max_steps):
+            other.descend(max_steps)
+            if other.cost() < walk.cost():
+                walk = other
+    for codes in (walk.c, walked):  # the real model decides (float32 splits)
+        row = walk.enc.row(codes)
+        if m.is_target(m.classify(row)[0]) and not m.violations(row):
+            return row
     return None
 
 
@@ -295,6 +376,16 @@ class pruned_leaves:
         self.changed.clear()
 
 
+@contextlib.contextmanager
+def pruned_within(m: CounterfactualModel, radius: float, details: dict[str, Any]
+                  ) -> Iterator[None]:
+    """Within: the tree leaves unreachable within ``radius`` (and actionability) fixed to
+    0, their number in ``details["pruned_leaves"]``."""
+    with pruned_leaves(m.predictor_constr.block, query_box(m, radius)) as n:
+        details["pruned_leaves"] = n
+        yield
+
+
 def per_query(m: CounterfactualModel) -> bool:
     """Whether ``m``'s trees are built per query (:mod:`cfopt.formulations.tree_regions`)."""
     constr = m.predictor_constr
@@ -357,27 +448,23 @@ def build_box_region(m: CounterfactualModel) -> int:
     return kept
 
 
-@contextlib.contextmanager
-def _pruned(m: CounterfactualModel, radius: float, details: dict[str, Any]) -> Iterator[None]:
-    """Tree leaves unreachable within ``radius`` (and actionability) fixed to 0."""
-    with pruned_leaves(m.predictor_constr.block, query_box(m, radius)) as n:
-        details["pruned_leaves"] = n
-        yield
-
-
 class TreeRestriction(Restriction):
     """A tree ensemble's leaves within the radius of a greedy counterfactual: those
-    beyond it fixed to 0 (an ensemble built whole), or only those built (per query)."""
+    beyond it fixed to 0 (an ensemble built whole), or only those built (per query;
+    around a verified heuristic point the explainer builds them from the inside out,
+    :mod:`cfopt.query.inner_radius`)."""
 
     def heuristic(self, m: CounterfactualModel) -> pd.DataFrame | None:
         return greedy_tree_counterfactual(m)
 
     def restrict(self, m: CounterfactualModel, candidate: pd.DataFrame | None, radius: float,
-                 details: dict[str, Any], deadline: float) -> Restricted | None:
+                 details: dict[str, Any], deadline: float, verified: bool) -> Restricted | None:
         if per_query(m):
+            if verified and math.isfinite(radius):  # built from the inside out
+                return Restricted(contextlib.nullcontext())
             details["region_leaves"] = build_query_region(m, radius, deadline)
             return Restricted(contextlib.nullcontext(), rebuilt=True)
-        return Restricted(_pruned(m, radius, details))
+        return Restricted(pruned_within(m, radius, details))
 
 
 register_restriction(TreePredictorConstr, TreeRestriction())

@@ -140,14 +140,12 @@ class NumericLevels:
 
 @dataclass
 class CategoryLevels:
-    """A categorical feature: its inputs (input, value per category), the factual's
-    category ``own``, the admissible categories, the weight of a switch."""
+    """A categorical feature: the factual's category ``own`` and the admissible
+    categories (indices into ``feature.categories``)."""
 
     feature: Feature
-    inputs: list[tuple[int, np.ndarray]]
     own: int
     allowed: list[int]
-    w: float
 
 
 def _library_low(brk: Break, inputs: np.ndarray, index: ForestIndex) -> bool:
@@ -181,12 +179,10 @@ def numeric_levels(f: Feature, inputs: list[tuple[int, float, float]], cuts: lis
     return levels
 
 
-def category_levels(f: Feature, inputs: list[tuple[int, np.ndarray]], own: int,
-                    immutable: bool, w: float) -> CategoryLevels:
-    """The categories of ``f`` (``inputs``: its model inputs and their value per
-    category)."""
+def category_levels(f: Feature, own: int, immutable: bool) -> CategoryLevels:
+    """The categories of ``f`` a counterfactual may take (``own`` only when immutable)."""
     allowed = [own] if immutable else list(range(len(f.categories)))
-    return CategoryLevels(f, inputs, own, allowed, w)
+    return CategoryLevels(f, own, allowed)
 
 
 def goes_left(index: ForestIndex, c: int, value: float) -> bool:

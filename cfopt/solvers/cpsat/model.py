@@ -203,7 +203,7 @@ def _categorical(m: CounterfactualModel, q: QueryModel, f: Feature, mine: list, 
                if s.kind == "indicator" else np.array([s.values()[lv] for lv in f.categories]))
               for k, s in mine if s.kind in ("indicator", "levels")]
     own = f.categories.index(m.factual.iloc[0][f.name])
-    levels = category_levels(f, inputs, own, f.name in rules.immutable, w)
+    levels = category_levels(f, own, f.name in rules.immutable)
     bools = [cp.new_bool_var(f"{f.name}={f.categories[i]}") for i in levels.allowed]
     cp.add_exactly_one(bools)
     q.categorical.append((levels, bools))
