@@ -214,33 +214,6 @@ def test_inner_stage_proves_only_true_bounds(deep, monkeypatch):
     assert finals and floors  # both ways are taken on these rows
 
 
-def test_the_cheaper_verified_point_is_the_answer(deep):
-    """A query answers with the best verified point it has: a verified heuristic point
-    cheaper than the solver's verified one (e.g. found by a re-solve with a larger
-    margin, or a start the solver did not keep) is returned, its bound kept valid."""
-    from cfopt.query.claims import claim
-    from cfopt.query.solution import verify_row
-    from cfopt.solvers import SolveOutcome
-
-    frame, space, model = deep
-    explainer = cfopt.Explainer(model, space, margin=MARGIN)
-    m = explainer.milp
-    for i in rejected(frame, space, model, 4):
-        x = frame.iloc[[i]]
-        best = explainer.explain(x, target=1)
-        costly = best.counterfactual.assign(a=9)  # a is increase-only: still valid
-        if model.predict(space.transform(costly))[0] != 1 or \
-                m.distances(costly)["l1"] <= best.objective:
-            continue
-        outcome = SolveOutcome(Status.FEASIBLE, m.distances(costly)["l1"], 0.0, 1.0, 1.0,
-                               "maxTimeLimit")
-        verdict = claim([outcome], verify_row(m, costly), m, 1e-4, MARGIN,
-                        verify_row(m, best.counterfactual))
-        assert verdict.status is Status.FEASIBLE and verdict.bound == 0.0
-        assert verdict.objective == pytest.approx(best.objective)
-        pd.testing.assert_frame_equal(verdict.row, best.counterfactual)
-
-
 def test_highs_starts_from_a_given_point(deep, monkeypatch):
     """A MIP start (the feature values of a verified point) reaches HiGHS: told to stop
     at its first solution, presolve and heuristics off, HiGHS returns the start (a costlier

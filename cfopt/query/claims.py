@@ -59,25 +59,22 @@ def claim(outcomes: list[SolveOutcome], point: Verification | None, m: Counterfa
           mip_gap: float, margin: float, heuristic: Verification | None = None) -> Verdict:
     """The verdict of a query from its solves (the first of the declared problem, the
     others re-solves with larger margins), the last decoded point, and the verified
-    heuristic point of the query (the answer, ``FEASIBLE`` unless the bound proves it,
-    when no solve gives a verified point, e.g. the time limit struck first, or only a
-    costlier one)."""
+    heuristic point of the query (the answer, ``FEASIBLE``, when no solve gives a
+    verified point: e.g. the time limit struck first)."""
     first, last = outcomes[0], outcomes[-1]
     bound = first.bound if first.status is not Status.ERROR else None
-    solved = point is not None and point.verified
-    if heuristic is not None and first.status is not Status.INFEASIBLE and (
-            not solved or objective_value(m, heuristic.row) < objective_value(m, point.row)):
+    if (point is None or not point.verified) and heuristic is not None and \
+            first.status is not Status.INFEASIBLE:
         objective = objective_value(m, heuristic.row)
         bound = None if bound is None else min(bound, objective)
         if proven_optimal(objective, bound, mip_gap):
             return Verdict(Status.OPTIMAL, heuristic.row, objective, bound, "",
                            heuristic.predicted)
-        why = (f"the solver ended {last.status.value} without a verified point"
-               f"{f' ({last.message})' if last.message else ''}" if not solved else
-               "the solver's verified point costs more than the heuristic's")
         return Verdict(Status.FEASIBLE, heuristic.row, objective, bound,
-                       f"{why}: the verified heuristic counterfactual is returned, "
-                       f"optimality not proven", heuristic.predicted)
+                       f"the solver ended {last.status.value} without a verified point"
+                       f"{f' ({last.message})' if last.message else ''}: the verified "
+                       f"heuristic counterfactual is returned, optimality not proven",
+                       heuristic.predicted)
     if point is not None and point.verified:
         objective = objective_value(m, point.row)
         bound = None if bound is None else min(bound, objective)
