@@ -179,11 +179,22 @@ FINDINGS: list[dict[str, object]] = [
                  "tolerance times the range) cut off the cheaper region, a slab 8.5e-6 of "
                  "the input's width; Gurobi's integrality tolerance 1e-5 then let a ReLU "
                  "through 1e-5 of its range, 0.4 in the output once the columns were scaled",
-        "fix": "each hidden neuron is divided by max(1, |l|, |u|) of its interval bounds "
-               "(ReLU is positively homogeneous; the next layer multiplies it back), so "
-               "every pre-activation column lies in [-1, 1] (cfopt/formulations/"
-               "predictors.py: neuron_scales); Gurobi runs at IntFeasTol 1e-7 like the "
-               "other backends",
+        "fix": "each hidden neuron is divided by max(1, min(|l|, |u|)) of its interval "
+               "bounds (ReLU is positively homogeneous; the next layer multiplies it back; "
+               "cfopt/formulations/predictors.py: neuron_scales); Gurobi runs at "
+               "IntFeasTol 1e-7 like the other backends. Dividing by the larger side "
+               "instead (the first fix) put the inactive side of a neuron in [-2, 12317] "
+               "at -1.6e-4 and HiGHS proved 0.09997 where 0.09911 is feasible (seed 21184, "
+               "sklearn MLP, run on seeds 20000-22999)",
+    },
+    {
+        "class": "a per-query tree region with an empty tree crashed",
+        "seen": "seeds 20044 (LightGBM), 21287 (GradientBoosting), per-query trees, every "
+                "solver: InvalidConstraintError on one_leaf (run on seeds 20000-22999)",
+        "cause": "the inside-out stage builds the leaves within half the incumbent's cost; "
+                 "a tree with none of them gave the row 0 == 1, which Pyomo refuses",
+        "fix": "such a tree's row is Constraint.Infeasible: the stage is infeasible, and "
+               "its bound (half the cost) is valid (cfopt/formulations/tree_regions.py)",
     },
     {
         "class": "optimal objectives differ within the margin's tolerance (no false claim)",

@@ -74,7 +74,9 @@ FINDINGS = [(seed, None, None) for seed in (
     1058, 1129, 1169, 1191, 1198, 1205, 1215, 1232, 1285, 1398, 1409, 1424, 1426, 1442,
     1464, 1493, 1877, 1890, 2279, 2340, 2352, 2581, 2980, 3657, 4784, 4791, 5259, 526,
     946)] + [
-    (116, "decision_tree", "near_threshold"), (7390, "mlp_regressor", None)]
+    (116, "decision_tree", "near_threshold"), (7390, "mlp_regressor", None),
+    (20044, "lightgbm", None), (21287, "gradient_boosting", None),
+    (21184, "sklearn_mlp", None)]
 
 
 @pytest.mark.parametrize("half", range(2))

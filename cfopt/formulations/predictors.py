@@ -354,21 +354,23 @@ NEURON_SCALES = "cfopt_neuron_scales"
 
 
 def neuron_scales(net: ReLUNetwork, bounds: Bounds) -> list[np.ndarray]:
-    r"""Per layer, the factor :math:`s_j = \max(1, |l_j|, |u_j|)` of each hidden neuron,
-    with :math:`[l_j, u_j]` its pre-activation's interval bounds over the input box (1 for
-    the output layer).
+    r"""Per layer, the factor :math:`s_j = \max(1, \min(|l_j|, |u_j|))` of each hidden
+    neuron, with :math:`[l_j, u_j]` its pre-activation's interval bounds over the input
+    box (1 for the output layer).
 
     ReLU is positively homogeneous, :math:`\max(0, a) = s \max(0, a / s)` for
     :math:`s > 0`, so dividing a neuron's weights and bias by :math:`s_j` and
     multiplying its outgoing weights by :math:`s_j` leaves the network's function
-    unchanged, while every pre-activation variable of the MILP lies in about
-    :math:`[-1, 1]`. A network fitted on raw units (an input of range 1e5) has
-    pre-activations of magnitude 1e4; their big-M rows and the LP bounds the solvers
-    compute over such columns (an error of the dual tolerance times the column's
-    range) made HiGHS and Gurobi prove a bound above a feasible point (differential
-    seed 7390)."""
+    unchanged. A network fitted on raw units (an input of range 1e5) has
+    pre-activations of magnitude 1e4 on both sides of 0; their big-M rows and the LP
+    bounds the solvers compute over such columns (an error of the dual tolerance times
+    the column's range) made HiGHS and Gurobi prove a bound above a feasible point
+    (differential seed 7390). The smaller side sets the scale, so neither side of the
+    ReLU shrinks below magnitude 1: scaling by the larger one put the inactive side of
+    a neuron in [-2, 12317] at -1.6e-4, within the solvers' reach of 0, and HiGHS
+    proved a wrong optimum (seed 21184)."""
     pre = net.box_bounds(np.array([lb for lb, _ in bounds]), np.array([ub for _, ub in bounds]))
-    return [np.maximum(1.0, np.maximum(np.abs(lo), np.abs(hi))) if layer.relu
+    return [np.maximum(1.0, np.minimum(np.abs(lo), np.abs(hi))) if layer.relu
             else np.ones(len(lo)) for layer, (lo, hi) in zip(net.layers, pre)]
 
 

@@ -384,8 +384,10 @@ def build_region(sub: pyo.Block, ensemble: TreeEnsemble, index: ForestIndex,
                                      for leaf in r.leaves], dimen=2, ordered=True)
     sub.leaf = pyo.Var(sub.LEAVES, domain=pyo.Binary if sub.formulation == "leaf"
                        else pyo.UnitInterval)
+    # a tree with no leaf within the query's reach: no point is (the region is infeasible)
     sub.one_leaf = pyo.Constraint(range(len(regions)), rule=lambda s, t: sum(
-        s.leaf[t, leaf] for leaf in regions[t].leaves) == 1)
+        s.leaf[t, leaf] for leaf in regions[t].leaves) == 1 if regions[t].leaves
+        else pyo.Constraint.Infeasible)
     flows, rows_left, rows_right, defs = [], [], [], {}
     refs: dict[int, dict[int, object]] = {}  # per tree, node -> leaf Var or flow node
     for t, (tree, r) in enumerate(zip(ensemble.trees, regions)):
