@@ -257,11 +257,9 @@ class GurobiBackend(_ContribBackend):
     Gurobi runs with an integrality tolerance of 1e-7 (the other backends' value) instead
     of its 1e-5: a binary 1e-5 away from 0 lets a ReLU through 1e-5 of its range, which a
     network on raw units amplifies to 0.4 in its output, beyond any margin (Gurobi
-    returned the factual itself as "optimal" on differential seed 7390), and with a dual
-    (optimality) tolerance of 1e-9, its least, instead of 1e-6: an integer feature's
-    code column of range 1e5, which no scaling may shrink without losing integrality,
-    turns a reduced-cost error of 1e-6 into 0.1 on the objective (OPTIMAL 1.53799 where
-    1.53457 is feasible, seed 21235).
+    returned the factual as "optimal", seed 7390), and an optimality tolerance of 1e-9
+    (its least) instead of 1e-6: on an integer code column of range 1e5, which integrality
+    keeps unscaled, 1e-6 on a reduced cost is 0.1 on the objective (seed 21235).
     """
 
     name = "gurobi"
