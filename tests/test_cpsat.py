@@ -26,6 +26,7 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 import cfopt
 
 from .conftest import valid_grid_points
+from .test_limits import within
 
 pytest.importorskip("ortools")
 
@@ -218,7 +219,7 @@ def test_time_limit_is_honoured():
     x = frame[model.predict(space.transform(frame)) == 0].iloc[[0]]
     t0 = time.perf_counter()
     ce = explainer.explain(x, target=1)
-    assert time.perf_counter() - t0 < 4.0
+    assert time.perf_counter() - t0 < within(1.0)
     assert ce.status in (cfopt.Status.OPTIMAL, cfopt.Status.FEASIBLE, cfopt.Status.NO_SOLUTION)
     if ce.status.has_solution:
         assert ce.verified and ce.bound <= ce.objective + 1e-9
