@@ -198,6 +198,22 @@ FINDINGS: list[dict[str, object]] = [
         "fix": "Gurobi runs at OptimalityTol 1e-9, its least (cfopt/solvers/backends.py)",
     },
     {
+        "class": "HiGHS presolve on a restricted network with a duplicated neuron bound",
+        "seen": "seed 30294 (sklearn MLP regressor, an integer feature of range 1e6; the "
+                "per-query restricted model, every neuron stable, made HiGHS prove the "
+                "heuristic's own point 0.12780 optimal where 0.12168 is feasible; from the "
+                "model file alone its presolve called it infeasible, right with presolve "
+                "off or without any one of its aggregator / parallel-rows / linear-transform "
+                "rules; run on seeds 30000-31999)",
+        "cause": "each active neuron's output carried its pre-activation's lower bound as "
+                 "its own variable bound (OMLT's max(0, l)), a duplicate of y >= zhat >= l "
+                 "tight at the restriction's radius; HiGHS's presolve reductions over the "
+                 "duplicate cut off the cheaper points",
+        "fix": "a ReLU output's lower bound is 0, through the one neuron encoding "
+               "(PredictorConstr.set_neuron_bounds), also at build "
+               "(cfopt/formulations/predictors.py)",
+    },
+    {
         "class": "a per-query tree region with an empty tree crashed",
         "seen": "seeds 20044 (LightGBM), 21287 (GradientBoosting), per-query trees, every "
                 "solver: InvalidConstraintError on one_leaf (run on seeds 20000-22999)",

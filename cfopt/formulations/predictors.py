@@ -146,7 +146,7 @@ class PredictorConstr:
         if hasattr(layer, "q_relu"):
             layer._big_m_lb_relu[j] = lb
             layer._big_m_ub_relu[j] = ub
-            layer.z[j].setlb(max(0.0, lb))
+            layer.z[j].setlb(0.0)  # not max(0, lb): y >= zhat >= lb already holds it
             layer.z[j].setub(max(0.0, ub))
             if lb >= 0:
                 layer.q_relu[j].fix(1)
@@ -423,6 +423,10 @@ def _build_network(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds
     finally:
         omlt_log.removeFilter(_initial_zero_outside_bounds)
     setattr(sub, NEURON_SCALES, scales)
+    for layer in (sub.layer[lid] for lid in sub.layers):
+        if hasattr(layer, "q_relu"):  # OMLT's bounds through the one neuron encoding
+            for j in layer.zhat:
+                PredictorConstr.set_neuron_bounds(layer, j, *layer.zhat[j].bounds)
     last = sub.layer[sub.layers.last()]
     for j in range(net.n_outputs):
         sub.outputs[j].setlb(last.zhat[j].lb)
