@@ -214,6 +214,21 @@ FINDINGS: list[dict[str, object]] = [
                "(cfopt/formulations/predictors.py)",
     },
     {
+        "class": "a solver's proof refuted by the query's own verified heuristic point",
+        "seen": "seeds 41771 (XGBoost, a factual one float32 ulp above a split: HiGHS "
+                "proved 2 optimal where the verified heuristic point costs 1) and 42656 "
+                "(MLP regressor, integer features of range 1e6: CBC proved infeasible where "
+                "the heuristic point is verified); both on the code before this session "
+                "(run on seeds 40000-42999)",
+        "cause": "solver numerics on a hard model, and the claim ignored a verified point "
+                 "it already held: the solver's point (or its infeasibility proof) was "
+                 "reported, with the bound clamped to it",
+        "fix": "every verified point of the query is weighed: the cheapest is returned, "
+               "and a verified point cheaper than the proven bound, or any against an "
+               "infeasibility proof, refutes the proof: FEASIBLE without a bound "
+               "(cfopt/query/claims.py claim, contradicted)",
+    },
+    {
         "class": "a per-query tree region with an empty tree crashed",
         "seen": "seeds 20044 (LightGBM), 21287 (GradientBoosting), per-query trees, every "
                 "solver: InvalidConstraintError on one_leaf (run on seeds 20000-22999)",

@@ -40,7 +40,13 @@ from .query.restrictions.trees import (
     build_query_region,
     per_query,
 )
-from .query.solution import Verification, start_of, verified_solution, verify_row
+from .query.solution import (
+    Verification,
+    start_of,
+    unchecked_components,
+    verified_solution,
+    verify_row,
+)
 from .results.counterfactual import Counterfactual, CounterfactualSet
 from .results.status import Status
 from .solvers import SolveOutcome, SolverBackend, SolverSettings, make_solver
@@ -373,7 +379,7 @@ class Explainer:
         if candidate is not None:
             details["heuristic_objective"] = radius
             checked = verify_row(m, candidate)
-            if checked.verified and not heuristic:
+            if checked.verified and not heuristic and not unchecked_components(m):
                 heuristic.append(checked)
         return candidate, radius
 

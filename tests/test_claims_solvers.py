@@ -278,3 +278,61 @@ def test_sklearn_model_refitted():
     assert explainer.explain(x, target=1).verified
     model.fit(space.transform(X), (X.a > 0.8).astype(int))
     _raises_model_changed(lambda: explainer.explain(x, target=1))
+
+
+# ============================== a verified point refutes a solver's proof (claims.claim)
+def _two_verified_points() -> tuple[object, object, object]:
+    """A logistic model's counterfactual MILP with its factual set, and two points of the
+    declared problem the real model verifies, of objectives 0.5 and 1."""
+    from cfopt.query.solution import verify_row
+
+    frame = pd.DataFrame({"a": np.linspace(0.0, 1.0, 21), "b": np.linspace(1.0, 0.0, 21)})
+    y = (frame.a + frame.b * 0.1 > 0.6).astype(int)
+    space = cfopt.FeatureSpace.from_frame(frame)
+    model = LogisticRegression(C=100.0).fit(space.transform(frame), y)
+    ex = cfopt.Explainer(model, space)
+    ex.start_query(pd.DataFrame({"a": [0.0], "b": [1.0]}), 1, {})
+    m = ex.milp
+    cheap = verify_row(m, pd.DataFrame({"a": [1.0], "b": [0.5]}))
+    dear = verify_row(m, pd.DataFrame({"a": [1.0], "b": [0.0]}))
+    assert cheap.verified and dear.verified
+    return m, cheap, dear
+
+
+def test_a_cheaper_verified_point_refutes_a_solver_bound():
+    """Class 5: a solver's proof can be false on a hard model (differential seed 41771:
+    HiGHS proved 2 optimal on an XGBoost query whose verified heuristic point costs 1).
+    Any verified point cheaper than the proven bound refutes it: the cheapest point is
+    returned, FEASIBLE, with no bound (not the refuted one, nor the claim clamped to it)."""
+    from cfopt.query.claims import claim
+    from cfopt.query.restrictions.relu import objective_value
+    from cfopt.solvers import SolveOutcome
+
+    m, cheap, dear = _two_verified_points()
+    low, high = objective_value(m, cheap.row), objective_value(m, dear.row)
+    assert low < high - 0.1
+    solved = SolveOutcome(Status.OPTIMAL, high, high, 0.1, 0.1, "optimal")
+    verdict = claim([solved], dear, m, 1e-4, 1e-3, heuristic=cheap)
+    assert verdict.status is Status.FEASIBLE and verdict.bound is None, verdict
+    assert verdict.objective == pytest.approx(low)
+    assert verdict.row.equals(cheap.row)
+    # a bound within the tolerances of the cheaper point is no refutation: it proves
+    # the cheaper point optimal
+    close = SolveOutcome(Status.OPTIMAL, high, low + 1e-9, 0.1, 0.1, "optimal")
+    verdict = claim([close], dear, m, 1e-4, 1e-3, heuristic=cheap)
+    assert verdict.status is Status.OPTIMAL and verdict.bound == pytest.approx(low)
+    assert verdict.objective == pytest.approx(low) and verdict.row.equals(cheap.row)
+
+
+def test_a_verified_point_refutes_an_infeasibility_proof():
+    """Class 5: a solver that proves infeasibility where a verified point exists (the
+    query's heuristic counterfactual) is refuted: FEASIBLE with that point, no bound,
+    never INFEASIBLE."""
+    from cfopt.query.claims import claim
+    from cfopt.solvers import SolveOutcome
+
+    m, cheap, _ = _two_verified_points()
+    infeasible = SolveOutcome(Status.INFEASIBLE, None, None, 0.1, 0.1, "infeasible")
+    verdict = claim([infeasible], None, m, 1e-4, 1e-3, heuristic=cheap)
+    assert verdict.status is Status.FEASIBLE and verdict.bound is None, verdict
+    assert verdict.row.equals(cheap.row)

@@ -77,7 +77,8 @@ FINDINGS = [(seed, None, None) for seed in (
     (116, "decision_tree", "near_threshold"), (7390, "mlp_regressor", None),
     (20044, "lightgbm", None), (21287, "gradient_boosting", None),
     (21184, "sklearn_mlp", None), (21235, "linear_regression", None),
-    (30294, "mlp_regressor", None)]
+    (30294, "mlp_regressor", None), (41771, "xgboost", None),
+    (42656, "mlp_regressor", None)]
 
 
 @pytest.mark.parametrize("half", range(2))

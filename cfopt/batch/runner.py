@@ -51,6 +51,7 @@ import pandas as pd
 
 from ..errors import AlreadyTargetError, InfeasibleError
 from ..progress import BatchProgress
+from ..query.solution import unchecked_components
 from ..results.counterfactual import Counterfactual
 from ..results.serialize import json_value
 from ..results.status import Status
@@ -378,7 +379,7 @@ def _fill(explainer: Explainer, frame: pd.DataFrame,
 def _payload(explainer: Explainer, solver_threads: int) -> bytes:
     """What a worker needs to build the same explainer, pickled once (cloudpickle)."""
     m = explainer.milp
-    raw = [c.local_name for c in m.user_components() if c.local_name not in m.constraints]
+    raw = unchecked_components(m)
     if raw:
         raise ValueError(f"Pyomo components {raw} were added to explainer.milp directly; "
                          f"parallel workers rebuild the model from the explainer's arguments "

@@ -15,7 +15,11 @@ splits admit either side within rounding; :mod:`cfopt.formulations.trees`), so
   claim is not enough (a solver can stop on a gap it computes on its own scaled model,
   or a repaired point can cost a little more than the solver's);
 * a verified point without that proof is ``FEASIBLE``, with the valid bound and the
-  reason in the message.
+  reason in the message;
+* every verified point of the query (the solver's, the heuristic's) is a point of the
+  declared problem: the cheapest is returned, and one cheaper than the proven bound
+  (or any, against a proof of infeasibility) refutes the solver's proof, which is then
+  not reported at all (``FEASIBLE``, no bound).
 """
 
 from __future__ import annotations
@@ -55,32 +59,48 @@ def proven_optimal(objective: float, bound: float | None, mip_gap: float) -> boo
     return bound is not None and objective - bound <= mip_gap * abs(objective) + ABS_GAP
 
 
+def contradicted(objective: float, bound: float | None, mip_gap: float) -> bool:
+    """Whether a verified point of ``objective`` refutes a solver's proven ``bound``
+    (cheaper than the bound beyond the tolerances that :func:`proven_optimal` grants)."""
+    return bound is not None and bound - objective > mip_gap * abs(objective) + ABS_GAP
+
+
 def claim(outcomes: list[SolveOutcome], point: Verification | None, m: CounterfactualModel,
           mip_gap: float, margin: float, heuristic: Verification | None = None) -> Verdict:
     """The verdict of a query from its solves (the first of the declared problem, the
     others re-solves with larger margins), the last decoded point, and the verified
-    heuristic point of the query (the answer, ``FEASIBLE``, when no solve gives a
-    verified point: e.g. the time limit struck first)."""
+    heuristic point of the query.
+
+    Every verified point is a point of the declared problem, so the cheapest is returned,
+    and one that contradicts the solver's claim (cheaper than its proven bound, or any
+    at all when it proved infeasibility) shows that the solver's proof is false (its
+    numerics on this model): the verdict is then ``FEASIBLE`` without a bound, never the
+    refuted claim (differential seed 41771: HiGHS proved 2 optimal where the heuristic
+    verified 1)."""
     first, last = outcomes[0], outcomes[-1]
-    bound = first.bound if first.status is not Status.ERROR else None
-    if (point is None or not point.verified) and heuristic is not None and \
-            first.status is not Status.INFEASIBLE:
-        objective = objective_value(m, heuristic.row)
+    bound = first.bound if first.status not in (Status.ERROR, Status.INFEASIBLE) else None
+    solved = point is not None and point.verified
+    known = [p for p in (point if solved else None, heuristic) if p is not None]
+    if known:
+        costs = [objective_value(m, p.row) for p in known]
+        objective = min(costs)
+        best = known[costs.index(objective)]
+        if first.status is Status.INFEASIBLE or contradicted(objective, bound, mip_gap):
+            refuted = ("infeasible" if first.status is Status.INFEASIBLE
+                       else f"a bound of {bound:.6g}")
+            return Verdict(Status.FEASIBLE, best.row, objective, None,
+                           f"the solver proved {refuted}, but a verified counterfactual of "
+                           f"objective {objective:.6g} refutes it (the solver's numerics on "
+                           f"this model): no valid bound, optimality not proven",
+                           best.predicted)
         bound = None if bound is None else min(bound, objective)
         if proven_optimal(objective, bound, mip_gap):
-            return Verdict(Status.OPTIMAL, heuristic.row, objective, bound, "",
-                           heuristic.predicted)
-        return Verdict(Status.FEASIBLE, heuristic.row, objective, bound,
-                       f"the solver ended {last.status.value} without a verified point"
-                       f"{f' ({last.message})' if last.message else ''}: the verified "
-                       f"heuristic counterfactual is returned, optimality not proven",
-                       heuristic.predicted)
-    if point is not None and point.verified:
-        objective = objective_value(m, point.row)
-        bound = None if bound is None else min(bound, objective)
-        if proven_optimal(objective, bound, mip_gap):
-            return Verdict(Status.OPTIMAL, point.row, objective, bound, "", point.predicted)
-        if len(outcomes) > 1:
+            return Verdict(Status.OPTIMAL, best.row, objective, bound, "", best.predicted)
+        if not solved:
+            why = (f"the solver ended {last.status.value} without a verified point"
+                   f"{f' ({last.message})' if last.message else ''}: the verified "
+                   f"heuristic counterfactual is returned, optimality not proven")
+        elif len(outcomes) > 1:
             why = (f"the solver's point failed verification and the re-solve with margin "
                    f"{margin:g} (a smaller problem) found this one; optimality is not proven "
                    f"for the declared problem")
@@ -92,7 +112,7 @@ def claim(outcomes: list[SolveOutcome], point: Verification | None, m: Counterfa
             why = (f"the verified point's objective {objective:.6g} is above the proven bound "
                    f"{bound:.6g} by more than the requested gap {mip_gap:g}: optimality not "
                    f"proven")
-        return Verdict(Status.FEASIBLE, point.row, objective, bound, why, point.predicted)
+        return Verdict(Status.FEASIBLE, best.row, objective, bound, why, best.predicted)
     if point is not None:  # a solution that never verified
         return Verdict(Status.VERIFICATION_FAILED, None, None, None,
                        f"the solver's point is predicted as {point.predicted!r} by the real "
