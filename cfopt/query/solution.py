@@ -132,8 +132,8 @@ def verify_row(m: CounterfactualModel, row: pd.DataFrame) -> Verification:
 
 
 def unchecked_components(m: CounterfactualModel) -> list[str]:
-    """Names of the Pyomo components added to ``m`` directly (not as declared
-    :class:`~cfopt.ConstraintBlock`\ s): :func:`verify_row` cannot check a row against
+    """Names of the Pyomo components added to ``m`` directly (not as
+    declared constraint blocks): :func:`verify_row` cannot check a row against
     them, so a row it verifies is a point of the declared problem only when there are
     none. (A solver's point meets them by construction.)"""
     return [c.local_name for c in m.user_components() if c.local_name not in m.constraints]
