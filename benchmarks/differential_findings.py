@@ -229,6 +229,22 @@ FINDINGS: list[dict[str, object]] = [
                "(cfopt/query/claims.py claim, contradicted)",
     },
     {
+        "class": "the referee measured the margin on a float32 network's own rounding",
+        "seen": "seed 52181 (torch MLP on raw inputs of magnitude 1e6; a sampled witness "
+                "0.0533 scored 0.0039 on the float32 logits but -0.00056 in exact "
+                "arithmetic, below every solver's OPTIMAL ~0.0685; run on seeds "
+                "50000-52999)",
+        "cause": "float32 evaluation errs by 6e-2 x |w| on such inputs and depends on the "
+                 "kernels' summation order; a rigorous worst-case bound (Higham's gamma_n, "
+                 "propagated through |W|) is 700x the observed error on a German network "
+                 "(0.004 vs 5.5e-6), so relaxing the MILP's margin by it turned every "
+                 "float32 answer FEASIBLE",
+        "fix": "the declared margin is on the model's scores in exact arithmetic of its "
+               "parameters (what the MILP encodes; README 'What a status guarantees'); "
+               "the prediction is still the real model's own; the harness scores the "
+               "margin in float64 (tests/differential_models.py margin_scores)",
+    },
+    {
         "class": "a per-query tree region with an empty tree crashed",
         "seen": "seeds 20044 (LightGBM), 21287 (GradientBoosting), per-query trees, every "
                 "solver: InvalidConstraintError on one_leaf (run on seeds 20000-22999)",

@@ -8,7 +8,9 @@ other solvers' answers.
 objective, margin μ, MIP gap g), P(μ) is the set of raw points z that lie in the feature
 space (bounds, integrality, categories), respect actionability (immutable, increase- /
 decrease-only, ``max_changes``) and that the *library's own* model predicts in T, with a
-score beating the others by at least μ. The score: binary, the library's signed score
+score beating the others by at least μ. The score is the model's in exact arithmetic of
+its parameters (float64; a float32 network's own logits differ by a rounding that
+depends on its kernels' summation order, ``margin_scores``): binary, the signed score
 towards the target class (``tests/differential_models.py``); multiclass, max over T
 minus max outside T of the per-class scores; regression with target [lo, hi],
 min(pred - lo, hi - pred). The cost is recomputed on the raw row: weighted L1 with

@@ -12,6 +12,7 @@ log ``predict_proba``), and a regressor's prediction.
 
 from __future__ import annotations
 
+import copy
 import json
 import warnings
 from typing import Any
@@ -160,6 +161,20 @@ def raw_scores(model: Any, Z: np.ndarray) -> np.ndarray:
     if name == "LGBMClassifier":
         return np.asarray(model.predict(Z, raw_score=True), dtype=float)
     return np.asarray(model.decision_function(Z), dtype=float)
+
+
+def margin_scores(model: Any, Z: np.ndarray) -> np.ndarray:
+    """:func:`raw_scores` in exact arithmetic of the model's parameters (float64), where
+    the margin μ is measured: a float32 network's own logits differ from them by its
+    rounding, which depends on the summation order its kernels choose (1e-2 on inputs of
+    magnitude 1e6, seed 52181); other families already score in float64, up to the band
+    ε."""
+    if isinstance(model, torch.nn.Module):
+        with torch.no_grad():
+            logits = copy.deepcopy(model).double()(torch.tensor(Z, dtype=torch.float64))
+        logits = logits.numpy()
+        return logits[:, 0] if logits.shape[1] == 1 else logits
+    return raw_scores(model, Z)
 
 
 def _torch_logits(model: torch.nn.Module, Z: np.ndarray) -> np.ndarray:

@@ -36,6 +36,7 @@ from .differential_models import (
     LINEAR_FAMILIES,
     TREE_FAMILIES,
     goes_left,
+    margin_scores,
     predict,
     raw_scores,
     split_thresholds,
@@ -88,18 +89,18 @@ def _finite(v: float) -> float | None:
 def assess(inst: Instance, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per model-input row: the library predicts a target; the margin score (module
     docstring of ``tests/differential.py``); the row is in P(μ+ε)."""
-    s = raw_scores(inst.model, Z)
+    s, exact = raw_scores(inst.model, Z), margin_scores(inst.model, Z)
     if inst.task == "regression":
         low, high = inst.labels
-        score = np.minimum(s - low, high - s)
+        score = np.minimum(exact - low, high - exact)
         hit = (s >= low) & (s <= high)
     else:
         hit = np.isin(predict(inst.model, Z), np.asarray(inst.labels))
         if inst.task == "binary":
-            score = s if inst.labels[0] == inst.classes[1] else -s
+            score = exact if inst.labels[0] == inst.classes[1] else -exact
         else:
             mask = np.array([c in inst.labels for c in inst.classes])
-            score = s[:, mask].max(axis=1) - s[:, ~mask].max(axis=1)
+            score = exact[:, mask].max(axis=1) - exact[:, ~mask].max(axis=1)
     with np.errstate(invalid="ignore"):
         strict = hit & (score >= inst.margin + band(score))
     return hit, score, strict

@@ -1,8 +1,10 @@
 """What a query's answer may claim: the one place that turns solves into a status.
 
 The *declared problem* is the user's: the real model's own prediction in the target
-with the validity margin, the feature space, actionability, declared constraints, and
-the objective. cfopt's MILP is a relaxation of it up to the solvers' tolerances (tree
+with the validity margin (on the model's scores in exact arithmetic of its parameters,
+what the MILP encodes; a float32 network's own logits differ by a rounding that depends
+on its kernels' summation order), the feature space, actionability, declared
+constraints, and the objective. cfopt's MILP is a relaxation of it up to the solvers' tolerances (tree
 splits admit either side within rounding; :mod:`cfopt.formulations.trees`), so
 
 * the first solve's proven bound is a lower bound on the declared problem's optimum;
