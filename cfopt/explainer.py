@@ -379,7 +379,10 @@ class Explainer:
         if candidate is not None:
             details["heuristic_objective"] = radius
             checked = verify_row(m, candidate)
-            if checked.verified and not heuristic and not unchecked_components(m):
+            # a point of the declared problem: verification sees every constraint, and
+            # it is within the objective cutoff (diverse sets' ε window)
+            if checked.verified and not heuristic and not unchecked_components(m) and \
+                    radius <= pyo.value(m.cutoff):
                 heuristic.append(checked)
         return candidate, radius
 

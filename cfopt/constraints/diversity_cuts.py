@@ -77,6 +77,33 @@ def weighted_l1(space: FeatureSpace, weights: Mapping[str, float], a: pd.Series,
     return total
 
 
+def change_steps(space: FeatureSpace, names: list[str], min_change: float,
+                 integers_too: bool = False) -> dict[str, float]:
+    """The smallest move :math:`\tau_f` that counts as a change of each numeric feature
+    of ``names`` (module docstring): ``min_change`` x its range, an integral one one unit
+    (with ``integers_too``, also ``min_change`` x its range, at least one unit)."""
+    out = {}
+    for n in names:
+        span = space[n].upper - space[n].lower
+        out[n] = ((max(1.0, math.ceil(min_change * span - 1e-9)) if integers_too else 1.0)
+                  if space[n].is_integral else min_change * span)
+    return out
+
+
+def small_moves(space: FeatureSpace, steps: Mapping[str, float], factual: pd.Series,
+                row: pd.Series) -> list[str]:
+    """The features of ``steps`` that ``row`` moves from ``factual`` by less than their
+    step (the moves the exact change indicators exclude; with the declared blocks'
+    :func:`~cfopt.constraints.blocks.tolerance`), in words."""
+    out = []
+    for n, step in steps.items():
+        move = abs(space[n].to_code(row[n]) - space[n].to_code(factual[n]))
+        if 0 < move < step - tolerance(space, n):
+            out.append(f"{n} moves by {move:g}, less than the {step:g} that counts as a "
+                       f"change")
+    return out
+
+
 def add_exact_change_indicators(m: CounterfactualModel, block: pyo.Block, min_change: float,
                                 names: list[str] | None = None, *,
                                 integers_too: bool = False) -> None:
@@ -88,8 +115,7 @@ def add_exact_change_indicators(m: CounterfactualModel, block: pyo.Block, min_ch
     space = m.space
     mutable = [n for n in (m.NUMERIC if names is None else names) if not space[n].immutable]
     span = {n: space[n].upper - space[n].lower for n in mutable}
-    step = {n: (max(1.0, math.ceil(min_change * span[n] - 1e-9)) if integers_too else 1.0)
-            if space[n].is_integral else min_change * span[n] for n in mutable}
+    step = change_steps(space, mutable, min_change, integers_too)
     block.MUTABLE = pyo.Set(initialize=mutable, ordered=True)
     block.up = pyo.Var(block.MUTABLE, domain=pyo.Binary)
     block.down = pyo.Var(block.MUTABLE, domain=pyo.Binary)
@@ -202,6 +228,11 @@ class DiversityCuts(ConstraintBlock):
                    row: pd.Series) -> list[str]:
         space = m.space
         problems = []
+        if self._nogoods:  # the exact change indicators exist
+            mutable = [n for n in m.NUMERIC if not space[n].immutable]
+            problems += [f"{self.name}: {p}" for p in small_moves(
+                space, change_steps(space, mutable, self.min_change, self.integers_too),
+                factual, row)]
         moved = changed_features(space, factual, row)
         for changed, hamming in self._nogoods:
             if len(moved ^ changed) < hamming:

@@ -28,10 +28,16 @@ from ..formulations.predictors import add_predictor
 from ..formulations.validity import add_validity, set_target
 from ..space.encoding import spec_bounds, spec_grids, spec_rounding
 from .blocks import ConstraintBlock
-from .diversity_cuts import MIN_CHANGE, add_exact_change_indicators
+from .diversity_cuts import (
+    MIN_CHANGE,
+    add_exact_change_indicators,
+    change_steps,
+    small_moves,
+)
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel
+    from ..space.space import FeatureSpace
 
 
 class KScenarios(ConstraintBlock):
@@ -61,9 +67,13 @@ class KScenarios(ConstraintBlock):
         it while the feature is kept."""
         return [dict(s) for s in self._scenarios]
 
+    @staticmethod
+    def _perturbed(space: FeatureSpace) -> list[str]:
+        """The numeric features a K-perturbation moves (those with exact indicators)."""
+        return [f.name for f in space if not f.is_onehot and f.perturbation is not None]
+
     def build(self, m: CounterfactualModel, block: pyo.Block) -> None:
-        names = [f.name for f in m.space if not f.is_onehot and f.perturbation is not None]
-        add_exact_change_indicators(m, block, self.min_change, names)
+        add_exact_change_indicators(m, block, self.min_change, self._perturbed(m.space))
 
     def update(self, m: CounterfactualModel, block: pyo.Block) -> None:
         for k in range(1, len(self._scenarios) + 1):
@@ -120,10 +130,14 @@ class KScenarios(ConstraintBlock):
 
     def violations(self, m: CounterfactualModel, factual: pd.Series,
                    row: pd.Series) -> list[str]:
+        mutable = [n for n in self._perturbed(m.space) if not m.space[n].immutable]
+        problems = [f"{self.name}: {p}" for p in small_moves(
+            m.space, change_steps(m.space, mutable, self.min_change), factual, row)]
         if not self._scenarios:
-            return []
+            return problems
         rows = pd.DataFrame([self.apply(factual, row, s) for s in self._scenarios])
         labels = m.classify(rows)
-        return [f"{self.name}: K-perturbation scenario {k + 1} ({self._scenarios[k]}) is "
-                f"classified as {label!r}, not {list(m.target)}"
-                for k, label in enumerate(labels) if not m.is_target(label)]
+        return problems + [
+            f"{self.name}: K-perturbation scenario {k + 1} ({self._scenarios[k]}) is "
+            f"classified as {label!r}, not {list(m.target)}"
+            for k, label in enumerate(labels) if not m.is_target(label)]
