@@ -16,12 +16,11 @@ from cfopt.formulations.robustness import (
     adversary_model,
     adversary_targets,
     attack,
-    forward,
-    interval_bounds,
     max_shift,
     recover_parameters,
 )
 from cfopt.methods import MILPR, RNCE, NonRobustMILP, Proplace, RobustnessChecker
+from cfopt.models.network import ReLUNetwork
 from cfopt.results.robust import RobustStatus
 
 from .conftest import train_torch
@@ -38,6 +37,11 @@ def _net(sizes: tuple[int, ...], seed: int) -> torch.nn.Sequential:
 def _params(net: torch.nn.Sequential) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy())
             for m in net if isinstance(m, torch.nn.Linear)]
+
+
+def forward(params: list, Z: np.ndarray) -> np.ndarray:
+    """The logit of the network ``params`` on the rows of ``Z``."""
+    return ReLUNetwork.from_parameters(params).logits(Z)[:, 0]
 
 
 def _vertex_minimum(params: list, z: np.ndarray, delta: float, sign: int) -> float:
@@ -96,7 +100,7 @@ def test_certificates_never_contradicted_by_sampled_models() -> None:
             worst = min(worst, float(forward(shifted, z[None, :])[0]))
         assert verdict.bound <= worst + 1e-9
         # the screen brackets the exact minimum
-        lower = interval_bounds(checker.net, z[None, :], delta)[-1][0][0, 0]
+        lower = checker.net.shifted_bounds(z[None, :], delta)[-1][0][0, 0]
         upper = attack(checker.net, z[None, :], delta)[0]
         assert lower <= verdict.bound + 1e-9 and verdict.value <= upper + 1e-9
 

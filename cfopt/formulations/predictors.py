@@ -334,13 +334,6 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
     return registered.constr_class(sub, adapter)
 
 
-def _affine_bounds(weight: np.ndarray, bias: np.ndarray, bounds: Bounds) -> Bounds:
-    lo = np.array([b[0] for b in bounds])
-    hi = np.array([b[1] for b in bounds])
-    wp, wn = np.clip(weight, 0, None), np.clip(weight, None, 0)
-    return list(zip((wp @ lo + wn @ hi + bias).tolist(), (wp @ hi + wn @ lo + bias).tolist()))
-
-
 class NetworkPredictorConstr(PredictorConstr):
     """A ReLU network's block, whose hidden neurons are rescaled (:func:`_build_network`)."""
 
@@ -445,8 +438,9 @@ def _build_linear(block: pyo.Block, name: str, net: ReLUNetwork, bounds: Bounds)
     is feasible)."""
     layer = net.layers[0]
     w, b = layer.weight, layer.bias
-    out_bounds = _affine_bounds(w, b, bounds)
     lo = np.array([lb for lb, _ in bounds])
+    ((out_lo, out_hi),) = net.box_bounds(lo, np.array([ub for _, ub in bounds]))
+    out_bounds = list(zip(out_lo.tolist(), out_hi.tolist()))
     width = np.array([ub - lb for lb, ub in bounds])
     moving = [i for i in range(net.n_inputs) if width[i] > 0]
     offset = b + w @ lo

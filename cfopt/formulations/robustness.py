@@ -24,10 +24,10 @@ objective is the least signed logit reachable from the last hidden layer,
 :math:`W = W^0 + \sigma_j \operatorname{sign}(V)^\top`, :math:`b = b^0 + \sigma_j`
 with :math:`\sigma_j \in [-\delta, \delta]` reproduce any reachable pre-activation.
 
-**Interval screen** (:func:`interval_bounds`, :func:`attack`): interval bound
-propagation over the same sets gives a sound lower bound of the minimum logit
-(certainly robust when ≥ 0), and one concrete shifted model per point gives an
-upper bound (certainly not robust when < 0).
+**Interval screen** (:meth:`~cfopt.models.network.ReLUNetwork.shifted_bounds`,
+:func:`attack`): interval bound propagation over the same sets gives a sound lower
+bound of the minimum logit (certainly robust when ≥ 0), and one concrete shifted model
+per point gives an upper bound (certainly not robust when < 0).
 
 **Master problem copies** (:func:`add_shifted_copy`): PROPLACE's Algorithm 1 keeps one
 network copy per collected model, each embedded with :func:`add_predictor` on the
@@ -40,7 +40,6 @@ cutting-set loop are in :mod:`cfopt.methods` (``adversaries.model_shift``,
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -48,14 +47,13 @@ import numpy as np
 import pyomo.environ as pyo
 
 from ..models import ModelAdapter, ReLUNetwork, parse_model
-from ..models.base import DenseLayer, decide
+from ..models.base import decide
+from ..models.network import Parameters
 from .features import encode_inputs
 from .predictors import add_predictor
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel
-
-Parameters = list[tuple[np.ndarray, np.ndarray]]
 
 
 def check_delta(delta: Any) -> float:
@@ -81,48 +79,6 @@ def robust_network(model: Any) -> ModelAdapter:
     return adapter
 
 
-def network_key(net: ReLUNetwork) -> str:
-    """A fingerprint of a network's weights (cache key of per-model verdicts)."""
-    h = hashlib.sha1()
-    for layer in net.layers:
-        h.update(layer.weight.tobytes())
-        h.update(layer.bias.tobytes())
-    return h.hexdigest()
-
-
-def _signed(net: ReLUNetwork, sign: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The layers as (W, b), the output layer multiplied by the target sign."""
-    if sign not in (1, -1):
-        raise ValueError(f"the target sign must be +1 or -1, got {sign!r}")
-    params = [(layer.weight, layer.bias) for layer in net.layers]
-    w, b = params[-1]
-    params[-1] = (sign * w, sign * b)
-    return params
-
-
-def interval_bounds(net: ReLUNetwork, Z: np.ndarray, delta: float, sign: int = 1
-                    ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Interval bounds, per row of ``Z``, of every layer's pre-activation over Δ (the
-    reachable sets of the module docstring propagated as boxes); the last entry bounds
-    the signed logit, its lower end is a sound lower bound of the minimum.
-
-    Returns a list (one per layer) of ``(lower, upper)`` arrays of shape (n, width).
-    """
-    Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
-    params = _signed(net, sign)
-    w, b = params[0]
-    centre = Z @ w.T + b
-    radius = delta * (np.abs(Z).sum(axis=1, keepdims=True) + 1.0)
-    out = [(centre - radius, centre + radius)]
-    for w, b in params[1:]:
-        lo, hi = (np.maximum(v, 0.0) for v in out[-1])
-        a, c = w - delta, w + delta
-        lower = lo @ np.maximum(a, 0).T + hi @ np.minimum(a, 0).T + b - delta
-        upper = hi @ np.maximum(c, 0).T + lo @ np.minimum(c, 0).T + b + delta
-        out.append((lower, upper))
-    return out
-
-
 def attack_targets(net: ReLUNetwork, Z: np.ndarray, delta: float, sign: int = 1
                    ) -> list[np.ndarray]:
     """Hidden pre-activations, per row of ``Z``, of one concrete shifted model: every
@@ -130,12 +86,9 @@ def attack_targets(net: ReLUNetwork, Z: np.ndarray, delta: float, sign: int = 1
     signed logit with respect to its output under the nominal activation pattern
     (realised by :func:`recover_parameters`). One (n, width) array per hidden layer."""
     Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
-    params = _signed(net, sign)
-    h, active = Z, []
-    for w, b in params[:-1]:
-        pre = h @ w.T + b
-        active.append(pre > 0)
-        h = np.maximum(pre, 0.0)
+    signed = net.signed(sign)
+    params = signed.parameters
+    active = [pre > 0 for pre in signed.pre_activations(Z)[:-1]]
     # derivative of the signed logit w.r.t. each hidden layer's output
     grads = [np.broadcast_to(params[-1][0][0], (len(Z), params[-1][0].shape[1]))]
     for (w, _), act in zip(params[-2:0:-1], active[-1:0:-1]):
@@ -153,7 +106,7 @@ def attack(net: ReLUNetwork, Z: np.ndarray, delta: float, sign: int = 1) -> np.n
     :func:`attack_targets` with the output moved by ``-δ(‖h‖₁ + 1)``: an upper bound
     of the minimum over Δ."""
     Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
-    w, b = _signed(net, sign)[-1]
+    w, b = net.signed(sign).parameters[-1]
     targets = attack_targets(net, Z, delta, sign)
     v = np.maximum(targets[-1], 0.0) if targets else np.abs(Z)
     if not targets:  # linear model: the first layer's reach uses |z|
@@ -166,7 +119,8 @@ def adversary_model(net: ReLUNetwork, z: np.ndarray, delta: float, sign: int = 1
     """The exact adversary at the fixed model input ``z`` as a MILP (module docstring).
 
     Components: ``HIDDEN`` (layer, neuron) pairs; ``pre[l, j]`` the pre-activation
-    (bounds from :func:`interval_bounds`; layer 0: exactly its reachable interval);
+    (bounds from :meth:`~cfopt.models.network.ReLUNetwork.shifted_bounds`; layer 0:
+    exactly its reachable interval);
     ``post[l, j]`` = ReLU(pre) with the binary ``on[l, j]`` (big-M, fixed for
     stable neurons); ``reach_low`` / ``reach_high`` the reachable interval of layers ≥ 1;
     ``worst`` the least signed logit from the last hidden layer, minimised by
@@ -177,9 +131,10 @@ def adversary_model(net: ReLUNetwork, z: np.ndarray, delta: float, sign: int = 1
         raise ValueError(f"the network takes {net.n_inputs} inputs, got {z.shape[0]}")
     if net.is_linear:
         raise ValueError("the network has no hidden layer; its minimum logit over Δ is "
-                         "given in closed form by interval_bounds")
-    params = _signed(net, sign)
-    bounds = [(lo[0], hi[0]) for lo, hi in interval_bounds(net, z[None, :], delta, sign)]
+                         "given in closed form by ReLUNetwork.shifted_bounds")
+    signed = net.signed(sign)
+    params = signed.parameters
+    bounds = [(lo[0], hi[0]) for lo, hi in signed.shifted_bounds(z[None, :], delta)]
     hidden = [(li, j) for li, (w, _) in enumerate(params[:-1]) for j in range(w.shape[0])]
     m = pyo.ConcreteModel(name="adversary")
     m.HIDDEN = pyo.Set(initialize=hidden, dimen=2, ordered=True)
@@ -251,16 +206,6 @@ def recover_parameters(net: ReLUNetwork, z: np.ndarray, delta: float, targets: l
     return out
 
 
-def forward(params: Parameters, Z: np.ndarray) -> np.ndarray:
-    """Logits of the network with parameters ``params`` (plain numpy forward pass)."""
-    h = np.atleast_2d(np.asarray(Z, dtype=np.float64))
-    for k, (w, b) in enumerate(params):
-        h = h @ w.T + b
-        if k < len(params) - 1:
-            h = np.maximum(h, 0.0)
-    return h[:, 0]
-
-
 def max_shift(net: ReLUNetwork, params: Parameters) -> float:
     """``‖Θ - Θ⁰‖_∞`` of concrete parameters."""
     return max(max(float(np.abs(w - layer.weight).max()), float(np.abs(b - layer.bias).max()))
@@ -274,17 +219,14 @@ class ShiftedNetwork(ModelAdapter):
     classes = (0, 1)
 
     def __init__(self, params: Parameters) -> None:
-        self.params = [(np.asarray(w, dtype=np.float64), np.asarray(b, dtype=np.float64))
-                       for w, b in params]
-        self.structure = ReLUNetwork(tuple(
-            DenseLayer(w, b, relu=k < len(params) - 1) for k, (w, b) in enumerate(self.params)))
+        self.structure = ReLUNetwork.from_parameters(params)
         self.model = self.structure
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         return decide(self.output(Z), "sign")
 
     def output(self, Z: np.ndarray) -> np.ndarray:
-        return forward(self.params, Z)[:, None]
+        return self.structure.logits(np.atleast_2d(Z))
 
 
 def add_shifted_copy(m: CounterfactualModel, params: Parameters,

@@ -31,12 +31,11 @@ from ...formulations.robustness import (
     attack,
     attack_targets,
     check_delta,
-    forward,
-    interval_bounds,
     max_shift,
     recover_parameters,
     robust_network,
 )
+from ...models.network import ReLUNetwork
 from ...problem import CounterfactualModel
 from ...results.robust import RobustnessVerdict
 from ...results.status import Status
@@ -88,7 +87,7 @@ class RobustnessChecker:
     def screen(self, Z: np.ndarray, sign: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """Per row of ``Z``: a sound lower bound (interval propagation) and an upper
         bound (a concrete shifted model) of the minimum signed logit over Δ."""
-        lower = interval_bounds(self.net, Z, self.delta, sign)[-1][0][:, 0]
+        lower = self.net.signed(sign).shifted_bounds(Z, self.delta)[-1][0][:, 0]
         return lower, attack(self.net, Z, self.delta, sign)
 
     def check(self, z: np.ndarray, sign: int = 1, threshold: float = 0.0,
@@ -107,7 +106,7 @@ class RobustnessChecker:
                                          threshold=threshold, seconds=time.perf_counter() - t0)
             if upper[0] < threshold or self.net.is_linear:
                 params = self.attack_parameters(z, sign)
-                value = float(sign * forward(params, z[None, :])[0])
+                value = _signed_logit(params, z, sign)
                 return RobustnessVerdict(robust=False if value < threshold else None,
                                          bound=float(lower[0]), value=value,
                                          solver_value=None, method="attack",
@@ -138,7 +137,7 @@ class RobustnessChecker:
         if outcome.status.has_solution:
             solver_value = float(pyo.value(model.worst))
             params = recover_parameters(self.net, z, self.delta, adversary_targets(model), sign)
-            value = float(sign * forward(params, z[None, :])[0])
+            value = _signed_logit(params, z, sign)
             shift = max_shift(self.net, params)
         bound = outcome.bound if outcome.status is not Status.INFEASIBLE else None
         if bound is not None and bound >= threshold:
@@ -193,6 +192,11 @@ class RobustnessChecker:
             batch *= 2
         return found, RegionReport(len(found), len(rows), screened, checks,
                                    time.perf_counter() - t0)
+
+
+def _signed_logit(params: Parameters, z: np.ndarray, sign: int) -> float:
+    """The target sign times the logit of the network ``params`` at the input ``z``."""
+    return float(sign * ReLUNetwork.from_parameters(params).logits(z[None, :])[0, 0])
 
 
 class ModelShiftAdversary(Adversary):
