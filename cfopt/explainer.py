@@ -86,7 +86,7 @@ class Explainer:
         constraints: declared constraint blocks (rules, causal equations, trust
             regions), see :class:`~cfopt.CounterfactualModel`.
         tree_formulation: tree ensembles: ``"leaf"`` (default: binary leaves) or
-            ``"threshold"`` (continuous leaves); see :mod:`cfopt.formulations.trees`.
+            ``"threshold"`` (continuous leaves); see :mod:`cfopt.formulations.predictors.trees`.
         features_to_vary: the only features a counterfactual may change (DiCE's
             allow-list; the others become immutable in a copy of ``space``, see
             :meth:`FeatureSpace.vary_only`); ``None``: as the space declares.

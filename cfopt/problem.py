@@ -99,7 +99,7 @@ class CounterfactualModel(pyo.ConcreteModel):
             (:class:`~cfopt.constraints.blocks.ConstraintBlock`), each added as the
             sub-block ``m.<name>`` and checked on every returned counterfactual.
         tree_formulation: tree ensembles only: ``"leaf"`` (default) or ``"threshold"``
-            (:mod:`cfopt.formulations.trees`).
+            (:mod:`cfopt.formulations.predictors.trees`).
     """
 
     def __init__(self, model: Any, space: FeatureSpace, *,
