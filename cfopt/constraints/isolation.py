@@ -208,7 +208,7 @@ class IsolationForestScore(ConstraintBlock):
         library = inputs.values(m.factual)[0]
         links = block.constr.set_factual_inputs(library, own, movable)
         block.factual_split_changes.clear()
-        if hasattr(m, "changed"):
+        if m.has_change_indicators:
             for j, left, left_of in links:
                 block.factual_split_changes.add(
                     m.changed[specs[j].feature] >= (1 - left_of if left else left_of))
