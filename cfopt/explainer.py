@@ -92,7 +92,7 @@ class Explainer:
         constraints: declared constraint blocks (rules, causal equations, trust
             regions), see :class:`~cfopt.CounterfactualModel`.
         tree_formulation: tree ensembles: ``"leaf"`` (default: binary leaves) or
-            ``"threshold"`` (continuous leaves); see :mod:`cfopt.formulations.trees`.
+            ``"threshold"`` (continuous leaves); see :mod:`cfopt.formulations.predictors.trees`.
         features_to_vary: the only features a counterfactual may change (DiCE's
             allow-list; the others become immutable in a copy of ``space``, see
             :meth:`FeatureSpace.vary_only`); ``None``: as the space declares.
@@ -143,15 +143,24 @@ class Explainer:
         self.margin = margin
         self._max_changes = max_changes
         self._build_pending = True
-        #: what parallel workers rebuild the model from (:mod:`cfopt.batch.runner`)
-        self._arguments = {"model": model, "space": space, "objective": objective,
-                           "weights": weights, "max_changes": max_changes, "margin": margin,
-                           "bound_tightening": bound_tightening,
-                           "tree_formulation": tree_formulation}
+        self._build_arguments = {"model": model, "space": space, "objective": objective,
+                                 "weights": weights, "max_changes": max_changes,
+                                 "margin": margin, "bound_tightening": bound_tightening,
+                                 "tree_formulation": tree_formulation}
 
     @property
     def space(self) -> FeatureSpace:
         return self.milp.space
+
+    @property
+    def build_arguments(self) -> dict[str, Any]:
+        """The arguments the MILP was built from: ``model``, ``space`` (with
+        ``features_to_vary`` applied), ``objective``, ``weights``, ``max_changes``,
+        ``margin``, ``bound_tightening``, ``tree_formulation``.
+        ``Explainer(**e.build_arguments, solver=..., constraints=...)`` builds the same
+        MILP: parallel batch workers do (:mod:`cfopt.batch.runner`), and a batch journal
+        records them (:mod:`cfopt.batch.journal`). A new dict each time."""
+        return dict(self._build_arguments)
 
     def explain(self, x: pd.DataFrame | pd.Series | Mapping, target: Any = None, *,
                 n: int | None = None, diversity: str | None = None,

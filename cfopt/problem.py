@@ -53,7 +53,12 @@ from .constraints.blocks import ConstraintBlock
 from .errors import AlreadyTargetError, ModelChangedError
 from .formulations.actionability import add_actionability, add_max_changes
 from .formulations.bound_tightening import BoundTighteningReport, tighten_relu_bounds
-from .formulations.distances import feature_weights, objective_expression, parse_objective
+from .formulations.distances import (
+    feature_weights,
+    objective_expression,
+    parse_objective,
+    row_distances,
+)
 from .formulations.features import add_feature_variables, encode_inputs
 from .formulations.predictors import PredictorConstr, add_predictor
 from .formulations.validity import (
@@ -99,7 +104,7 @@ class CounterfactualModel(pyo.ConcreteModel):
             (:class:`~cfopt.constraints.blocks.ConstraintBlock`), each added as the
             sub-block ``m.<name>`` and checked on every returned counterfactual.
         tree_formulation: tree ensembles only: ``"leaf"`` (default) or ``"threshold"``
-            (:mod:`cfopt.formulations.trees`).
+            (:mod:`cfopt.formulations.predictors.trees`).
     """
 
     def __init__(self, model: Any, space: FeatureSpace, *,
@@ -153,7 +158,8 @@ class CounterfactualModel(pyo.ConcreteModel):
                      margin)
         # not a component attribute: the L∞ objective alone is the Var ``m.linf`` itself
         object.__setattr__(self, "_distance",
-                           objective_expression(self, space, terms, weight_map))
+                           objective_expression(self, space, terms, weight_map,
+                                                indicators=self.capped))
         self.objective = pyo.Objective(expr=self._distance, sense=pyo.minimize)
         self._max_objective = float(compute_bounds_on_expr(self.objective.expr)[1]) + 1.0
         self.cutoff = pyo.Param(mutable=True, initialize=self._max_objective)
@@ -227,6 +233,11 @@ class CounterfactualModel(pyo.ConcreteModel):
     def uses_space_encoding(self) -> bool:
         """The model consumes ``space.transform`` (not its own preprocessing)."""
         return self._specs == space_specs(self._space)
+
+    @property
+    def has_change_indicators(self) -> bool:
+        """The model has binary change indicators ``changed[f]`` (L0 or ``max_changes``)."""
+        return self.capped or "l0" in self._terms
 
     @property
     def max_objective(self) -> float:
@@ -337,7 +348,7 @@ class CounterfactualModel(pyo.ConcreteModel):
             self._adapter.model_inputs(self._space, self._factual)[0], self._factual_inputs,
             input_moves(self._space, self._specs))
         self.factual_split_changes.clear()
-        if not hasattr(self, "changed"):
+        if not self.has_change_indicators:
             return
         for j, left, left_of in links:
             changed = self.changed[self._specs[j].feature]
@@ -465,18 +476,7 @@ class CounterfactualModel(pyo.ConcreteModel):
 
     def distances(self, row: pd.DataFrame) -> dict[str, float]:
         """Weighted L1, L0 and weighted L∞ distances of a raw row from the factual."""
-        before, after = self._factual.iloc[0], row.iloc[0]
-        l1 = l0 = linf = 0.0
-        for f in self._space:
-            if f.is_onehot:
-                d = float(before[f.name] != after[f.name])
-            else:
-                d = abs(f.to_code(after[f.name]) - f.to_code(before[f.name]))
-            w = self._weights[f.name]
-            l1 += w * d
-            l0 += float(d > 0)
-            linf = max(linf, w * d)
-        return {"l1": l1, "l0": l0, "linf": linf}
+        return row_distances(self._space, self._weights, self._factual.iloc[0], row.iloc[0])
 
 
 def build(model: Any, space: FeatureSpace, x: pd.DataFrame | pd.Series | Mapping | None = None,

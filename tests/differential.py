@@ -122,7 +122,7 @@ def available_solvers(solvers: tuple[str, ...] = SOLVERS) -> list[str]:
 @contextlib.contextmanager
 def trees_per_query(on: bool) -> Iterator[None]:
     """Within: a tree ensemble of any size is built per query (its size threshold 0)."""
-    from cfopt.formulations import trees
+    from cfopt.formulations.predictors import trees
 
     saved = trees.PER_QUERY_TERMS
     if on:

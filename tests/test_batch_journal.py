@@ -75,7 +75,7 @@ def test_another_batch_is_refused(small, german, tmp_path):
         explainer.explain_many(X.iloc[:1], target=1, out=out, time_limit=5, progress=False)
     with pytest.raises(ValueError, match="target changed"):
         explainer.explain_many(X.iloc[:1], target="opposite", out=out, progress=False)
-    other = cfopt.Explainer(explainer._arguments["model"], explainer.space, mip_gap=0.0,
+    other = cfopt.Explainer(explainer.build_arguments["model"], explainer.space, mip_gap=0.0,
                             weights={"age": 3.0})
     with pytest.raises(ValueError, match="arguments changed"):
         other.explain_many(X.iloc[:1], target=1, out=out, progress=False)

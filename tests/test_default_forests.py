@@ -14,7 +14,7 @@ import pytest
 from sklearn.ensemble import RandomForestClassifier
 
 import cfopt
-import cfopt.formulations.trees as tree_formulation
+import cfopt.formulations.predictors.trees as tree_formulation
 from cfopt import Status
 from cfopt.formulations import tree_cuts
 from cfopt.formulations.tree_regions import leaf_depth_sum, search

@@ -94,7 +94,7 @@ def test_raw_unit_network_neurons_are_rescaled_exactly():
     most 1, the bounds read back in the network's own units are the interval bounds,
     and the block still computes the network's function (ReLU's positive
     homogeneity)."""
-    from cfopt.formulations.predictors import neuron_scales
+    from cfopt.formulations.predictors.network import neuron_scales
 
     frame = _wide_frame()
     space = cfopt.FeatureSpace.from_frame(frame, scaling="none")
@@ -104,7 +104,7 @@ def test_raw_unit_network_neurons_are_rescaled_exactly():
                                 torch.nn.Linear(4, 1)).eval()
     m = cfopt.Explainer(model, space, bound_tightening="interval").milp
     pred = m.predictor_constr
-    hidden = pred.relu_layers()[:-1]
+    hidden = pred.dense_layers()[:-1]
     for layer in hidden:
         for j in layer.zhat:
             lb, ub = layer.zhat[j].bounds

@@ -13,15 +13,13 @@ import torch
 
 import cfopt
 from cfopt.formulations.robustness import (
-    adversary_model,
-    adversary_targets,
+    AdversaryModel,
     attack,
-    forward,
-    interval_bounds,
     max_shift,
     recover_parameters,
 )
 from cfopt.methods import MILPR, RNCE, NonRobustMILP, Proplace, RobustnessChecker
+from cfopt.models.network import ReLUNetwork
 from cfopt.results.robust import RobustStatus
 
 from .conftest import train_torch
@@ -38,6 +36,11 @@ def _net(sizes: tuple[int, ...], seed: int) -> torch.nn.Sequential:
 def _params(net: torch.nn.Sequential) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(m.weight.detach().numpy().copy(), m.bias.detach().numpy().copy())
             for m in net if isinstance(m, torch.nn.Linear)]
+
+
+def forward(params: list, Z: np.ndarray) -> np.ndarray:
+    """The logit of the network ``params`` on the rows of ``Z``."""
+    return ReLUNetwork.from_parameters(params).logits(Z)[:, 0]
 
 
 def _vertex_minimum(params: list, z: np.ndarray, delta: float, sign: int) -> float:
@@ -96,7 +99,7 @@ def test_certificates_never_contradicted_by_sampled_models() -> None:
             worst = min(worst, float(forward(shifted, z[None, :])[0]))
         assert verdict.bound <= worst + 1e-9
         # the screen brackets the exact minimum
-        lower = interval_bounds(checker.net, z[None, :], delta)[-1][0][0, 0]
+        lower = checker.net.shifted_bounds(z[None, :], delta)[-1][0][0, 0]
         upper = attack(checker.net, z[None, :], delta)[0]
         assert lower <= verdict.bound + 1e-9 and verdict.value <= upper + 1e-9
 
@@ -108,10 +111,10 @@ def test_recovered_parameters_reproduce_the_adversary() -> None:
     rng = np.random.default_rng(1)
     for sign in (1, -1):
         z = rng.uniform(-1, 1, 5)
-        model = adversary_model(checker.net, z, delta, sign)
+        model = AdversaryModel(checker.net, z, delta, sign)
         outcome = checker.backend.solve(model, checker.settings)
         assert outcome.status is cfopt.Status.OPTIMAL
-        params = recover_parameters(checker.net, z, delta, adversary_targets(model), sign)
+        params = recover_parameters(checker.net, z, delta, model.targets(), sign)
         assert max_shift(checker.net, params) <= delta * (1 + 1e-12)
         assert sign * forward(params, z[None, :])[0] == pytest.approx(outcome.objective,
                                                                       abs=1e-6)

@@ -173,7 +173,7 @@ def test_restrictions_are_found_by_predictor_kind():
     from types import SimpleNamespace
 
     from cfopt.formulations.predictors import NetworkPredictorConstr, PredictorConstr
-    from cfopt.formulations.trees import TreePredictorConstr
+    from cfopt.formulations.predictors.trees import TreePredictorConstr
     from cfopt.query.restrictions import Restriction, register_restriction, restriction_of
     from cfopt.query.restrictions.registry import RESTRICTIONS
     from cfopt.query.restrictions.relu import ReluRestriction

@@ -139,7 +139,8 @@ def _probabilities(model: Any, space: FeatureSpace, classes: tuple
         return lambda Z: np.asarray(model.predict_proba(Z))[:, order]
     from ..errors import UnsupportedModelError
     from ..models import parse_model
-    from ..models.base import ReLUNetwork, sigmoid, softmax
+    from ..models.base import sigmoid, softmax
+    from ..models.network import ReLUNetwork
 
     try:
         adapter = parse_model(model)

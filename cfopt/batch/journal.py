@@ -62,7 +62,8 @@ def batch_header(explainer: Explainer, target: Any, options: Mapping[str, Any]) 
     fingerprint = explainer.milp.adapter.fingerprint()
     space = json.dumps(explainer.space.to_dict(), sort_keys=True, default=str)
     settings = explainer.settings
-    arguments = {k: v for k, v in explainer._arguments.items() if k not in ("model", "space")}
+    arguments = {k: v for k, v in explainer.build_arguments.items()
+                 if k not in ("model", "space")}
     return _plain_json({
         "format": FORMAT,
         "model": fingerprint.hex() if fingerprint is not None else None,

@@ -5,8 +5,8 @@ explainer's own model is re-solved per row. In parallel (``n_jobs != 1`` or a
 ``backend``), the rows are cut into chunks that joblib sends to its workers: processes
 on this machine (``backend="loky"``, the default) or the workers of a Dask distributed
 cluster (``backend="dask"``, through joblib's Dask backend). Each worker builds the
-model once from the explainer's arguments and declared constraints, keeps it for the
-following chunks, and re-solves it per row, so the answers equal the serial ones.
+model once from :attr:`Explainer.build_arguments` and the declared constraints, keeps it
+for the following chunks, and re-solves it per row, so the answers equal the serial ones.
 
 Cores: every worker runs one solver with ``solver_threads`` threads (default 1), so
 ``n_jobs × solver_threads`` should not exceed the cores (a warning says so when it
@@ -387,7 +387,7 @@ def _payload(explainer: Explainer, solver_threads: int) -> bytes:
                          f"cfopt.ConstraintBlock (constraints=[...]) or use n_jobs=1")
     solver = copy.copy(explainer.backend)
     solver.reset()  # a copy without the loaded model (persistent solvers do not pickle)
-    spec = {"explainer_type": type(explainer), "arguments": explainer._arguments,
+    spec = {"explainer_type": type(explainer), "arguments": explainer.build_arguments,
             "constraints": list(m.constraints.values()), "solver": solver,
             "settings": dataclasses.replace(explainer.settings, threads=solver_threads),
             "attributes": {"verify_retries": explainer.verify_retries,

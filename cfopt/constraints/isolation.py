@@ -18,7 +18,7 @@ increasing in :math:`E[h]`, so for a threshold :math:`s_{\min} < 0`
 
 a *linear* constraint on the leaf indicators :math:`y_{t,l}` of the forest's trees.
 :class:`IsolationForestScore` embeds the forest with cfopt's tree formulation
-(:mod:`cfopt.formulations.trees`: a binary per distinct split point, leaves tied to
+(:mod:`cfopt.formulations.predictors.trees`: a binary per distinct split point, leaves tied to
 them, sklearn's ``float32(x) <= threshold`` rule reproduced) and bounds its output,
 :math:`E[h]`, from below. A split point of the forest identical to one of the model's
 (same input, same sides: every split of a one-hot column, splits of an integer feature
@@ -99,7 +99,7 @@ class IsolationForestScore(ConstraintBlock):
             ``forest.score_samples(data)`` (as sklearn sets ``offset_``).
         data: the rows ``forest.score_samples`` takes, for ``contamination``.
         formulation: the tree formulation of the forest, ``"leaf"`` or ``"threshold"``
-            (:mod:`cfopt.formulations.trees`; default: ``"leaf"``).
+            (:mod:`cfopt.formulations.predictors.trees`; default: ``"leaf"``).
         name: the block's name.
     """
 
@@ -208,7 +208,7 @@ class IsolationForestScore(ConstraintBlock):
         library = inputs.values(m.factual)[0]
         links = block.constr.set_factual_inputs(library, own, movable)
         block.factual_split_changes.clear()
-        if hasattr(m, "changed"):
+        if m.has_change_indicators:
             for j, left, left_of in links:
                 block.factual_split_changes.add(
                     m.changed[specs[j].feature] >= (1 - left_of if left else left_of))
@@ -245,8 +245,8 @@ def _share_cuts(m: CounterfactualModel, block: pyo.Block, specs: list[InputSpec]
     """``left_of`` of the forest = ``left_of`` of the model for each identical split
     point: same input spec, same MILP and sure sides (module docstring)."""
     model: PredictorConstr = m.predictor_constr
-    own = getattr(model.block, "cuts", None)
-    if own is None:  # the model is not a tree ensemble
+    own = model.cuts()
+    if not own:  # the model is not a tree ensemble (or has no cut yet)
         return
     model_specs = m.input_specs
 

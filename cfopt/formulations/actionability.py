@@ -7,7 +7,8 @@ r"""Actionability: immutable features, monotone features, and a cap on changes.
 
 (numeric rows divided by the feature's width, as in :mod:`.distances`);
 * ``m.max_changes`` — :math:`\sum_f \text{changed}_f \le K` with ``m.max_changes_limit``
-  a mutable Param (CE-OCL eq. 5, hard form).
+  a mutable Param (CE-OCL eq. 5, hard form), on the change indicators of
+  :func:`~cfopt.formulations.distances.add_change_indicators`.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def add_actionability(m: pyo.Block, space: FeatureSpace) -> None:
 
 
 def add_max_changes(m: pyo.Block, space: FeatureSpace, limit: int) -> None:
-    if not hasattr(m, "changed"):
-        add_change_indicators(m, space)
+    """The change indicators ``changed[f]`` and ``m.max_changes``: at most ``limit``
+    changed features (declared before the objective, which then reuses the
+    indicators)."""
+    add_change_indicators(m, space)
     m.max_changes_limit = pyo.Param(mutable=True, initialize=limit)
     m.max_changes = pyo.Constraint(expr=l0_expression(m) <= m.max_changes_limit)

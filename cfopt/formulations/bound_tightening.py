@@ -91,14 +91,14 @@ def tighten_relu_bounds(model: pyo.Block, predictor: PredictorConstr, method: st
     if method not in METHODS:
         raise ValueError(f"bound_tightening must be one of {METHODS} or None, got {method!r}")
     t0 = time.perf_counter()
-    layers = predictor.relu_layers()
+    layers = predictor.dense_layers()
     before = _bounds(predictor)
     solves = 0
     if method == "lp" and layers:
         backend = make_solver(solver)
         settings = SolverSettings(mip_gap=0.0, threads=1)
         with _integrality_relaxed(model):
-            for layer in layers:
+            for k, layer in enumerate(layers):
                 for j in list(layer.zhat):
                     lb, ub = layer.zhat[j].bounds
                     found = []
@@ -114,11 +114,11 @@ def tighten_relu_bounds(model: pyo.Block, predictor: PredictorConstr, method: st
                         lb = max(lb, lo - 1e-6 * max(1.0, abs(lo)))
                     if hi is not None:
                         ub = min(ub, hi + 1e-6 * max(1.0, abs(hi)))
-                    predictor.set_neuron_bounds(layer, j, lb, max(ub, lb))
+                    predictor.set_neuron_bounds(k, j, lb, max(ub, lb))
     else:
-        for layer in layers:
+        for k, layer in enumerate(layers):
             for j in list(layer.zhat):
-                predictor.set_neuron_bounds(layer, j, *layer.zhat[j].bounds)
+                predictor.set_neuron_bounds(k, j, *layer.zhat[j].bounds)
     last = layers[-1] if layers else None
     if last is not None:
         for j in range(predictor.adapter.n_logits):

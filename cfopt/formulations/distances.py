@@ -27,11 +27,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from numbers import Real
+from typing import TYPE_CHECKING
 
 import pyomo.environ as pyo
 
 from ..space.space import FeatureSpace
 from .features import width
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 NORMS = ("l1", "l0", "linf")
 
@@ -125,16 +129,34 @@ def add_linf(m: pyo.Block, space: FeatureSpace, weights: Mapping[str, float]) ->
                                         b.linf >= weights[n] * b.category_changed[n])
 
 
+def row_distances(space: FeatureSpace, weights: Mapping[str, float], before: pd.Series,
+                  after: pd.Series) -> dict[str, float]:
+    """Weighted L1, L0 and weighted L∞ distances of the raw row ``after`` from
+    ``before`` (codes for numeric features; a category change counts 1)."""
+    l1 = l0 = linf = 0.0
+    for f in space:
+        if f.is_onehot:
+            d = float(before[f.name] != after[f.name])
+        else:
+            d = abs(f.to_code(after[f.name]) - f.to_code(before[f.name]))
+        w = weights[f.name]
+        l1 += w * d
+        l0 += float(d > 0)
+        linf = max(linf, w * d)
+    return {"l1": l1, "l0": l0, "linf": linf}
+
+
 def objective_expression(m: pyo.Block, space: FeatureSpace, terms: Mapping[str, float],
-                         weights: Mapping[str, float]) -> pyo.Expression:
-    """Declare what ``terms`` need and return their weighted sum."""
+                         weights: Mapping[str, float], indicators: bool) -> pyo.Expression:
+    """Declare what ``terms`` need and return their weighted sum; ``indicators``: ``m``
+    already has the change indicators ``changed[f]`` (declared for ``max_changes``)."""
     expr = 0
     if "l1" in terms or "linf" in terms:
         add_deviations(m, space)
     if "l1" in terms:
         expr += terms["l1"] * l1_expression(m, space, weights)
     if "l0" in terms:
-        if not hasattr(m, "changed"):
+        if not indicators:
             add_change_indicators(m, space)
         expr += terms["l0"] * l0_expression(m)
     if "linf" in terms:

@@ -15,8 +15,9 @@ previous-layer values :math:`V \ge 0` are exactly
           W^0_j V + b^0_j + \delta(\mathbf 1^\top V + 1)\right]
 
 (first layer: the fixed input :math:`z`, with :math:`\|z\|_1` in place of
-:math:`\mathbf 1^\top V`, since inputs may be negative). :func:`adversary_model` is
-this set with the big-M ReLU encoding: no bilinear terms, any MILP solver. Its
+:math:`\mathbf 1^\top V`, since inputs may be negative). :class:`AdversaryModel` is
+this set with the big-M ReLU encoding of every network (the predictor formulation, with
+a dense-layer rule for the shifted weights): no bilinear terms, any MILP solver. Its
 objective is the least signed logit reachable from the last hidden layer,
 :math:`s(W^0 h + b^0) - \delta(\mathbf 1^\top h + 1)`.
 
@@ -24,10 +25,10 @@ objective is the least signed logit reachable from the last hidden layer,
 :math:`W = W^0 + \sigma_j \operatorname{sign}(V)^\top`, :math:`b = b^0 + \sigma_j`
 with :math:`\sigma_j \in [-\delta, \delta]` reproduce any reachable pre-activation.
 
-**Interval screen** (:func:`interval_bounds`, :func:`attack`): interval bound
-propagation over the same sets gives a sound lower bound of the minimum logit
-(certainly robust when ≥ 0), and one concrete shifted model per point gives an
-upper bound (certainly not robust when < 0).
+**Interval screen** (:meth:`~cfopt.models.network.ReLUNetwork.shifted_bounds`,
+:func:`attack`): interval bound propagation over the same sets gives a sound lower
+bound of the minimum logit (certainly robust when ≥ 0), and one concrete shifted model
+per point gives an upper bound (certainly not robust when < 0).
 
 **Master problem copies** (:func:`add_shifted_copy`): PROPLACE's Algorithm 1 keeps one
 network copy per collected model, each embedded with :func:`add_predictor` on the
@@ -40,7 +41,6 @@ cutting-set loop are in :mod:`cfopt.methods` (``adversaries.model_shift``,
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -48,14 +48,14 @@ import numpy as np
 import pyomo.environ as pyo
 
 from ..models import ModelAdapter, ReLUNetwork, parse_model
-from ..models.base import DenseLayer, decide
+from ..models.base import decide
+from ..models.network import Parameters
 from .features import encode_inputs
 from .predictors import add_predictor
+from .predictors.network import build_shifted_network
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel
-
-Parameters = list[tuple[np.ndarray, np.ndarray]]
 
 
 def check_delta(delta: Any) -> float:
@@ -81,48 +81,6 @@ def robust_network(model: Any) -> ModelAdapter:
     return adapter
 
 
-def network_key(net: ReLUNetwork) -> str:
-    """A fingerprint of a network's weights (cache key of per-model verdicts)."""
-    h = hashlib.sha1()
-    for layer in net.layers:
-        h.update(layer.weight.tobytes())
-        h.update(layer.bias.tobytes())
-    return h.hexdigest()
-
-
-def _signed(net: ReLUNetwork, sign: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The layers as (W, b), the output layer multiplied by the target sign."""
-    if sign not in (1, -1):
-        raise ValueError(f"the target sign must be +1 or -1, got {sign!r}")
-    params = [(layer.weight, layer.bias) for layer in net.layers]
-    w, b = params[-1]
-    params[-1] = (sign * w, sign * b)
-    return params
-
-
-def interval_bounds(net: ReLUNetwork, Z: np.ndarray, delta: float, sign: int = 1
-                    ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Interval bounds, per row of ``Z``, of every layer's pre-activation over Δ (the
-    reachable sets of the module docstring propagated as boxes); the last entry bounds
-    the signed logit, its lower end is a sound lower bound of the minimum.
-
-    Returns a list (one per layer) of ``(lower, upper)`` arrays of shape (n, width).
-    """
-    Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
-    params = _signed(net, sign)
-    w, b = params[0]
-    centre = Z @ w.T + b
-    radius = delta * (np.abs(Z).sum(axis=1, keepdims=True) + 1.0)
-    out = [(centre - radius, centre + radius)]
-    for w, b in params[1:]:
-        lo, hi = (np.maximum(v, 0.0) for v in out[-1])
-        a, c = w - delta, w + delta
-        lower = lo @ np.maximum(a, 0).T + hi @ np.minimum(a, 0).T + b - delta
-        upper = hi @ np.maximum(c, 0).T + lo @ np.minimum(c, 0).T + b + delta
-        out.append((lower, upper))
-    return out
-
-
 def attack_targets(net: ReLUNetwork, Z: np.ndarray, delta: float, sign: int = 1
                    ) -> list[np.ndarray]:
     """Hidden pre-activations, per row of ``Z``, of one concrete shifted model: every
@@ -130,12 +88,9 @@ def attack_targets(net: ReLUNetwork, Z: np.ndarray, delta: float, sign: int = 1
     signed logit with respect to its output under the nominal activation pattern
     (realised by :func:`recover_parameters`). One (n, width) array per hidden layer."""
     Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
-    params = _signed(net, sign)
-    h, active = Z, []
-    for w, b in params[:-1]:
-        pre = h @ w.T + b
-        active.append(pre > 0)
-        h = np.maximum(pre, 0.0)
+    signed = net.signed(sign)
+    params = signed.parameters
+    active = [pre > 0 for pre in signed.pre_activations(Z)[:-1]]
     # derivative of the signed logit w.r.t. each hidden layer's output
     grads = [np.broadcast_to(params[-1][0][0], (len(Z), params[-1][0].shape[1]))]
     for (w, _), act in zip(params[-2:0:-1], active[-1:0:-1]):
@@ -153,7 +108,7 @@ def attack(net: ReLUNetwork, Z: np.ndarray, delta: float, sign: int = 1) -> np.n
     :func:`attack_targets` with the output moved by ``-δ(‖h‖₁ + 1)``: an upper bound
     of the minimum over Δ."""
     Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
-    w, b = _signed(net, sign)[-1]
+    w, b = net.signed(sign).parameters[-1]
     targets = attack_targets(net, Z, delta, sign)
     v = np.maximum(targets[-1], 0.0) if targets else np.abs(Z)
     if not targets:  # linear model: the first layer's reach uses |z|
@@ -161,72 +116,39 @@ def attack(net: ReLUNetwork, Z: np.ndarray, delta: float, sign: int = 1) -> np.n
     return (v @ w.T + b)[:, 0] - delta * (v.sum(axis=1) + 1.0)
 
 
-def adversary_model(net: ReLUNetwork, z: np.ndarray, delta: float, sign: int = 1
-                    ) -> pyo.ConcreteModel:
-    """The exact adversary at the fixed model input ``z`` as a MILP (module docstring).
+class AdversaryModel(pyo.ConcreteModel):
+    """The exact adversary at the fixed model input ``z`` as a MILP (module docstring):
+    the networks of Δ built by the predictor formulation of every network
+    (:func:`~cfopt.formulations.predictors.network.build_shifted_network`: OMLT's big-M
+    ReLU with the shifted dense-layer rule), its layer bounds from
+    :meth:`~cfopt.models.network.ReLUNetwork.shifted_bounds` (the first layer's:
+    exactly its reachable interval; stable neurons fixed).
 
-    Components: ``HIDDEN`` (layer, neuron) pairs; ``pre[l, j]`` the pre-activation
-    (bounds from :func:`interval_bounds`; layer 0: exactly its reachable interval);
-    ``post[l, j]`` = ReLU(pre) with the binary ``on[l, j]`` (big-M, fixed for
-    stable neurons); ``reach_low`` / ``reach_high`` the reachable interval of layers ≥ 1;
-    ``worst`` the least signed logit from the last hidden layer, minimised by
-    ``objective``.
+    Components: ``network`` the OMLT block (its dense layers' ``zhat[j]`` the
+    pre-activations); ``worst`` the least signed logit reachable from the last hidden
+    layer, minimised by ``objective``.
     """
-    z = np.asarray(z, dtype=np.float64).reshape(-1)
-    if z.shape[0] != net.n_inputs:
-        raise ValueError(f"the network takes {net.n_inputs} inputs, got {z.shape[0]}")
-    if net.is_linear:
-        raise ValueError("the network has no hidden layer; its minimum logit over Δ is "
-                         "given in closed form by interval_bounds")
-    params = _signed(net, sign)
-    bounds = [(lo[0], hi[0]) for lo, hi in interval_bounds(net, z[None, :], delta, sign)]
-    hidden = [(li, j) for li, (w, _) in enumerate(params[:-1]) for j in range(w.shape[0])]
-    m = pyo.ConcreteModel(name="adversary")
-    m.HIDDEN = pyo.Set(initialize=hidden, dimen=2, ordered=True)
-    m.pre = pyo.Var(m.HIDDEN, bounds=lambda _, li, j: (float(bounds[li][0][j]),
-                                                        float(bounds[li][1][j])))
-    m.post = pyo.Var(m.HIDDEN, bounds=lambda _, li, j: (0.0, max(0.0, float(bounds[li][1][j]))))
-    m.on = pyo.Var(m.HIDDEN, domain=pyo.Binary)
-    for li, j in hidden:
-        lo, hi = bounds[li][0][j], bounds[li][1][j]
-        if lo >= 0:
-            m.on[li, j].fix(1)
-        elif hi <= 0:
-            m.on[li, j].fix(0)
 
-    def previous(li: int) -> list:
-        return [m.post[li - 1, i] for i in range(params[li - 1][0].shape[0])]
+    def __init__(self, net: ReLUNetwork, z: np.ndarray, delta: float, sign: int = 1) -> None:
+        z = np.asarray(z, dtype=np.float64).reshape(-1)
+        if z.shape[0] != net.n_inputs:
+            raise ValueError(f"the network takes {net.n_inputs} inputs, got {z.shape[0]}")
+        if net.is_linear:
+            raise ValueError("the network has no hidden layer; its minimum logit over Δ is "
+                             "given in closed form by ReLUNetwork.shifted_bounds")
+        super().__init__(name="adversary")
+        signed = net.signed(sign)
+        self._network = build_shifted_network(self, "network", ShiftedNetwork(
+            signed.parameters), z, delta)
+        self._network.set_layer_bounds([(lo[0], hi[0]) for lo, hi in signed.shifted_bounds(
+            z[None, :], delta)])
+        self.worst = pyo.Expression(expr=self._network.outputs[0])
+        self.objective = pyo.Objective(expr=self.worst, sense=pyo.minimize)
 
-    def reach(li: int, j: int, side: int) -> Any:
-        w, b = params[li]
-        v = previous(li)
-        return (sum(float(w[j, i]) * v[i] for i in range(len(v))) + float(b[j])
-                + side * delta * (sum(v) + 1.0))
-
-    later = [(li, j) for li, j in hidden if li > 0]
-    m.LATER = pyo.Set(initialize=later, dimen=2, ordered=True)
-    m.reach_low = pyo.Constraint(m.LATER, rule=lambda _, li, j: m.pre[li, j] >= reach(li, j, -1))
-    m.reach_high = pyo.Constraint(m.LATER, rule=lambda _, li, j: m.pre[li, j] <= reach(li, j, 1))
-    m.relu_low = pyo.Constraint(m.HIDDEN, rule=lambda _, li, j: m.post[li, j] >= m.pre[li, j])
-    m.relu_active = pyo.Constraint(m.HIDDEN, rule=lambda _, li, j: m.post[li, j] <= m.pre[
-        li, j] - float(min(bounds[li][0][j], 0.0)) * (1 - m.on[li, j]))
-    m.relu_inactive = pyo.Constraint(m.HIDDEN, rule=lambda _, li, j: m.post[li, j] <= float(
-        max(bounds[li][1][j], 0.0)) * m.on[li, j])
-    last = len(params) - 1
-    w, b = params[-1]
-    v = previous(last)
-    m.worst = pyo.Expression(expr=sum(float(w[0, i]) * v[i] for i in range(len(v)))
-                             + float(b[0]) - delta * (sum(v) + 1.0))
-    m.objective = pyo.Objective(expr=m.worst, sense=pyo.minimize)
-    return m
-
-
-def adversary_targets(m: pyo.ConcreteModel) -> list[np.ndarray]:
-    """The adversary's pre-activations per hidden layer (solution values)."""
-    layers: dict[int, list[float]] = {}
-    for li, j in m.HIDDEN:
-        layers.setdefault(li, []).append(pyo.value(m.pre[li, j]))
-    return [np.array(layers[li]) for li in sorted(layers)]
+    def targets(self) -> list[np.ndarray]:
+        """The adversary's pre-activations per hidden layer (solution values)."""
+        return [np.array([pyo.value(layer.zhat[j]) for j in layer.zhat])
+                for layer in self._network.dense_layers()[:-1]]
 
 
 def recover_parameters(net: ReLUNetwork, z: np.ndarray, delta: float, targets: list[np.ndarray],
@@ -251,16 +173,6 @@ def recover_parameters(net: ReLUNetwork, z: np.ndarray, delta: float, targets: l
     return out
 
 
-def forward(params: Parameters, Z: np.ndarray) -> np.ndarray:
-    """Logits of the network with parameters ``params`` (plain numpy forward pass)."""
-    h = np.atleast_2d(np.asarray(Z, dtype=np.float64))
-    for k, (w, b) in enumerate(params):
-        h = h @ w.T + b
-        if k < len(params) - 1:
-            h = np.maximum(h, 0.0)
-    return h[:, 0]
-
-
 def max_shift(net: ReLUNetwork, params: Parameters) -> float:
     """``‖Θ - Θ⁰‖_∞`` of concrete parameters."""
     return max(max(float(np.abs(w - layer.weight).max()), float(np.abs(b - layer.bias).max()))
@@ -274,17 +186,14 @@ class ShiftedNetwork(ModelAdapter):
     classes = (0, 1)
 
     def __init__(self, params: Parameters) -> None:
-        self.params = [(np.asarray(w, dtype=np.float64), np.asarray(b, dtype=np.float64))
-                       for w, b in params]
-        self.structure = ReLUNetwork(tuple(
-            DenseLayer(w, b, relu=k < len(params) - 1) for k, (w, b) in enumerate(self.params)))
+        self.structure = ReLUNetwork.from_parameters(params)
         self.model = self.structure
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         return decide(self.output(Z), "sign")
 
     def output(self, Z: np.ndarray) -> np.ndarray:
-        return forward(self.params, Z)[:, None]
+        return self.structure.logits(np.atleast_2d(Z))
 
 
 def add_shifted_copy(m: CounterfactualModel, params: Parameters,

@@ -48,9 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyomo.environ as pyo
 
-from .predictors import Bounds
-
-Grid = tuple[float, float] | None
+from ..space.encoding import Bounds, Grid
 
 #: a solver may put an input this far (x its width) beyond a cut side it chose: 10x the
 #: largest default integrality tolerance of the supported solvers (Gurobi 1e-5, which

@@ -14,7 +14,7 @@ import pandas as pd
 import pyomo.environ as pyo
 
 from ..constraints.trust_regions import ConvexHull
-from ..formulations.robustness import check_delta, network_key, robust_network
+from ..formulations.robustness import check_delta, robust_network
 from .adversaries.model_shift import RegionReport, RobustnessChecker
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class RobustPlausibleRegion(ConvexHull):
 
     def checker(self, m: CounterfactualModel) -> RobustnessChecker:
         """The robustness checker (and verdict cache) of ``m``'s network at this δ."""
-        key = network_key(robust_network(m.adapter).structure)
+        key = robust_network(m.adapter).structure.key()
         if key not in self._checkers:
             self._checkers[key] = RobustnessChecker(m.adapter, self.delta, solver=self.solver)
         return self._checkers[key]

@@ -3,7 +3,8 @@
 Parsing (this package) is separate from the Pyomo formulations (``cfopt.formulations``):
 a parser reads the user's fitted object once into a :class:`ModelAdapter`, which holds
 
-* the model's *structure* in float64 (for the MILP), e.g. a :class:`ReLUNetwork`;
+* the model's *structure* in float64 (for the MILP), e.g. a
+  :class:`~cfopt.models.network.ReLUNetwork`;
 * the *real* model, used for every prediction that verifies a counterfactual.
 
 The MILP reasons on *logits* (the last affine layer's outputs). A model's decision
@@ -17,12 +18,9 @@ from __future__ import annotations
 import hashlib
 import pickle
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-
-from ..errors import UnsupportedModelError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,87 +29,6 @@ if TYPE_CHECKING:
     from ..space.space import FeatureSpace
 
 Decision = Literal["sign", "argmax", "regression"]
-
-
-@dataclass(frozen=True)
-class DenseLayer:
-    """``out = W @ x + b`` followed by ReLU when ``relu`` (W has shape (out, in))."""
-
-    weight: np.ndarray
-    bias: np.ndarray
-    relu: bool
-
-    def __post_init__(self) -> None:
-        w = np.asarray(self.weight, dtype=np.float64)
-        b = np.asarray(self.bias, dtype=np.float64).reshape(-1)
-        if w.ndim != 2 or b.shape[0] != w.shape[0]:
-            raise ValueError(f"dense layer shapes do not match: W {w.shape}, b {b.shape}")
-        object.__setattr__(self, "weight", w)
-        object.__setattr__(self, "bias", b)
-
-
-@dataclass(frozen=True)
-class ReLUNetwork:
-    """A feed-forward network of dense layers with ReLU (or no) activations.
-
-    The last layer produces the logits and has no activation. A linear model is the
-    one-layer case.
-    """
-
-    layers: tuple[DenseLayer, ...]
-
-    def __post_init__(self) -> None:
-        layers = tuple(self.layers)
-        if not layers:
-            raise ValueError("a network needs at least one layer")
-        for prev, nxt in zip(layers, layers[1:]):
-            if prev.weight.shape[0] != nxt.weight.shape[1]:
-                raise ValueError(f"layer widths do not chain: {prev.weight.shape} then "
-                                 f"{nxt.weight.shape}")
-        if layers[-1].relu:
-            raise ValueError("the output layer must be affine (logits), not ReLU")
-        for k, layer in enumerate(layers):
-            if not (np.isfinite(layer.weight).all() and np.isfinite(layer.bias).all()):
-                raise UnsupportedModelError(
-                    f"dense layer {k} has non-finite (NaN or inf) weights or biases; the "
-                    f"model cannot be encoded (did training diverge?)")
-        object.__setattr__(self, "layers", layers)
-
-    @property
-    def n_inputs(self) -> int:
-        return self.layers[0].weight.shape[1]
-
-    @property
-    def n_outputs(self) -> int:
-        return self.layers[-1].weight.shape[0]
-
-    @property
-    def is_linear(self) -> bool:
-        return len(self.layers) == 1
-
-    def box_bounds(self, lower: np.ndarray, upper: np.ndarray
-                   ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Interval bounds of every layer's pre-activation over the input box
-        ``[lower, upper]`` (interval arithmetic, input to output)."""
-        lo, hi = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
-        out = []
-        for layer in self.layers:
-            wp, wn = np.maximum(layer.weight, 0), np.minimum(layer.weight, 0)
-            pre_lo = wp @ lo + wn @ hi + layer.bias
-            pre_hi = wp @ hi + wn @ lo + layer.bias
-            out.append((pre_lo, pre_hi))
-            lo, hi = ((np.maximum(pre_lo, 0.0), np.maximum(pre_hi, 0.0)) if layer.relu
-                      else (pre_lo, pre_hi))
-        return out
-
-    def logits(self, Z: np.ndarray) -> np.ndarray:
-        """Forward pass in float64 (used for bounds; verification uses the real model)."""
-        h = np.asarray(Z, dtype=np.float64)
-        for layer in self.layers:
-            h = h @ layer.weight.T + layer.bias
-            if layer.relu:
-                h = np.maximum(h, 0.0)
-        return h
 
 
 def decide(logits: np.ndarray, decision: Decision) -> np.ndarray:

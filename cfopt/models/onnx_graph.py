@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedModelError
-from .base import DenseLayer, ModelAdapter, ReLUNetwork, classify_output, transform_logits
+from .base import ModelAdapter, classify_output, transform_logits
+from .network import DenseLayer, ReLUNetwork
 
 _PASSTHROUGH = ("Identity", "Dropout", "Flatten")
 _OUTPUT_TRANSFORMS = {"Sigmoid": "sigmoid", "Softmax": "softmax", "LogSoftmax": "log_softmax"}

@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedModelError
-from .base import DenseLayer, ModelAdapter, ReLUNetwork, sigmoid, softmax
+from .base import ModelAdapter, sigmoid, softmax
+from .network import DenseLayer, ReLUNetwork
 
 
 def _check_fitted(model: Any, attr: str) -> None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ..formulations.robustness import Parameters
+from ..models.network import Parameters
 from .counterfactual import Answer, Counterfactual
 from .serialize import json_value
 from .status import Status

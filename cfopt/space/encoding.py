@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from ..models import ModelAdapter
     from .space import FeatureSpace
 
+#: per model input, its (lower, upper) bounds
+Bounds = list[tuple[float, float]]
+#: per model input, ``(offset, step)`` when it only takes ``offset + k * step``, else ``None``
 Grid = tuple[float, float] | None
 
 
@@ -72,7 +75,7 @@ def input_moves(space: FeatureSpace, specs: list[InputSpec]) -> list[tuple[bool,
     return moves
 
 
-def spec_bounds(space: FeatureSpace, specs: list[InputSpec]) -> list[tuple[float, float]]:
+def spec_bounds(space: FeatureSpace, specs: list[InputSpec]) -> Bounds:
     out = []
     for s in specs:
         if s.kind == "affine":

@@ -2,7 +2,7 @@ r"""The model-shift adversary Δ (PROPLACE, Jiang, Lan, Leofante, Rago, Toni 202
 
 :class:`RobustnessChecker` decides the Δ-robustness of model inputs (Def. 7): the
 interval screen, then the exact linear adversary MILP of
-:func:`~cfopt.formulations.robustness.adversary_model` (the paper's eq. (6a),
+:class:`~cfopt.formulations.robustness.AdversaryModel` (the paper's eq. (6a),
 minimised), certified by the solver's proven bound; it finds the k Δ-robust nearest
 neighbours of the plausible region (Def. 9-10) with a per-row verdict cache.
 
@@ -24,19 +24,17 @@ import pyomo.environ as pyo
 from scipy.spatial import cKDTree
 
 from ...formulations.robustness import (
+    AdversaryModel,
     Parameters,
     add_shifted_copy,
-    adversary_model,
-    adversary_targets,
     attack,
     attack_targets,
     check_delta,
-    forward,
-    interval_bounds,
     max_shift,
     recover_parameters,
     robust_network,
 )
+from ...models.network import ReLUNetwork
 from ...problem import CounterfactualModel
 from ...results.robust import RobustnessVerdict
 from ...results.status import Status
@@ -88,7 +86,7 @@ class RobustnessChecker:
     def screen(self, Z: np.ndarray, sign: int = 1) -> tuple[np.ndarray, np.ndarray]:
         """Per row of ``Z``: a sound lower bound (interval propagation) and an upper
         bound (a concrete shifted model) of the minimum signed logit over Δ."""
-        lower = interval_bounds(self.net, Z, self.delta, sign)[-1][0][:, 0]
+        lower = self.net.signed(sign).shifted_bounds(Z, self.delta)[-1][0][:, 0]
         return lower, attack(self.net, Z, self.delta, sign)
 
     def check(self, z: np.ndarray, sign: int = 1, threshold: float = 0.0,
@@ -107,7 +105,7 @@ class RobustnessChecker:
                                          threshold=threshold, seconds=time.perf_counter() - t0)
             if upper[0] < threshold or self.net.is_linear:
                 params = self.attack_parameters(z, sign)
-                value = float(sign * forward(params, z[None, :])[0])
+                value = _signed_logit(params, z, sign)
                 return RobustnessVerdict(robust=False if value < threshold else None,
                                          bound=float(lower[0]), value=value,
                                          solver_value=None, method="attack",
@@ -129,7 +127,7 @@ class RobustnessChecker:
         and re-evaluated by a numpy forward pass, which alone may refute robustness."""
         t0 = time.perf_counter() if started is None else started
         z = np.asarray(z, dtype=np.float64).reshape(-1)
-        model = adversary_model(self.net, z, self.delta, sign)
+        model = AdversaryModel(self.net, z, self.delta, sign)
         settings = self.settings if time_limit is None else dataclasses.replace(
             self.settings, time_limit=time_limit)
         outcome = self.backend.solve(model, settings)
@@ -137,8 +135,8 @@ class RobustnessChecker:
         params = value = solver_value = shift = None
         if outcome.status.has_solution:
             solver_value = float(pyo.value(model.worst))
-            params = recover_parameters(self.net, z, self.delta, adversary_targets(model), sign)
-            value = float(sign * forward(params, z[None, :])[0])
+            params = recover_parameters(self.net, z, self.delta, model.targets(), sign)
+            value = _signed_logit(params, z, sign)
             shift = max_shift(self.net, params)
         bound = outcome.bound if outcome.status is not Status.INFEASIBLE else None
         if bound is not None and bound >= threshold:
@@ -193,6 +191,11 @@ class RobustnessChecker:
             batch *= 2
         return found, RegionReport(len(found), len(rows), screened, checks,
                                    time.perf_counter() - t0)
+
+
+def _signed_logit(params: Parameters, z: np.ndarray, sign: int) -> float:
+    """The target sign times the logit of the network ``params`` at the input ``z``."""
+    return float(sign * ReLUNetwork.from_parameters(params).logits(z[None, :])[0, 0])
 
 
 class ModelShiftAdversary(Adversary):

@@ -38,7 +38,7 @@ import pandas as pd
 import pyomo.environ as pyo
 
 from ...formulations.predictors import NetworkPredictorConstr
-from ...models.base import ReLUNetwork
+from ...models.network import ReLUNetwork
 from .registry import Restricted, Restriction, register_restriction
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 r"""Per-query leaf pruning for tree ensembles, around a heuristic counterfactual.
 
-A tree ensemble block of moderate size (:mod:`cfopt.formulations.trees`) is built once
+A tree ensemble block of moderate size (:mod:`cfopt.formulations.predictors.trees`) is built once
 for the whole feature box; a large one (a default random forest) is built per query, on
 the leaves within the heuristic's radius only (:func:`build_query_region`, with the
 lower bound and the exactness argument of :mod:`cfopt.formulations.tree_regions`). One
@@ -47,8 +47,8 @@ import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
 
+from ...formulations.predictors.trees import TreePredictorConstr
 from ...formulations.tree_regions import CategoryTerm, NumericTerm, QueryRegion
-from ...formulations.trees import TreePredictorConstr
 from ...models.trees import TreeEnsemble
 from ...space.encoding import encode
 from .registry import Restricted, Restriction, register_restriction
@@ -167,7 +167,7 @@ class _Walk:
     def __init__(self, m: CounterfactualModel, ensemble: TreeEnsemble) -> None:
         self.m, self.ensemble = m, ensemble
         self.enc = enc = _Encoder(m)
-        split_values = getattr(m.predictor_constr.block, "split_values", {})
+        split_values = m.predictor_constr.split_values()
         self.c0 = enc.codes(m.factual)
         self.c = self.c0.copy()
         self.z = encode(m.space, m.input_specs, m.factual)[0]
@@ -388,8 +388,7 @@ def pruned_within(m: CounterfactualModel, radius: float, details: dict[str, Any]
 
 def per_query(m: CounterfactualModel) -> bool:
     """Whether ``m``'s trees are built per query (:mod:`cfopt.formulations.tree_regions`)."""
-    constr = m.predictor_constr
-    return isinstance(constr, TreePredictorConstr) and constr.per_query
+    return m.predictor_constr.per_query
 
 
 def query_region(m: CounterfactualModel, radius: float = math.inf) -> QueryRegion:

@@ -1,6 +1,6 @@
 r"""Tree ensembles as a MILP block, shared by every tree family (Mišić 2020, eqs. 2b-2g).
 
-Cuts and their rows are :mod:`.tree_cuts`.
+Cuts and their rows are :mod:`cfopt.formulations.tree_cuts`.
 
 **Leaves.** For tree :math:`t` with reachable leaves :math:`\mathcal L_t`,
 :math:`y_{t,l} \in \{0, 1\}` (``formulation="leaf"``, default) or :math:`[0, 1]`
@@ -11,7 +11,7 @@ leaves :math:`B(n)` imposes :math:`\sum_{A(n)} y \le s_{q(n)}` and
 bounds are dropped before building. An ensemble whose rows would hold more than
 ``PER_QUERY_TERMS`` terms (a default random forest: ~1.3e7) is built per query instead,
 on the leaves within a verified heuristic's radius of the factual, in flow form
-(:mod:`.tree_regions`, with the exactness argument). Outputs:
+(:mod:`cfopt.formulations.tree_regions`, with the exactness argument). Outputs:
 :math:`\text{out}_k = \text{init}_k + \sum_{t,l} v_{t,l,k}\, y_{t,l}` (Mišić 2020;
 CE-OCL §3).
 """
@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from ..models import ModelAdapter
-from ..models.trees import PER_QUERY_TERMS, Tree, TreeEnsemble
-from .predictors import Bounds, PredictorConstr, register_formulation
-from .tree_cuts import TOLERANCE_BAND, Cut, Grid, add_cut_rows, default_rounding, make_cut
-from .tree_regions import (
+from ...models import ModelAdapter
+from ...models.trees import PER_QUERY_TERMS, Tree, TreeEnsemble
+from ...space.encoding import Bounds, Grid
+from ..tree_cuts import TOLERANCE_BAND, Cut, add_cut_rows, default_rounding, make_cut
+from ..tree_regions import (
     QueryRegion,
     build_index,
     build_region,
@@ -38,6 +38,7 @@ from .tree_regions import (
     leaf_depth_sum,
     search,
 )
+from .base import PredictorConstr, register_formulation
 
 #: ``"leaf"`` (binary leaves) or ``"threshold"`` (continuous leaves)
 FORMULATIONS = ("leaf", "threshold")
@@ -59,13 +60,23 @@ class TreePredictorConstr(PredictorConstr):
 
     @property
     def per_query(self) -> bool:
-        """Whether the leaves are built per query (:mod:`.tree_regions`)."""
+        """Whether the leaves are built per query
+        (:mod:`cfopt.formulations.tree_regions`)."""
         return self.block.per_query
+
+    def cuts(self) -> dict[tuple[int, int], Cut]:
+        """The cuts by (input, position): their MILP and sure sides (per query: of the
+        current region)."""
+        return self.block.cuts
+
+    def split_values(self) -> dict[int, np.ndarray]:
+        return self.block.split_values
 
     def build_region(self, region: QueryRegion, deadline: float = math.inf) -> int:
         """Build the leaves ``region`` keeps (per-query blocks), for the current factual;
-        returns their number. Raises :class:`~.tree_regions.RegionTooLarge` past
-        ``deadline`` (``time.perf_counter()``), leaving the block without leaves."""
+        returns their number. Raises
+        :class:`~cfopt.formulations.tree_regions.RegionTooLarge` past ``deadline``
+        (``time.perf_counter()``), leaving the block without leaves."""
         b = self.block
         clear_region(b)
         self._fixed = []
@@ -192,24 +203,28 @@ def _reachable_splits(tree: Tree, bounds: Bounds, cuts: dict[tuple[int, float], 
     return leaves, splits, boxes
 
 
-@register_formulation(TreeEnsemble, TreePredictorConstr, options=("formulation", "per_query"))
-def _build_trees(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bounds,
-                 grids: Sequence[Grid] | None = None,
-                 rounding: Sequence[float] | None = None,
-                 library_input: Callable[[int, float], float] | None = None,
-                 formulation: str = "leaf", per_query: bool | None = False) -> pyo.Block:
-    """The block of module docstring; ``per_query``: ``True`` builds the inputs, the
-    outputs and the index of the splits only, the leaves of each query being built by
-    :meth:`TreePredictorConstr.build_region` (:mod:`.tree_regions`); ``None`` does so
-    when the leaf rows would hold more than ``PER_QUERY_TERMS`` terms."""
+@register_formulation(TreeEnsemble, options=("formulation", "per_query"))
+def build_trees(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Bounds,
+                grids: Sequence[Grid] | None = None,
+                rounding: Sequence[float] | None = None,
+                library_input: Callable[[int, float], float] | None = None,
+                formulation: str = "leaf", per_query: bool | None = False
+                ) -> TreePredictorConstr:
+    """The block of module docstring for ``adapter``'s ensemble; ``per_query``: ``True``
+    builds the inputs, the outputs and the index of the splits only, the leaves of each
+    query being built by :meth:`TreePredictorConstr.build_region`
+    (:mod:`cfopt.formulations.tree_regions`); ``None`` does so when the leaf rows would
+    hold more than ``PER_QUERY_TERMS`` terms."""
+    ensemble: TreeEnsemble = adapter.structure
     n, k = ensemble.n_inputs, ensemble.n_outputs
     if formulation not in FORMULATIONS:
         raise ValueError(f"unknown tree formulation {formulation!r}; use one of {FORMULATIONS}")
     grids = list(grids) if grids is not None else [None] * n
     rounding = list(rounding) if rounding is not None else default_rounding(bounds)
     if per_query or (per_query is None and leaf_depth_sum(ensemble) > PER_QUERY_TERMS):
-        return _build_per_query(block, name, ensemble, bounds, grids, rounding,
-                                library_input, formulation)
+        return TreePredictorConstr(_build_per_query(block, name, ensemble, bounds, grids,
+                                                    rounding, library_input, formulation),
+                                   adapter)
     cuts: dict[tuple[int, float], Cut] = {}
     made: dict[tuple[int, float], Cut] = {}  # per (input, threshold): boosting repeats them
     keys: list[dict[int, float]] = []
@@ -267,7 +282,7 @@ def _build_trees(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bo
         ensemble.init[c]) + sum(float(ensemble.trees[t].value[leaf, c]) * s.leaf[t, leaf]
                                 for t, leaf in s.LEAVES
                                 if ensemble.trees[t].value[leaf, c] != 0))
-    return sub
+    return TreePredictorConstr(sub, adapter)
 
 
 def _build_per_query(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bounds,

@@ -1,0 +1,25 @@
+"""Learned models as Pyomo blocks, with one entry point: :func:`add_predictor`.
+
+In the manner of gurobi-machinelearning, a registry maps each parsed structure type to
+the builder of its block (:func:`register_formulation`), and every embedded predictor is
+a :class:`PredictorConstr`, which offers :meth:`PredictorConstr.get_error` to measure the
+encoding against the real model. One module per predictor kind:
+
+* :mod:`.network` — ReLU networks (torch, ONNX, sklearn MLP): OMLT's full-space
+  formulation with the big-M ReLU encoding, hidden neurons rescaled;
+* :mod:`.linear` — linear models (a network with a single affine layer):
+  ``outputs = W inputs + b``;
+* :mod:`.trees` — tree ensembles: the cut and leaf formulation (Mišić 2020);
+* :mod:`.base` — :class:`PredictorConstr`, the registry and :func:`add_predictor`.
+
+Every block exposes ``block.inputs[i]`` (model inputs) and ``block.outputs[j]``
+(logits).
+"""
+
+from . import network, trees  # noqa: F401  (register the formulations)
+from .base import PredictorConstr, add_predictor, register_formulation
+from .network import NetworkPredictorConstr
+from .trees import TreePredictorConstr
+
+__all__ = ["NetworkPredictorConstr", "PredictorConstr", "TreePredictorConstr",
+           "add_predictor", "register_formulation"]

@@ -1,0 +1,171 @@
+r"""Feed-forward ReLU networks in float64: the one home of their math.
+
+A :class:`ReLUNetwork` is a chain of dense layers :math:`h^{k} = \phi_k(W^k h^{k-1} +
+b^k)`, :math:`\phi_k` the ReLU on hidden layers and the identity on the last one (the
+logits; a linear model is the one-layer case). Everything cfopt computes on a network
+outside the MILP is a method here:
+
+* :meth:`ReLUNetwork.pre_activations` / :meth:`ReLUNetwork.logits` — the forward pass
+  (bounds, heuristics and the robustness checks; verification uses the real model);
+* :meth:`ReLUNetwork.box_bounds` — interval bounds of every layer's pre-activation over
+  an input box (interval arithmetic, input to output: :math:`[W^+ l + W^- u + b,\;
+  W^+ u + W^- l + b]`), the big-M constants of the ReLU encoding;
+* :meth:`ReLUNetwork.shifted_bounds` — the same at fixed inputs over the model shift
+  :math:`\Delta = \{\Theta' : \|\Theta' - \Theta\|_\infty \le \delta\}` (PROPLACE,
+  Jiang et al. 2024, Def. 5-7): post-ReLU values :math:`V \ge 0` give the reachable
+  pre-activations :math:`W_j V + b_j \pm \delta(\mathbf 1^\top V + 1)` (first layer: the
+  input :math:`z`, with :math:`\|z\|_1`), propagated as boxes with the weights in
+  :math:`[W - \delta, W + \delta]`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UnsupportedModelError
+
+#: a network's parameters as (W, b) per layer, input to output (W has shape (out, in))
+Parameters = list[tuple[np.ndarray, np.ndarray]]
+#: per layer, (lower, upper) bounds of its pre-activations
+LayerBounds = list[tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class DenseLayer:
+    """``out = W @ x + b`` followed by ReLU when ``relu`` (W has shape (out, in))."""
+
+    weight: np.ndarray
+    bias: np.ndarray
+    relu: bool
+
+    def __post_init__(self) -> None:
+        w = np.asarray(self.weight, dtype=np.float64)
+        b = np.asarray(self.bias, dtype=np.float64).reshape(-1)
+        if w.ndim != 2 or b.shape[0] != w.shape[0]:
+            raise ValueError(f"dense layer shapes do not match: W {w.shape}, b {b.shape}")
+        object.__setattr__(self, "weight", w)
+        object.__setattr__(self, "bias", b)
+
+
+@dataclass(frozen=True)
+class ReLUNetwork:
+    """A feed-forward network of dense layers with ReLU (or no) activations.
+
+    The last layer produces the logits and has no activation. A linear model is the
+    one-layer case.
+    """
+
+    layers: tuple[DenseLayer, ...]
+
+    def __post_init__(self) -> None:
+        layers = tuple(self.layers)
+        if not layers:
+            raise ValueError("a network needs at least one layer")
+        for prev, nxt in zip(layers, layers[1:]):
+            if prev.weight.shape[0] != nxt.weight.shape[1]:
+                raise ValueError(f"layer widths do not chain: {prev.weight.shape} then "
+                                 f"{nxt.weight.shape}")
+        if layers[-1].relu:
+            raise ValueError("the output layer must be affine (logits), not ReLU")
+        for k, layer in enumerate(layers):
+            if not (np.isfinite(layer.weight).all() and np.isfinite(layer.bias).all()):
+                raise UnsupportedModelError(
+                    f"dense layer {k} has non-finite (NaN or inf) weights or biases; the "
+                    f"model cannot be encoded (did training diverge?)")
+        object.__setattr__(self, "layers", layers)
+
+    @classmethod
+    def from_parameters(cls, params: Parameters) -> ReLUNetwork:
+        """The network with the layers ``params`` ((W, b) each), ReLU on all but the
+        last."""
+        return cls(tuple(DenseLayer(w, b, relu=k < len(params) - 1)
+                         for k, (w, b) in enumerate(params)))
+
+    @property
+    def parameters(self) -> Parameters:
+        """(W, b) per layer, input to output."""
+        return [(layer.weight, layer.bias) for layer in self.layers]
+
+    @property
+    def n_inputs(self) -> int:
+        return self.layers[0].weight.shape[1]
+
+    @property
+    def n_outputs(self) -> int:
+        return self.layers[-1].weight.shape[0]
+
+    @property
+    def is_linear(self) -> bool:
+        return len(self.layers) == 1
+
+    def key(self) -> str:
+        """A fingerprint of the weights (cache key of per-network verdicts)."""
+        h = hashlib.sha1()
+        for layer in self.layers:
+            h.update(layer.weight.tobytes())
+            h.update(layer.bias.tobytes())
+        return h.hexdigest()
+
+    def signed(self, sign: int) -> ReLUNetwork:
+        """The network with its output layer multiplied by the target sign ±1 (its one
+        logit then measures how much the target wins)."""
+        if sign not in (1, -1):
+            raise ValueError(f"the target sign must be +1 or -1, got {sign!r}")
+        *hidden, last = self.layers
+        return ReLUNetwork((*hidden, DenseLayer(sign * last.weight, sign * last.bias, False)))
+
+    # ------------------------------------------------------------ forward pass
+    def pre_activations(self, Z: np.ndarray) -> list[np.ndarray]:
+        """Every layer's pre-activation :math:`W^k h^{k-1} + b^k` on the rows of ``Z``
+        (float64), one (n, width) array per layer; the last is the logits."""
+        h = np.asarray(Z, dtype=np.float64)
+        out = []
+        for layer in self.layers:
+            h = h @ layer.weight.T + layer.bias
+            out.append(h)
+            if layer.relu:
+                h = np.maximum(h, 0.0)
+        return out
+
+    def logits(self, Z: np.ndarray) -> np.ndarray:
+        """Forward pass in float64 (used for bounds; verification uses the real model)."""
+        return self.pre_activations(Z)[-1]
+
+    # ----------------------------------------------------------------- bounds
+    def box_bounds(self, lower: np.ndarray, upper: np.ndarray) -> LayerBounds:
+        """Interval bounds of every layer's pre-activation over the input box
+        ``[lower, upper]`` (interval arithmetic, input to output; module docstring)."""
+        lo, hi = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
+        out = []
+        for layer in self.layers:
+            wp, wn = np.maximum(layer.weight, 0), np.minimum(layer.weight, 0)
+            pre_lo = wp @ lo + wn @ hi + layer.bias
+            pre_hi = wp @ hi + wn @ lo + layer.bias
+            out.append((pre_lo, pre_hi))
+            lo, hi = ((np.maximum(pre_lo, 0.0), np.maximum(pre_hi, 0.0)) if layer.relu
+                      else (pre_lo, pre_hi))
+        return out
+
+    def shifted_bounds(self, Z: np.ndarray, delta: float) -> LayerBounds:
+        """Interval bounds, per row of ``Z``, of every layer's pre-activation over the
+        model shift Δ of radius ``delta`` (module docstring); the last entry's lower end
+        is a sound lower bound of the least logit over Δ.
+
+        Returns one ``(lower, upper)`` pair of (n, width) arrays per layer.
+        """
+        Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
+        first, *rest = self.layers
+        centre = Z @ first.weight.T + first.bias
+        radius = delta * (np.abs(Z).sum(axis=1, keepdims=True) + 1.0)
+        out = [(centre - radius, centre + radius)]
+        for layer in rest:
+            lo, hi = (np.maximum(v, 0.0) for v in out[-1])
+            w, b = layer.weight, layer.bias
+            a, c = w - delta, w + delta
+            lower = lo @ np.maximum(a, 0).T + hi @ np.minimum(a, 0).T + b - delta
+            upper = hi @ np.maximum(c, 0).T + lo @ np.minimum(c, 0).T + b + delta
+            out.append((lower, upper))
+        return out
