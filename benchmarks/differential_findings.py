@@ -245,6 +245,18 @@ FINDINGS: list[dict[str, object]] = [
                "margin in float64 (tests/differential_models.py margin_scores)",
     },
     {
+        "class": "HiGHS presolve on a continuous feature of magnitude 1e7 in raw units (OPEN)",
+        "seen": "seed 62407 (XGBoost, a feature in [1e7, 1.1e7], two splits 2e5 apart; "
+                "HiGHS proves 0.4305031 where 0.4304821 is feasible: within the requested "
+                "mip_gap 1e-4, but the reported bound is invalid by 2.1e-5; right with "
+                "presolve off, CBC and Gurobi right; run on seeds 60000-62999, code 3b2b1a7)",
+        "cause": "the MILP's feature variable is in raw units (bounds 1e7, rows of "
+                 "coefficient 1e-6 on it): HiGHS's relative tolerances on a column of "
+                 "magnitude 1e7 are 10-20 raw units, 2e-5 of the objective here",
+        "fix": "open: feature variables in offset-scaled units inside the MILP (raw values "
+               "as expressions), as the network inputs already are (issue 16, item 5)",
+    },
+    {
         "class": "a per-query tree region with an empty tree crashed",
         "seen": "seeds 20044 (LightGBM), 21287 (GradientBoosting), per-query trees, every "
                 "solver: InvalidConstraintError on one_leaf (run on seeds 20000-22999)",
