@@ -27,6 +27,7 @@ its parent (``PR_SET_PDEATHSIG``). A child that dies or raises leaves the parent
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import gc
 import os
 import signal
@@ -47,12 +48,15 @@ import numpy as np
 GRACE = 0.25
 #: least seconds between two dual bounds streamed from the child
 BOUND_EVERY = 0.05
-#: seconds a child that has answered gets to exit before it is killed
+#: longest wait on the pipe (a SIGINT that another thread of the process received is
+#: raised in the main thread only when its wait ends)
+POLL = 0.1
+#: seconds a child that died or was killed gets to be reaped before it is killed (again)
 EXIT_WAIT = 1.0
 _PR_SET_PDEATHSIG = 1
-#: libc's ``prctl``, looked up in the parent (``dlopen`` takes a lock that another thread
-#: of the parent may hold at the fork)
-_PRCTL: list[Any] = []
+#: libc's ``prctl`` and ``fflush``, looked up in the parent (``dlopen`` and ``dlsym`` take
+#: a lock that another thread of the parent may hold at the fork)
+_LIBC: list[Any] = []
 #: children that answered, not yet reaped
 _UNREAPED: list[int] = []
 
@@ -142,8 +146,9 @@ def _child(highs: Any, writer: Connection, run: Callable[[Any], None], parent: i
     code = 1
     try:
         gc.disable()  # a collection would copy the parent's pages for nothing
+        faulthandler.disable()  # a crash is the parent's to report, not a dump to stderr
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
-        _PRCTL[0](_PR_SET_PDEATHSIG, signal.SIGKILL)
+        _LIBC[0](_PR_SET_PDEATHSIG, signal.SIGKILL)  # prctl
         if os.getppid() != parent:  # the parent died before prctl
             os._exit(code)
         stream = _Stream(writer)
@@ -166,6 +171,7 @@ def _child(highs: Any, writer: Connection, run: Callable[[Any], None], parent: i
         except BaseException:  # the parent is gone
             pass
     finally:
+        _LIBC[1](None)  # fflush: HiGHS's log (``verbose``)
         os._exit(code)
 
 
@@ -176,8 +182,10 @@ def solve_in_child(highs: Any, deadline: float, minimize: bool,
     child is killed then. ``minimize``: the objective's sense (which streamed bound is
     the best). A ``KeyboardInterrupt`` (or any other exception) while waiting kills the
     child and is raised again."""
-    if not _PRCTL:
-        _PRCTL.append(ctypes.CDLL(None).prctl)
+    if not _LIBC:
+        libc = ctypes.CDLL(None)
+        _LIBC.extend([libc.prctl, libc.fflush])
+    _LIBC[1](None)  # C output pending here is not the child's to print again
     reader, writer = Pipe(duplex=False)
     parent = os.getpid()
     pid = os.fork()
@@ -215,8 +223,10 @@ def _collect(reader: Connection, result: ChildRun, end: float, minimize: bool) -
     better = max if minimize else min
     while True:
         left = end - time.perf_counter()
-        if left <= 0 or not reader.poll(left):
+        if left <= 0:
             return False
+        if not reader.poll(min(left, POLL)):  # short waits: Ctrl-C is seen within POLL
+            continue
         try:
             message = reader.recv()
         except (EOFError, OSError):  # the child is gone
@@ -235,8 +245,7 @@ def _collect(reader: Connection, result: ChildRun, end: float, minimize: bool) -
             _, status, objective, bound, nodes, run_time, x = message
             result.status, result.node_count, result.run_time = status, nodes, run_time
             result.bound = float(bound) if np.isfinite(bound) else None
-            if x is not None:
-                result.objective, result.x = objective, x
+            result.objective, result.x = (objective, x) if x is not None else (None, None)
             return True
         elif kind == "error":
             result.crashed = f"it raised: {message[1].strip().splitlines()[-1]}"
