@@ -1,5 +1,5 @@
-"""Backends: HiGHS and Gurobi through Pyomo's persistent interfaces, CBC and any other
-solver through Pyomo's classic ``SolverFactory``.
+"""Backends: Gurobi through Pyomo's persistent interface (HiGHS: :mod:`cfopt.solvers.highs`),
+CBC and any other solver through Pyomo's classic ``SolverFactory``.
 """
 
 from __future__ import annotations
@@ -7,248 +7,23 @@ from __future__ import annotations
 import dataclasses
 import io
 import logging
-import math
 import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pyomo.environ as pyo
-from pyomo.common.collections import ComponentMap
 
 from ..errors import SolverError, SolverLicenseError, SolverNotAvailableError
 from ..results.status import Status
 from .base import SolveOutcome, SolverBackend, SolverSettings, sigint_watch
-from .pool import GUROBI_POOL_DEFAULTS, HighsIncumbents, gurobi_pool_options, read_gurobi_pool
+from .contrib import INSTALL_HINTS, ContribBackend, finite
+from .highs import HighsBackend
+from .pool import GUROBI_POOL_DEFAULTS, gurobi_pool_options, read_gurobi_pool
 
-INSTALL_HINTS = {
-    "highs": "install it with `pip install highspy`",
-    "gurobi": ("install it with `pip install gurobipy` (or `pip install cfopt[gurobi]`); "
-               "the pip licence is size-limited"),
-    "cpsat": "install it with `pip install cfopt[cpsat]` (OR-Tools)",
-    "cbc": ("install it with `apt-get install coinor-cbc` (Debian/Ubuntu), "
-            "`brew install cbc` (macOS) or `conda install -c conda-forge coin-or-cbc`, "
-            "so that the `cbc` executable is on PATH"),
-}
-
-_INF = float("inf")
-#: the thread count of HiGHS's scheduler in this process (set by the last solve)
-_HIGHS_THREADS: list[int | None] = []
+__all__ = ["GurobiBackend", "HighsBackend", "LegacyBackend", "make_solver", "register_backend"]
 
 
-def _finite(x: Any) -> float | None:
-    """A finite number, or ``None`` (also for what a solver's log left undefined)."""
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
-
-
-class _ContribBackend(SolverBackend):
-    """Pyomo's new persistent solver interfaces (``pyomo.contrib.solver``).
-
-    The model is loaded once; later solves send only what changed (mutable parameter
-    values, fixed variables, added or removed constraints). Sending the changes happens
-    before the solver's clock starts: its time is measured on every solve of the loaded
-    model and deducted from the next solve's time limit, so that the limit bounds the
-    whole call (a default random forest's pruned leaves took ~1.5 s to send).
-    """
-
-    persistent = True
-    _pyomo_name: str
-
-    def __init__(self) -> None:
-        self._solver: Any = None
-        #: seconds of the last solve of the loaded model spent outside the solver
-        self._overhead = 0.0
-
-    def _instance(self) -> Any:
-        if self._solver is None:
-            from pyomo.contrib.solver.common.factory import SolverFactory
-
-            self._solver = SolverFactory(self._pyomo_name)
-        return self._solver
-
-    def available(self) -> bool:
-        try:
-            return bool(self._instance().available())
-        except Exception:  # an import or licence failure means "not available"
-            return False
-
-    def reset(self) -> None:
-        self._solver = None
-        self._overhead = 0.0
-
-    def overhead(self, model: pyo.Block) -> float:
-        loaded = self._solver is not None and getattr(self._solver, "_model", None) is model
-        return self._overhead if loaded else 0.0
-
-    def _time_limit(self, settings: SolverSettings, loaded: bool) -> float:
-        """The solver's own limit: the call's limit less the measured overhead of sending
-        the changes (at least a tenth of the limit)."""
-        if settings.time_limit is None:
-            return _INF
-        overhead = self._overhead if loaded else 0.0
-        return max(settings.time_limit - overhead, 0.1 * settings.time_limit)
-
-    def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
-        return {}
-
-    def _solver_time(self, results: Any) -> float | None:
-        timer = results.timing_info.timer
-        try:
-            return timer.get_total_time("optimize")
-        except Exception:  # no such timer entry
-            return None
-
-    def _translate_error(self, exc: Exception) -> Exception | None:
-        return None
-
-
-    def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
-        from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
-
-        if not self.available():
-            raise SolverNotAvailableError(f"solver {self.name!r} is not available: "
-                                          f"{INSTALL_HINTS[self.name]}")
-        solver = self._instance()
-        options = dict(self._solver_options(settings))
-        options.update(settings.options)
-        loaded = getattr(solver, "_model", None) is model
-        t0 = time.perf_counter()
-        try:
-            with sigint_watch() as interrupted:
-                results = solver.solve(
-                    model, load_solutions=False, raise_exception_on_nonoptimal_result=False,
-                    tee=settings.verbose, threads=settings.threads, rel_gap=settings.mip_gap,
-                    time_limit=self._time_limit(settings, loaded), solver_options=options)
-        except Exception as exc:
-            self.reset()
-            translated = self._translate_error(exc)
-            if translated is not None:
-                raise translated from exc
-            raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
-        wall = time.perf_counter() - t0
-        tc = results.termination_condition
-        if interrupted() or tc == TerminationCondition.interrupted:
-            self.reset()
-            raise KeyboardInterrupt(f"{self.name}: the solve was interrupted (Ctrl-C)")
-        has_solution = results.solution_status in (SolutionStatus.optimal,
-                                                   SolutionStatus.feasible)
-        if tc == TerminationCondition.convergenceCriteriaSatisfied and has_solution:
-            status = Status.OPTIMAL
-        elif tc in (TerminationCondition.provenInfeasible,
-                    TerminationCondition.locallyInfeasible,
-                    TerminationCondition.infeasibleOrUnbounded):
-            status = Status.INFEASIBLE
-        elif tc in (TerminationCondition.maxTimeLimit, TerminationCondition.iterationLimit,
-                    TerminationCondition.interrupted, TerminationCondition.objectiveLimit,
-                    TerminationCondition.minStepLength):
-            status = Status.FEASIBLE if has_solution else Status.NO_SOLUTION
-        else:
-            status = Status.ERROR
-        if has_solution and status is not Status.INFEASIBLE:
-            results.solution_loader.load_vars()
-        objective = _finite(results.incumbent_objective) if has_solution else None
-        solver_time = self._solver_time(results)
-        if loaded and solver_time is not None:
-            self._overhead = max(0.0, wall - solver_time)
-        return SolveOutcome(status=status, objective=objective,
-                            bound=_finite(results.objective_bound),
-                            solver_time=solver_time, wall_time=wall,
-                            termination=tc.name)
-
-
-class HighsBackend(_ContribBackend):
-    """HiGHS (open source, ``pip install highspy``), persistent.
-
-    HiGHS runs with its own defaults but a MIP feasibility tolerance of 1e-7 (HiGHS's
-    1e-6 let a network on raw units, logits of magnitude 1e4, prove 0.39668 optimal
-    where 0.39658 is feasible, and with presolve on an XGBoost query prove 2 where 1
-    is; differential seeds 4791, 5259). Its presolve is on: with it off, a logistic
-    model with an integer feature of range 1e6 was proven infeasible at 1e-7 (seed
-    2352). An earlier formulation met wrong optima with presolve on (2 of 250 Adult
-    queries); none of 250 does now (``benchmarks/README.md``).
-    """
-
-    name = "highs"
-    _pyomo_name = "highs"
-    has_pool = True
-    pool_kind = "HiGHS's improving incumbents of one solve (often fewer than asked)"
-
-    def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
-        # HiGHS starts one thread scheduler per process and refuses a solve with another
-        # thread count ("global scheduler has already been initialized"): restart it
-        if _HIGHS_THREADS and _HIGHS_THREADS[0] != settings.threads:
-            import highspy
-
-            highspy.Highs.resetGlobalScheduler(True)
-        _HIGHS_THREADS[:] = [settings.threads]
-        return super()._solve(model, settings)
-
-    def _solve_from(self, model: pyo.Block, settings: SolverSettings, start: ComponentMap
-                    ) -> SolveOutcome:
-        """The start goes in at HiGHS's first call for a user solution (sparse and
-        repaired: HiGHS completes it). Not by ``Highs::setSolution`` before the run:
-        HiGHS then maps the start into its presolved space, reports the objective of the
-        point it finds there and returns the start's own values (a forest on German:
-        0.16083 reported, 0.16304 loaded)."""
-        if not self.available():
-            raise SolverNotAvailableError(f"solver {self.name!r} is not available: "
-                                          f"{INSTALL_HINTS[self.name]}")
-        solver = self._instance()
-        if solver._model is not model:  # loading counts in the time limit
-            t0 = time.perf_counter()
-            solver.set_instance(model)
-            solver._solver_model.setOptionValue("output_flag", False)  # as HighsIncumbents
-            if settings.time_limit is not None:
-                settings = dataclasses.replace(settings, time_limit=max(
-                    settings.time_limit - (time.perf_counter() - t0),
-                    0.1 * settings.time_limit))
-        columns = solver._pyomo_var_to_solver_var_map
-        given = [(columns[id(var)], value) for var, value in start.items()
-                 if id(var) in columns]
-        index = np.array([j for j, _ in given], dtype=np.int32)
-        values = np.array([v for _, v in given], dtype=np.float64)
-        sent: list[bool] = []
-
-        def offer(event: Any) -> None:
-            if given and not sent:
-                sent.append(True)
-                event.data_in.setSolution(index, values)
-                event.data_in.repairSolution()
-
-        highs = solver._solver_model
-        highs.cbMipUserSolution.subscribe(offer)
-        try:
-            return self._solve(model, settings)
-        finally:
-            highs.cbMipUserSolution.unsubscribe(offer)
-
-    def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
-        opts: dict[str, Any] = {"output_flag": settings.verbose,
-                                "mip_feasibility_tolerance": 1e-7}
-        if settings.seed is not None:
-            opts["random_seed"] = settings.seed
-        return opts
-
-    def solve_pool(self, model: pyo.Block, settings: SolverSettings, size: int, *,
-                   mode: int = 2, gap: float | None = None) -> tuple[SolveOutcome, list]:
-        """The last ``size`` improving incumbents of one solve (``mode``, ``gap``: not
-        applicable to HiGHS)."""
-        if not self.available():
-            raise SolverNotAvailableError(f"solver {self.name!r} is not available: "
-                                          f"{INSTALL_HINTS[self.name]}")
-        solver = self._instance()
-        if solver._model is not model:
-            solver.set_instance(model)
-        with HighsIncumbents(solver) as incumbents:
-            outcome = self._solve(model, settings)
-        return outcome, incumbents.members(size) if outcome.status.has_solution else []
-
-
-class GurobiBackend(_ContribBackend):
+class GurobiBackend(ContribBackend):
     """Gurobi (``pip install gurobipy``), persistent.
 
     The pip licence is size-limited (2000 variables / constraints); a larger model
@@ -424,7 +199,7 @@ class LegacyBackend(SolverBackend):
                 objective = pyo.value(active_objective)
         sense_min = active_objective.sense == pyo.minimize
         bound = results.problem.lower_bound if sense_min else results.problem.upper_bound
-        bound = _finite(bound)
+        bound = finite(bound)
         if status is Status.OPTIMAL and objective is not None:
             # the solver claims optimality within the relative gap (or its absolute gap,
             # 1e-10 for CBC): that is the bound it proved. The bound classic interfaces
@@ -437,7 +212,7 @@ class LegacyBackend(SolverBackend):
         if status is Status.ERROR:
             bound = None
         return SolveOutcome(status=status, objective=objective, bound=bound,
-                            solver_time=_finite(solver_time), wall_time=wall,
+                            solver_time=finite(solver_time), wall_time=wall,
                             termination=str(tc), message=message)
 
 

@@ -80,6 +80,10 @@ class HighsIncumbents:
     def __exit__(self, *exc: Any) -> None:
         self._solver._solver_model.cbMipImprovingSolution.unsubscribe(self._record)
 
+    def add(self, objective: float, x: np.ndarray) -> None:
+        """Record an incumbent found elsewhere (streamed by a child solve)."""
+        self._found.append((float(objective), x))
+
     def members(self, size: int) -> list[PoolMember]:
         """The last ``size`` incumbents (best first), mapped back to Pyomo variables."""
         columns = self._solver._pyomo_var_to_solver_var_map

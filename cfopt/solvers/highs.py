@@ -1,0 +1,241 @@
+"""HiGHS through Pyomo's persistent interface; a solve with a time limit on a large
+model runs in a child process that is ended at the limit (:mod:`cfopt.solvers.isolated`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import numpy as np
+import pyomo.environ as pyo
+from pyomo.common.collections import ComponentMap
+
+from ..errors import SolverError, SolverNotAvailableError
+from ..results.status import Status
+from .base import SolveOutcome, SolverSettings
+from .contrib import INSTALL_HINTS, ContribBackend, finite
+from .isolated import ChildRun, isolation_available, run_on_thread, solve_in_child
+from .pool import HighsIncumbents
+
+#: the thread count of HiGHS's scheduler in this process (set by the last solve)
+_HIGHS_THREADS: list[int | None] = []
+
+#: HiGHS's final model status -> (Pyomo's name of the termination, cfopt's status with a
+#: solution, without one); any other status is an error
+_TERMINATIONS = {
+    "kOptimal": ("convergenceCriteriaSatisfied", Status.OPTIMAL, Status.ERROR),
+    "kInfeasible": ("provenInfeasible", Status.INFEASIBLE, Status.INFEASIBLE),
+    "kUnboundedOrInfeasible": ("infeasibleOrUnbounded", Status.INFEASIBLE, Status.INFEASIBLE),
+    "kTimeLimit": ("maxTimeLimit", Status.FEASIBLE, Status.NO_SOLUTION),
+    "kIterationLimit": ("iterationLimit", Status.FEASIBLE, Status.NO_SOLUTION),
+    "kSolutionLimit": ("iterationLimit", Status.FEASIBLE, Status.NO_SOLUTION),
+    "kObjectiveBound": ("objectiveLimit", Status.FEASIBLE, Status.NO_SOLUTION),
+    "kObjectiveTarget": ("objectiveLimit", Status.FEASIBLE, Status.NO_SOLUTION),
+}
+
+
+class HighsBackend(ContribBackend):
+    """HiGHS (open source, ``pip install highspy``), persistent.
+
+    HiGHS runs with its own defaults but a MIP feasibility tolerance of 1e-7 (HiGHS's
+    1e-6 let a network on raw units, logits of magnitude 1e4, prove 0.39668 optimal
+    where 0.39658 is feasible, and with presolve on an XGBoost query prove 2 where 1
+    is; differential seeds 4791, 5259). Its presolve is on: with it off, a logistic
+    model with an integer feature of range 1e6 was proven infeasible at 1e-7 (seed
+    2352). An earlier formulation met wrong optima with presolve on (2 of 250 Adult
+    queries); none of 250 does now (``benchmarks/README.md``).
+
+    A solve with a time limit of a model of at least ``ISOLATE_MIN_COLUMNS`` columns runs
+    in a forked child that is killed at the limit (plus 0.25 s), keeping the incumbents
+    and bound it streamed (:mod:`cfopt.solvers.isolated`): HiGHS's root separation and
+    sub-MIPs do not look at its clock (a default ExtraTrees forest on Adult: 35 s past a
+    15 s limit). The time to load the model counts in the limit.
+
+    Args:
+        isolate: ``True``: every solve with a time limit runs in a child; ``False``: none
+            does; ``None`` (default): those of models of ``ISOLATE_MIN_COLUMNS`` columns
+            or more. Only on Linux (elsewhere every solve runs in this process).
+    """
+
+    name = "highs"
+    _pyomo_name = "highs"
+    has_pool = True
+    pool_kind = "HiGHS's improving incumbents of one solve (often fewer than asked)"
+    #: the least columns of a model whose solves with a time limit run in a child (the
+    #: fork costs a few milliseconds, ``benchmarks/README.md``; HiGHS overran by more
+    #: than a second only on models of thousands of columns)
+    ISOLATE_MIN_COLUMNS = 2000
+
+    def __init__(self, isolate: bool | None = None) -> None:
+        super().__init__()
+        if isolate is not None and not isinstance(isolate, bool):
+            raise TypeError(f"isolate must be True, False or None, got {isolate!r}")
+        self.isolate = isolate
+        #: the improving incumbents a child streamed in the last solve, ``(objective, x)``
+        self._streamed: list[tuple[float, np.ndarray]] = []
+
+    def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
+        self._streamed = []
+        if settings.time_limit is not None and self.isolate is not False and \
+                isolation_available():
+            return self._solve_isolated(model, settings, settings.time_limit)
+        return self._solve_here(model, settings)
+
+    def _solve_here(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
+        """The solve in this process (Pyomo's ``solve``)."""
+        # HiGHS starts one thread scheduler per process and refuses a solve with another
+        # thread count ("global scheduler has already been initialized"): restart it
+        if _HIGHS_THREADS and _HIGHS_THREADS[0] != settings.threads:
+            import highspy
+
+            highspy.Highs.resetGlobalScheduler(True)
+        _HIGHS_THREADS[:] = [settings.threads]
+        return super()._solve(model, settings)
+
+    def _solve_isolated(self, model: pyo.Block, settings: SolverSettings, limit: float
+                        ) -> SolveOutcome:
+        """Load (or update) the model here, then solve it in a child killed at the time
+        ``limit``, which counts from this call (the loading included); a small model
+        (``isolate`` ``None``) is solved here instead."""
+        if not self.available():
+            raise SolverNotAvailableError(f"solver {self.name!r} is not available: "
+                                          f"{INSTALL_HINTS[self.name]}")
+        solver = self._instance()
+        t0 = time.perf_counter()
+        try:
+            if solver._model is not model:
+                solver.set_instance(model)
+                solver._solver_model.setOptionValue("output_flag", False)  # HighsIncumbents
+            else:
+                solver.update()
+        except Exception as exc:
+            self.reset()
+            raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
+        highs = solver._solver_model
+        if self.isolate is None and highs.getNumCol() < self.ISOLATE_MIN_COLUMNS:
+            return self._solve_here(model, settings)
+        deadline = t0 + limit
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            return SolveOutcome(Status.NO_SOLUTION, None, None, None,
+                                time.perf_counter() - t0, "maxTimeLimit",
+                                message="loading the model took the time limit")
+        options = {**self._solver_options(settings), "time_limit": left,
+                   "mip_rel_gap": settings.mip_gap, **settings.options}
+        if settings.threads is not None:
+            options["threads"] = settings.threads
+        for key, value in options.items():
+            highs.setOptionValue(key, value)
+        sense = next(model.component_data_objects(pyo.Objective, active=True)).sense
+        run = solve_in_child(highs, deadline, sense == pyo.minimize, self._run)
+        self._streamed = run.solutions
+        outcome = self._outcome(run, time.perf_counter() - t0)
+        if outcome.status.has_solution:
+            self._load(run.x)
+        if run.run_time is not None:
+            self._overhead = max(0.0, outcome.wall_time - run.run_time)
+        return outcome
+
+    def _run(self, highs: Any) -> None:
+        """Run HiGHS in the child (on a thread of its own)."""
+        run_on_thread(highs)
+
+    def _outcome(self, run: ChildRun, wall: float) -> SolveOutcome:
+        """The outcome of a child's solve: HiGHS's own answer, or, from a child killed at
+        the limit or dead, its last streamed incumbent (``FEASIBLE``) with the best
+        streamed bound (none from a dead child: nothing it said is trusted but a point,
+        which the caller verifies)."""
+        found = run.x is not None
+        if run.status is not None:
+            name, with_point, without = _TERMINATIONS.get(
+                run.status, (run.status, Status.ERROR, Status.ERROR))
+            status = with_point if found else without
+            bound = run.bound
+            if run.node_count == -1:  # an LP: its optimum is its bound
+                bound = run.objective if status is Status.OPTIMAL else None
+            return SolveOutcome(status, run.objective if found else None, finite(bound),
+                                run.run_time, wall, name)
+        if run.killed:
+            return SolveOutcome(
+                Status.FEASIBLE if found else Status.NO_SOLUTION, run.objective, run.bound,
+                None, wall, "maxTimeLimit",
+                message="HiGHS went on past its time limit: its process was ended at the "
+                        "limit, its best incumbent and bound kept")
+        kept = "its last incumbent is kept, no bound" if found else "nothing is claimed"
+        return SolveOutcome(Status.FEASIBLE if found else Status.ERROR, run.objective, None,
+                            None, wall, "crashed",
+                            message=f"HiGHS's process died ({run.crashed}); {kept}")
+
+    def _load(self, x: np.ndarray) -> None:
+        """Put the column values ``x`` into the loaded model's variables (those the
+        constraints or the objective use, as Pyomo's own loader)."""
+        solver = self._solver
+        columns = solver._pyomo_var_to_solver_var_map
+        for vid, (cons, sos, obj) in solver._referenced_variables.items():
+            if cons or sos or obj is not None:
+                solver._vars[vid][0].set_value(float(x[columns[vid]]), skip_validation=True)
+
+    def _loaded(self, model: pyo.Block, settings: SolverSettings) -> tuple[Any, SolverSettings]:
+        """The Pyomo solver holding ``model`` (loaded now if it was not: the loading
+        counts in the time limit, at least a tenth of which is left)."""
+        if not self.available():
+            raise SolverNotAvailableError(f"solver {self.name!r} is not available: "
+                                          f"{INSTALL_HINTS[self.name]}")
+        solver = self._instance()
+        if solver._model is not model:
+            t0 = time.perf_counter()
+            solver.set_instance(model)
+            solver._solver_model.setOptionValue("output_flag", False)  # as HighsIncumbents
+            if settings.time_limit is not None:
+                settings = dataclasses.replace(settings, time_limit=max(
+                    settings.time_limit - (time.perf_counter() - t0),
+                    0.1 * settings.time_limit))
+        return solver, settings
+
+    def _solve_from(self, model: pyo.Block, settings: SolverSettings, start: ComponentMap
+                    ) -> SolveOutcome:
+        """The start goes in at HiGHS's first call for a user solution (sparse and
+        repaired: HiGHS completes it). Not by ``Highs::setSolution`` before the run:
+        HiGHS then maps the start into its presolved space, reports the objective of the
+        point it finds there and returns the start's own values (a forest on German:
+        0.16083 reported, 0.16304 loaded). In a child solve, the child makes the call."""
+        solver, settings = self._loaded(model, settings)
+        columns = solver._pyomo_var_to_solver_var_map
+        given = [(columns[id(var)], value) for var, value in start.items()
+                 if id(var) in columns]
+        index = np.array([j for j, _ in given], dtype=np.int32)
+        values = np.array([v for _, v in given], dtype=np.float64)
+        sent: list[bool] = []
+
+        def offer(event: Any) -> None:
+            if given and not sent:
+                sent.append(True)
+                event.data_in.setSolution(index, values)
+                event.data_in.repairSolution()
+
+        highs = solver._solver_model
+        highs.cbMipUserSolution.subscribe(offer)
+        try:
+            return self._solve(model, settings)
+        finally:
+            highs.cbMipUserSolution.unsubscribe(offer)
+
+    def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
+        opts: dict[str, Any] = {"output_flag": settings.verbose,
+                                "mip_feasibility_tolerance": 1e-7}
+        if settings.seed is not None:
+            opts["random_seed"] = settings.seed
+        return opts
+
+    def solve_pool(self, model: pyo.Block, settings: SolverSettings, size: int, *,
+                   mode: int = 2, gap: float | None = None) -> tuple[SolveOutcome, list]:
+        """The last ``size`` improving incumbents of one solve (``mode``, ``gap``: not
+        applicable to HiGHS; a child's are those it streamed)."""
+        solver, settings = self._loaded(model, settings)
+        with HighsIncumbents(solver) as incumbents:
+            outcome = self._solve(model, settings)
+        for objective, x in self._streamed:
+            incumbents.add(objective, x)
+        return outcome, incumbents.members(size) if outcome.status.has_solution else []
