@@ -13,8 +13,7 @@ import torch
 
 import cfopt
 from cfopt.formulations.robustness import (
-    adversary_model,
-    adversary_targets,
+    AdversaryModel,
     attack,
     max_shift,
     recover_parameters,
@@ -112,10 +111,10 @@ def test_recovered_parameters_reproduce_the_adversary() -> None:
     rng = np.random.default_rng(1)
     for sign in (1, -1):
         z = rng.uniform(-1, 1, 5)
-        model = adversary_model(checker.net, z, delta, sign)
+        model = AdversaryModel(checker.net, z, delta, sign)
         outcome = checker.backend.solve(model, checker.settings)
         assert outcome.status is cfopt.Status.OPTIMAL
-        params = recover_parameters(checker.net, z, delta, adversary_targets(model), sign)
+        params = recover_parameters(checker.net, z, delta, model.targets(), sign)
         assert max_shift(checker.net, params) <= delta * (1 + 1e-12)
         assert sign * forward(params, z[None, :])[0] == pytest.approx(outcome.objective,
                                                                       abs=1e-6)

@@ -15,8 +15,9 @@ previous-layer values :math:`V \ge 0` are exactly
           W^0_j V + b^0_j + \delta(\mathbf 1^\top V + 1)\right]
 
 (first layer: the fixed input :math:`z`, with :math:`\|z\|_1` in place of
-:math:`\mathbf 1^\top V`, since inputs may be negative). :func:`adversary_model` is
-this set with the big-M ReLU encoding: no bilinear terms, any MILP solver. Its
+:math:`\mathbf 1^\top V`, since inputs may be negative). :class:`AdversaryModel` is
+this set with the big-M ReLU encoding of every network (the predictor formulation, with
+a dense-layer rule for the shifted weights): no bilinear terms, any MILP solver. Its
 objective is the least signed logit reachable from the last hidden layer,
 :math:`s(W^0 h + b^0) - \delta(\mathbf 1^\top h + 1)`.
 
@@ -51,6 +52,7 @@ from ..models.base import decide
 from ..models.network import Parameters
 from .features import encode_inputs
 from .predictors import add_predictor
+from .predictors.network import build_shifted_network
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel
@@ -114,74 +116,39 @@ def attack(net: ReLUNetwork, Z: np.ndarray, delta: float, sign: int = 1) -> np.n
     return (v @ w.T + b)[:, 0] - delta * (v.sum(axis=1) + 1.0)
 
 
-def adversary_model(net: ReLUNetwork, z: np.ndarray, delta: float, sign: int = 1
-                    ) -> pyo.ConcreteModel:
-    """The exact adversary at the fixed model input ``z`` as a MILP (module docstring).
+class AdversaryModel(pyo.ConcreteModel):
+    """The exact adversary at the fixed model input ``z`` as a MILP (module docstring):
+    the networks of Δ built by the predictor formulation of every network
+    (:func:`~cfopt.formulations.predictors.network.build_shifted_network`: OMLT's big-M
+    ReLU with the shifted dense-layer rule), its layer bounds from
+    :meth:`~cfopt.models.network.ReLUNetwork.shifted_bounds` (the first layer's:
+    exactly its reachable interval; stable neurons fixed).
 
-    Components: ``HIDDEN`` (layer, neuron) pairs; ``pre[l, j]`` the pre-activation
-    (bounds from :meth:`~cfopt.models.network.ReLUNetwork.shifted_bounds`; layer 0:
-    exactly its reachable interval);
-    ``post[l, j]`` = ReLU(pre) with the binary ``on[l, j]`` (big-M, fixed for
-    stable neurons); ``reach_low`` / ``reach_high`` the reachable interval of layers ≥ 1;
-    ``worst`` the least signed logit from the last hidden layer, minimised by
-    ``objective``.
+    Components: ``network`` the OMLT block (its dense layers' ``zhat[j]`` the
+    pre-activations); ``worst`` the least signed logit reachable from the last hidden
+    layer, minimised by ``objective``.
     """
-    z = np.asarray(z, dtype=np.float64).reshape(-1)
-    if z.shape[0] != net.n_inputs:
-        raise ValueError(f"the network takes {net.n_inputs} inputs, got {z.shape[0]}")
-    if net.is_linear:
-        raise ValueError("the network has no hidden layer; its minimum logit over Δ is "
-                         "given in closed form by ReLUNetwork.shifted_bounds")
-    signed = net.signed(sign)
-    params = signed.parameters
-    bounds = [(lo[0], hi[0]) for lo, hi in signed.shifted_bounds(z[None, :], delta)]
-    hidden = [(li, j) for li, (w, _) in enumerate(params[:-1]) for j in range(w.shape[0])]
-    m = pyo.ConcreteModel(name="adversary")
-    m.HIDDEN = pyo.Set(initialize=hidden, dimen=2, ordered=True)
-    m.pre = pyo.Var(m.HIDDEN, bounds=lambda _, li, j: (float(bounds[li][0][j]),
-                                                        float(bounds[li][1][j])))
-    m.post = pyo.Var(m.HIDDEN, bounds=lambda _, li, j: (0.0, max(0.0, float(bounds[li][1][j]))))
-    m.on = pyo.Var(m.HIDDEN, domain=pyo.Binary)
-    for li, j in hidden:
-        lo, hi = bounds[li][0][j], bounds[li][1][j]
-        if lo >= 0:
-            m.on[li, j].fix(1)
-        elif hi <= 0:
-            m.on[li, j].fix(0)
 
-    def previous(li: int) -> list:
-        return [m.post[li - 1, i] for i in range(params[li - 1][0].shape[0])]
+    def __init__(self, net: ReLUNetwork, z: np.ndarray, delta: float, sign: int = 1) -> None:
+        z = np.asarray(z, dtype=np.float64).reshape(-1)
+        if z.shape[0] != net.n_inputs:
+            raise ValueError(f"the network takes {net.n_inputs} inputs, got {z.shape[0]}")
+        if net.is_linear:
+            raise ValueError("the network has no hidden layer; its minimum logit over Δ is "
+                             "given in closed form by ReLUNetwork.shifted_bounds")
+        super().__init__(name="adversary")
+        signed = net.signed(sign)
+        self._network = build_shifted_network(self, "network", ShiftedNetwork(
+            signed.parameters), z, delta)
+        self._network.set_layer_bounds([(lo[0], hi[0]) for lo, hi in signed.shifted_bounds(
+            z[None, :], delta)])
+        self.worst = pyo.Expression(expr=self._network.outputs[0])
+        self.objective = pyo.Objective(expr=self.worst, sense=pyo.minimize)
 
-    def reach(li: int, j: int, side: int) -> Any:
-        w, b = params[li]
-        v = previous(li)
-        return (sum(float(w[j, i]) * v[i] for i in range(len(v))) + float(b[j])
-                + side * delta * (sum(v) + 1.0))
-
-    later = [(li, j) for li, j in hidden if li > 0]
-    m.LATER = pyo.Set(initialize=later, dimen=2, ordered=True)
-    m.reach_low = pyo.Constraint(m.LATER, rule=lambda _, li, j: m.pre[li, j] >= reach(li, j, -1))
-    m.reach_high = pyo.Constraint(m.LATER, rule=lambda _, li, j: m.pre[li, j] <= reach(li, j, 1))
-    m.relu_low = pyo.Constraint(m.HIDDEN, rule=lambda _, li, j: m.post[li, j] >= m.pre[li, j])
-    m.relu_active = pyo.Constraint(m.HIDDEN, rule=lambda _, li, j: m.post[li, j] <= m.pre[
-        li, j] - float(min(bounds[li][0][j], 0.0)) * (1 - m.on[li, j]))
-    m.relu_inactive = pyo.Constraint(m.HIDDEN, rule=lambda _, li, j: m.post[li, j] <= float(
-        max(bounds[li][1][j], 0.0)) * m.on[li, j])
-    last = len(params) - 1
-    w, b = params[-1]
-    v = previous(last)
-    m.worst = pyo.Expression(expr=sum(float(w[0, i]) * v[i] for i in range(len(v)))
-                             + float(b[0]) - delta * (sum(v) + 1.0))
-    m.objective = pyo.Objective(expr=m.worst, sense=pyo.minimize)
-    return m
-
-
-def adversary_targets(m: pyo.ConcreteModel) -> list[np.ndarray]:
-    """The adversary's pre-activations per hidden layer (solution values)."""
-    layers: dict[int, list[float]] = {}
-    for li, j in m.HIDDEN:
-        layers.setdefault(li, []).append(pyo.value(m.pre[li, j]))
-    return [np.array(layers[li]) for li in sorted(layers)]
+    def targets(self) -> list[np.ndarray]:
+        """The adversary's pre-activations per hidden layer (solution values)."""
+        return [np.array([pyo.value(layer.zhat[j]) for j in layer.zhat])
+                for layer in self._network.dense_layers()[:-1]]
 
 
 def recover_parameters(net: ReLUNetwork, z: np.ndarray, delta: float, targets: list[np.ndarray],

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyomo.environ as pyo
+from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 
 from ...models import ModelAdapter, ReLUNetwork
 from ...models.network import LayerBounds
@@ -132,15 +134,88 @@ def build_network(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Bo
                   library_input: Callable[[int, float], float] | None = None
                   ) -> PredictorConstr:
     """OMLT's full-space ReLU formulation (module docstring) of ``adapter``'s network
-    over the input box ``bounds``, or the linear model's block when it has no hidden
-    layer; ``grids``, ``rounding`` and ``library_input`` concern tree splits only."""
+    over the input box ``bounds``, hidden neurons rescaled (:func:`neuron_scales`), or
+    the linear model's block when it has no hidden layer; ``grids``, ``rounding`` and
+    ``library_input`` concern tree splits only."""
     net: ReLUNetwork = adapter.structure
     if net.is_linear:
         return build_linear(block, name, adapter, bounds)
+    return _omlt_network(block, name, adapter, bounds, neuron_scales(net, bounds))
+
+
+def build_shifted_network(block: pyo.Block, name: str, adapter: ModelAdapter,
+                          z: np.ndarray, delta: float) -> NetworkPredictorConstr:
+    r"""Every network of the model shift Δ of radius ``delta`` around ``adapter``'s
+    network (one logit) at the fixed input ``z``, as the sub-block ``block.<name>``: the
+    same OMLT formulation and big-M ReLU as :func:`build_network`, with the dense-layer
+    rule of Δ (PROPLACE, Jiang et al. 2024, eq. (6a) made linear). Each neuron's weight
+    row is independent of every other neuron's and post-ReLU values :math:`V \ge 0`, so
+    the pre-activations the shifted weights reach are exactly
+
+    .. math:: W_j V + b_j - \delta(\mathbf 1^\top V + 1) \le \hat z_j \le
+              W_j V + b_j + \delta(\mathbf 1^\top V + 1)
+
+    (rows ``reach_low`` / ``reach_high``); the first layer's, on the fixed input, is
+    the constant interval of :math:`\|z\|_1` in place of :math:`\mathbf 1^\top V`,
+    which its bounds hold (set them with :meth:`NetworkPredictorConstr.set_layer_bounds`
+    from :meth:`~cfopt.models.network.ReLUNetwork.shifted_bounds`). The logit is the
+    least one reachable from the last hidden layer (row ``worst``: the low end,
+    equality). Neurons are not rescaled."""
+    z = np.asarray(z, dtype=np.float64).reshape(-1)
+    net: ReLUNetwork = adapter.structure
+    first = delta * (float(np.abs(z).sum()) + 1.0)
+    return _omlt_network(block, name, adapter, [(float(v), float(v)) for v in z],
+                         [np.ones(layer.weight.shape[0]) for layer in net.layers],
+                         _shifted_dense_layer(delta, first))
+
+
+def _shifted_dense_layer(delta: float, first: float) -> Callable[..., None]:
+    r"""OMLT's dense-layer rule ``(net_block, net, layer_block, layer)`` for the model
+    shift of radius ``delta`` (:func:`build_shifted_network`); ``first``: the first
+    layer's reach radius :math:`\delta(\|z\|_1 + 1)`."""
+    from omlt.neuralnet.layer import InputLayer
+
+    def rule(net_block: pyo.Block, net: Any, layer_block: pyo.Block, layer: Any) -> None:
+        (prev,) = net.predecessors(layer)
+        width = layer.output_size[-1]
+        if isinstance(prev, InputLayer):  # a fixed input: the reach is a constant interval
+            for j in range(width):
+                layer_block.zhat[j].setlb(float(layer.biases[j]) - first)
+                layer_block.zhat[j].setub(float(layer.biases[j]) + first)
+            return
+        v = net_block.layer[id(prev)].z
+        inputs = range(layer.input_size[-1])
+
+        def reach(j: int, side: int) -> Any:
+            return (sum(float(layer.weights[i, j]) * v[i] for i in inputs)
+                    + float(layer.biases[j]) + side * delta * (sum(v[i] for i in inputs) + 1.0))
+
+        for j in range(width):  # valid bounds for OMLT's big-M; callers tighten them
+            layer_block.zhat[j].setlb(compute_bounds_on_expr(reach(j, -1))[0])
+            layer_block.zhat[j].setub(compute_bounds_on_expr(reach(j, 1))[1])
+        if layer.activation == "linear":  # the logit: the least reachable
+            layer_block.worst = pyo.Constraint(range(width), rule=lambda b, j: (
+                b.zhat[j] == reach(j, -1)))
+            return
+        layer_block.reach_low = pyo.Constraint(range(width), rule=lambda b, j: (
+            b.zhat[j] >= reach(j, -1)))
+        layer_block.reach_high = pyo.Constraint(range(width), rule=lambda b, j: (
+            b.zhat[j] <= reach(j, 1)))
+
+    return rule
+
+
+def _omlt_network(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Bounds,
+                  scales: list[np.ndarray], layer_rule: Callable[..., None] | None = None
+                  ) -> NetworkPredictorConstr:
+    """The OMLT block ``block.<name>`` of ``adapter``'s network over the input box
+    ``bounds``, each layer's neurons divided by ``scales``; ``layer_rule``: OMLT's
+    dense-layer rule (default: its full-space ``zhat = W z + b``)."""
     from omlt import OffsetScaling, OmltBlock
     from omlt.neuralnet import FullSpaceNNFormulation, NetworkDefinition
     from omlt.neuralnet.layer import DenseLayer, InputLayer
 
+    net: ReLUNetwork = adapter.structure
     # the network runs on the inputs normalized to their box, t = (x - l) / w in [0, 1],
     # with the first layer folded (W diag(w), b + W l): OMLT's scaled inputs, so a network
     # on raw units gives rows of coefficients near 1 (CBC proved a raw-unit query
@@ -154,7 +229,6 @@ def build_network(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Bo
         i: (0.0, 1.0 if ub > lb else 0.0) for i, (lb, ub) in enumerate(bounds)})
     prev = InputLayer([net.n_inputs])
     definition.add_layer(prev)
-    scales = neuron_scales(net, bounds)
     dense_layers = []
     for k, layer in enumerate(net.layers):
         weight, bias = layer.weight, layer.bias
@@ -175,7 +249,9 @@ def build_network(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Bo
     omlt_log = logging.getLogger("pyomo.core")
     omlt_log.addFilter(_initial_zero_outside_bounds)
     try:  # OMLT creates its input variables at 0, outside inputs' bounds that exclude 0
-        sub.build_formulation(FullSpaceNNFormulation(definition))
+        sub.build_formulation(FullSpaceNNFormulation(
+            definition, layer_constraints=None if layer_rule is None else {
+                DenseLayer: layer_rule}))
     finally:
         omlt_log.removeFilter(_initial_zero_outside_bounds)
     last = sub.layer[id(dense_layers[-1])]

@@ -2,7 +2,7 @@ r"""The model-shift adversary Δ (PROPLACE, Jiang, Lan, Leofante, Rago, Toni 202
 
 :class:`RobustnessChecker` decides the Δ-robustness of model inputs (Def. 7): the
 interval screen, then the exact linear adversary MILP of
-:func:`~cfopt.formulations.robustness.adversary_model` (the paper's eq. (6a),
+:class:`~cfopt.formulations.robustness.AdversaryModel` (the paper's eq. (6a),
 minimised), certified by the solver's proven bound; it finds the k Δ-robust nearest
 neighbours of the plausible region (Def. 9-10) with a per-row verdict cache.
 
@@ -24,10 +24,9 @@ import pyomo.environ as pyo
 from scipy.spatial import cKDTree
 
 from ...formulations.robustness import (
+    AdversaryModel,
     Parameters,
     add_shifted_copy,
-    adversary_model,
-    adversary_targets,
     attack,
     attack_targets,
     check_delta,
@@ -128,7 +127,7 @@ class RobustnessChecker:
         and re-evaluated by a numpy forward pass, which alone may refute robustness."""
         t0 = time.perf_counter() if started is None else started
         z = np.asarray(z, dtype=np.float64).reshape(-1)
-        model = adversary_model(self.net, z, self.delta, sign)
+        model = AdversaryModel(self.net, z, self.delta, sign)
         settings = self.settings if time_limit is None else dataclasses.replace(
             self.settings, time_limit=time_limit)
         outcome = self.backend.solve(model, settings)
@@ -136,7 +135,7 @@ class RobustnessChecker:
         params = value = solver_value = shift = None
         if outcome.status.has_solution:
             solver_value = float(pyo.value(model.worst))
-            params = recover_parameters(self.net, z, self.delta, adversary_targets(model), sign)
+            params = recover_parameters(self.net, z, self.delta, model.targets(), sign)
             value = _signed_logit(params, z, sign)
             shift = max_shift(self.net, params)
         bound = outcome.bound if outcome.status is not Status.INFEASIBLE else None
