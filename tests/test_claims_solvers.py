@@ -291,7 +291,7 @@ def _two_verified_points() -> tuple[object, object, object]:
     space = cfopt.FeatureSpace.from_frame(frame)
     model = LogisticRegression(C=100.0).fit(space.transform(frame), y)
     ex = cfopt.Explainer(model, space)
-    ex.start_query(pd.DataFrame({"a": [0.0], "b": [1.0]}), 1, {})
+    ex.runner.start(pd.DataFrame({"a": [0.0], "b": [1.0]}), 1, {})
     m = ex.milp
     cheap = verify_row(m, pd.DataFrame({"a": [1.0], "b": [0.5]}))
     dear = verify_row(m, pd.DataFrame({"a": [1.0], "b": [0.0]}))

@@ -194,7 +194,7 @@ def test_inner_stage_proves_only_true_bounds(deep, monkeypatch):
     finals = floors = 0
     for i, scale in itertools.product(rejected(frame, space, model, 6), (1, 4)):
         x = frame.iloc[[i]]  # scale 4: as if the incumbent cost more (any r is exact)
-        explainer.start_query(x, 1, {})
+        explainer.runner.start(x, 1, {})
         row = greedy_tree_counterfactual(m)
         incumbent = [verify_row(m, row)]
         radius = scale * objective_value(m, row)
@@ -250,7 +250,7 @@ def test_out_of_time_after_the_inner_stage_keeps_its_bound(deep, monkeypatch):
     """No time left to build the trees within the incumbent's radius: the answer is the
     verified incumbent, FEASIBLE, with the bound the inside-out stage proved (below
     brute force's optimum), not without one."""
-    import cfopt.explainer as explainer_module
+    import cfopt.query.runner as runner_module
     from cfopt.formulations.tree_regions import RegionTooLarge
 
     frame, space, model = deep
@@ -259,7 +259,7 @@ def test_out_of_time_after_the_inner_stage_keeps_its_bound(deep, monkeypatch):
     def out_of_time(*args, **kwargs):
         raise RegionTooLarge
 
-    monkeypatch.setattr(explainer_module, "build_query_region", out_of_time)
+    monkeypatch.setattr(runner_module, "build_query_region", out_of_time)
     bounded = 0
     for i in rejected(frame, space, model, 4):
         x = frame.iloc[[i]]

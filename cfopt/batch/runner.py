@@ -51,6 +51,7 @@ import pandas as pd
 
 from ..errors import AlreadyTargetError, InfeasibleError
 from ..progress import BatchProgress
+from ..query.runner import QUERY_OPTIONS
 from ..query.solution import unchecked_components
 from ..results.counterfactual import Counterfactual
 from ..results.serialize import json_value
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
     from ..explainer import Explainer
 
 BACKENDS = ("loky", "dask")
-_QUERY_OPTIONS = ("time_limit", "mip_gap", "max_changes")
 #: rows per chunk at most (a finer chunk reports progress and interrupts sooner)
 _MAX_CHUNK = 16
 #: worker deaths after which a parallel batch gives up on the rows still unanswered
@@ -157,10 +157,10 @@ def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,
     """Explain every row of ``X`` (see :meth:`cfopt.Explainer.explain_many`)."""
     if errors not in ("raise", "record"):
         raise ValueError(f"errors must be 'raise' or 'record', got {errors!r}")
-    unknown = sorted(set(options) - set(_QUERY_OPTIONS))
+    unknown = sorted(set(options) - set(QUERY_OPTIONS))
     if unknown:
         raise TypeError(f"unknown option(s) {unknown} for explain_many(); accepted: "
-                        f"{list(_QUERY_OPTIONS)}")
+                        f"{list(QUERY_OPTIONS)}")
     if backend is not None and backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; use None (serial, or 'loky' when "
                          f"n_jobs > 1), 'loky' (processes) or 'dask' (a Dask cluster)")

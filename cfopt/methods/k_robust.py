@@ -133,7 +133,7 @@ class PerturbationRobustExplainer:
                             f"time_limit, mip_gap")
         t0 = time.perf_counter()
         ex, m = self.explainer, self.explainer.milp
-        settings = ex.start_query(x, target, options)
+        settings = ex.runner.start(x, target, options)
         adversaries: list[KNeighbourhoodAdversary] = []
         if self._scenarios is not None:
             if len(m.target) != 1:
@@ -163,8 +163,8 @@ class ExplainerMaster(Master):
         self.explainer, self.scenarios = explainer, scenarios
 
     def solve(self, deadline: Deadline) -> MasterAnswer:
-        ce = self.explainer.answer(deadline.settings, deadline.started,
-                                   diagnose_infeasible=False)
+        ce = self.explainer.runner.answer(deadline.settings, deadline.started,
+                                          diagnose_infeasible=False)
         if ce.found:
             return MasterAnswer(ce.status, point=ce.counterfactual, bound=ce.bound,
                                 label=ce.predicted_class, answer=ce)

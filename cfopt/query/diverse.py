@@ -49,12 +49,12 @@ from ..results.status import Status
 from ..solvers import SolverSettings
 from ..solvers.base import time_left
 from ..solvers.pool import load_member
+from .runner import QUERY_OPTIONS
 
 if TYPE_CHECKING:
-    from ..explainer import Explainer
+    from .runner import QueryRunner
 
 METHODS = ("nogood", "distance", "epsilon", "pool")
-_QUERY = ("time_limit", "mip_gap", "max_changes")
 _SET = ("min_distance", "epsilon", "hamming", "min_change", "pool_mode", "pool_gap")
 #: extra pool members asked for, to make up for members that decode to the same raw
 #: point (they differ in auxiliary variables only) or fail verification (CE-OCL's code
@@ -64,10 +64,11 @@ POOL_EXTRA = 100
 NOGOOD_MIN_CHANGE = 0.1
 
 
-def explain_diverse(explainer: Explainer, x: pd.DataFrame | pd.Series | Mapping,
+def explain_diverse(runner: QueryRunner, x: pd.DataFrame | pd.Series | Mapping,
                     target: Any = None, *, n: int = 5, method: str = "nogood",
                     **options: Any) -> CounterfactualSet:
-    """Up to ``n`` diverse verified counterfactuals of ``x`` (see the module).
+    """Up to ``n`` diverse verified counterfactuals of ``x`` (see the module), by the
+    explainer's query engine ``runner``.
 
     Options: ``min_distance`` (``"distance"``; default cfd(x)), ``epsilon``
     (``"epsilon"``; relative, default 0.1), ``hamming`` (``"nogood"``; default 1),
@@ -86,25 +87,25 @@ def explain_diverse(explainer: Explainer, x: pd.DataFrame | pd.Series | Mapping,
         raise ValueError(f"n must be a positive integer, got {n!r}")
     if method not in METHODS:
         raise ValueError(f"unknown diversity method {method!r}; use one of {list(METHODS)}")
-    unknown = sorted(set(options) - set(_QUERY) - set(_SET))
+    unknown = sorted(set(options) - set(QUERY_OPTIONS) - set(_SET))
     if unknown:
         raise TypeError(f"unknown option(s) {unknown} for a diverse explain(); accepted: "
-                        f"{list(_QUERY + _SET)}")
+                        f"{list(QUERY_OPTIONS + _SET)}")
     settings_of = _set_options(method, options)
     t0 = time.perf_counter()
-    settings = explainer.start_query(x, target, {k: v for k, v in options.items() if k in _QUERY})
-    m = explainer.milp
+    settings = runner.start(x, target, {k: v for k, v in options.items() if k in QUERY_OPTIONS})
+    m = runner.milp
     if method == "pool":
-        if explainer.backend.has_pool:
-            return _harvest_pool(explainer, settings, n, t0, **settings_of)
-        settings_of = {"fallback": f"solver {explainer.backend.name!r} has no solution pool; "
+        if runner.backend.has_pool:
+            return _harvest_pool(runner, settings, n, t0, **settings_of)
+        settings_of = {"fallback": f"solver {runner.backend.name!r} has no solution pool; "
                                    f"no-good cuts used instead", "hamming": 1,
                        "min_change": NOGOOD_MIN_CHANGE}
         method = "nogood"
     cuts = DiversityCuts(name=_free_name(m, "diversity"),
                          min_change=settings_of.get("min_change", MIN_CHANGE),
                          integers_too=method == "nogood")
-    first = explainer.answer(settings, t0)  # the unrestricted optimum: cfd(x)
+    first = runner.answer(settings, t0)  # the unrestricted optimum: cfd(x)
     m.add_constraint(cuts)
     try:
         members = [first] if first.found else []
@@ -130,7 +131,7 @@ def explain_diverse(explainer: Explainer, x: pd.DataFrame | pd.Series | Mapping,
             else:
                 cuts.add_nogood(m, changed_features(m.space, m.factual.iloc[0], last),
                                 settings_of.get("hamming", 1))
-            ce = explainer.answer(budget, time.perf_counter(), diagnose_infeasible=False)
+            ce = runner.answer(budget, time.perf_counter(), diagnose_infeasible=False)
             if ce.status is Status.INFEASIBLE:
                 stopped = "exhausted" if method != "epsilon" else "no further set within (1+ε)·cfd"
             elif not ce.found:  # a member's solve ran out of the set's time: "time_limit"
@@ -149,14 +150,14 @@ def explain_diverse(explainer: Explainer, x: pd.DataFrame | pd.Series | Mapping,
         total_time=time.perf_counter() - t0, details=settings_of)
 
 
-def _harvest_pool(explainer: Explainer, settings: SolverSettings, n: int, t0: float, *,
+def _harvest_pool(runner: QueryRunner, settings: SolverSettings, n: int, t0: float, *,
                   pool_mode: int, pool_gap: float | None) -> CounterfactualSet:
     """One solve, its pool decoded, de-duplicated (identical raw rows) and verified."""
-    m = explainer.milp
-    outcome, pool = explainer.backend.solve_pool(m, settings, n + POOL_EXTRA, mode=pool_mode,
+    m = runner.milp
+    outcome, pool = runner.backend.solve_pool(m, settings, n + POOL_EXTRA, mode=pool_mode,
                                                  gap=pool_gap)
     if outcome.status is Status.INFEASIBLE:
-        explainer.answer(settings, t0)  # re-solves and raises with the diagnosis
+        runner.answer(settings, t0)  # re-solves and raises with the diagnosis
     members: list[Counterfactual] = []
     seen: list[pd.DataFrame] = []
     rejected = 0
@@ -179,8 +180,8 @@ def _harvest_pool(explainer: Explainer, settings: SolverSettings, n: int, t0: fl
             status=Status.OPTIMAL if best else Status.FEASIBLE, verified=True,
             objective=value, bound=bound,
             distances=m.distances(row), solve_time=outcome.wall_time if k == 0 else 0.0,
-            solver_time=outcome.solver_time if k == 0 else None, solver=explainer.backend.name,
-            margin=explainer.margin, attempts=1,
+            solver_time=outcome.solver_time if k == 0 else None, solver=runner.backend.name,
+            margin=runner.margin, attempts=1,
             message="" if best else f"pool member {k + 1} (feasible, not the optimum)",
             details={"solver_objective": objective}, space=m.space))
         if len(members) == n:
@@ -192,7 +193,7 @@ def _harvest_pool(explainer: Explainer, settings: SolverSettings, n: int, t0: fl
         stopped = outcome.status.value
     else:
         stopped = (f"pool exhausted: {len(pool)} harvested from "
-                   f"{explainer.backend.pool_kind}, {len(members)} distinct and verified; "
+                   f"{runner.backend.pool_kind}, {len(members)} distinct and verified; "
                    f"diversity='nogood' finds more")
     return CounterfactualSet(
         factual=m.factual, target=m.target, members=members, method="pool", requested=n,
