@@ -39,9 +39,13 @@ def check_count(name: str, value: Any) -> int:
     return int(value)
 
 
-def target_sign(m: CounterfactualModel) -> int:
-    """+1 when the query's target is the network's class 1 (logit > 0), else -1."""
-    return 1 if m.target[0] == m.adapter.classes[1] else -1
+def target_index(m: CounterfactualModel) -> int:
+    """The class index of the query's one target class (binary: 1 is the logit > 0);
+    ``ValueError`` for a set of targets (Δ-robustness keeps one class)."""
+    if len(m.target) != 1:
+        raise ValueError(f"Δ-robustness keeps one class; give a single target class, got "
+                         f"{list(m.target)}")
+    return m.adapter.class_index(m.target[0])
 
 
 def require_space_encoding(m: CounterfactualModel) -> None:

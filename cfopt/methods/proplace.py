@@ -1,20 +1,23 @@
 r"""PROPLACE: provably robust and plausible counterfactuals under model shift (Jiang,
 Lan, Leofante, Rago, Toni 2024).
 
-For a ReLU network with one logit and the model shift Δ (every weight and bias within
-±δ of the trained ones), find the closest counterfactual inside the plausible region
-(Def. 10, :class:`~cfopt.methods.plausible_region.RobustPlausibleRegion`) that every
-network of Δ classifies as the target, by the cutting-set loop of Algorithm 1 on
+For a ReLU network classifier (one logit, or one logit per class) and the model shift
+Δ (every weight and bias within ±δ of the trained ones), find the closest
+counterfactual inside the plausible region (Def. 10,
+:class:`~cfopt.methods.plausible_region.RobustPlausibleRegion`) that every network of
+Δ classifies as the target, by the cutting-set loop of Algorithm 1 on
 :class:`~cfopt.methods.cutting_set.CuttingSet`:
 
-1. master (:class:`ProplaceMaster`): the closest point of the plausible region whose
-   signed logit is ≥ σ for the model and every collected shifted model (one network
-   copy each, with big-M constants from interval bounds over the region's bounding
-   box), under any other declared constraints (actionability, max changes, rules,
-   causal equations, trust regions);
+1. master (:class:`ProplaceMaster`): the closest point of the plausible region that
+   the model and every collected shifted model classify as the target with margin σ
+   (signed logit ≥ σ; with a logit per class, the target's ≥ every other's + σ; one
+   network copy each, with big-M constants from interval bounds over the region's
+   bounding box), under any other declared constraints (actionability, max changes,
+   rules, causal equations, trust regions);
 2. adversary (:class:`~cfopt.methods.adversaries.model_shift.ModelShiftAdversary`):
-   the exact minimum signed logit over Δ at the master's point (interval screen, then
-   the exact MILP);
+   the exact least margin over Δ at the master's point, per other class for a network
+   with a logit per class (interval screen, then the exact MILP;
+   :mod:`cfopt.formulations.robustness`);
 3. stop when the adversary's proven lower bound is ≥ σ - t (σ > t > 0, the tolerances
    of the convergence proof, Prop. 2), else add the worst model and repeat.
 
@@ -52,7 +55,7 @@ from .base import (
     check_count,
     check_positive,
     require_space_encoding,
-    target_sign,
+    target_index,
 )
 from .cutting_set import Adversary, Check, CuttingSet, Deadline, Master, MasterAnswer
 from .plausible_region import RobustPlausibleRegion
@@ -96,7 +99,8 @@ class Proplace(RobustMethod):
     cutting-set loop of Algorithm 1 (module docstring) on :class:`CuttingSet`.
 
     Args:
-        model: a ReLU network with one logit consuming ``space.transform(X)``.
+        model: a ReLU network with one logit, or one logit per class, consuming
+            ``space.transform(X)``.
         space: the :class:`~cfopt.FeatureSpace` (immutable / increase-only features
             are kept).
         data: raw rows for the plausible region (e.g. the training data).
@@ -104,7 +108,7 @@ class Proplace(RobustMethod):
         k: Δ-robust neighbours spanning the plausible region (Def. 10).
         labels: observed labels of ``data``; by default the model's predictions select
             the target-class rows.
-        sigma: master margin σ (signed logit ≥ σ for every collected model).
+        sigma: master margin σ (the target's margin ≥ σ for every collected model).
         tolerance: t, with 0 < t < σ; the loop stops when the adversary's proven bound
             is ≥ σ - t.
         max_iterations: cap on master solves per query.
@@ -158,8 +162,8 @@ class Proplace(RobustMethod):
     def explain(self, x: pd.DataFrame | pd.Series | Mapping,
                 target: Any = None) -> RobustCounterfactual:
         """The closest certified Δ-robust counterfactual of one raw row ``x`` in the
-        plausible region (``target``: a class label or ``None`` for the other class).
-        The first query's time includes building the MILP."""
+        plausible region (``target``: a class label, or ``None`` for the other class of
+        a binary model). The first query's time includes building the MILP."""
         t0 = time.perf_counter()
         one_off = self.build_time if self._build_pending else 0.0
         self._build_pending = False
@@ -185,7 +189,7 @@ class Proplace(RobustMethod):
         pred.set_layer_bounds([(np.maximum(gl, ll), np.maximum(np.minimum(gu, lu),
                                                              np.maximum(gl, ll)))
                             for (gl, gu), (ll, lu) in zip(global_bounds, local)])
-        adversary = ModelShiftAdversary(self.checker, m, target_sign(m), need, box)
+        adversary = ModelShiftAdversary(self.checker, m, target_index(m), need, box)
         master = ProplaceMaster(m, self.backend, self.sigma, adversary)
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
 

@@ -61,16 +61,18 @@ def _params_list(params: Parameters | None) -> list | None:
 
 @dataclass
 class RobustnessVerdict:
-    """The Δ-robustness of one model input: is the minimum signed logit over Δ at least
-    ``threshold``?
+    """The Δ-robustness of one model input: is the least margin of the target over Δ
+    at least ``threshold``? (The signed logit of a binary network; the target's logit
+    minus another class's, least over the other classes, of one with a logit per
+    class.)
 
     Attributes:
         robust: True (proven: ``bound >= threshold``), False (refuted: a concrete model
-            of Δ, checked by a numpy forward pass, has signed logit ``< threshold``) or
-            None (unproven, e.g. a time limit).
-        bound: proven lower bound of the minimum signed logit (the solver's dual
-            bound, or the interval bound when the screen decided).
-        value: signed logit of the worst concrete model found (an upper bound of the
+            of Δ, checked by a numpy forward pass, has margin ``< threshold``) or None
+            (unproven, e.g. a time limit).
+        bound: proven lower bound of the least margin (the solvers' dual bounds, or the
+            interval bound when the screen decided).
+        value: margin of the worst concrete model found (an upper bound of the
             minimum), from a plain forward pass of ``parameters``.
         solver_value: the adversary MILP's incumbent objective (``None`` if the
             screen decided).
@@ -81,6 +83,8 @@ class RobustnessVerdict:
         shift: ``‖Θ - Θ⁰‖_∞`` of ``parameters`` (≤ δ).
         seconds: wall time of the check.
         solver_status: the adversary's solve status (``None`` for the screen).
+        competitor: the class whose margin ``value`` (and ``parameters``) concern, for a
+            network with a logit per class (``None`` for a binary one).
     """
 
     robust: bool | None
@@ -93,13 +97,14 @@ class RobustnessVerdict:
     shift: float | None = None
     seconds: float = 0.0
     solver_status: str | None = None
+    competitor: int | None = None
 
     def to_dict(self, include_parameters: bool = False) -> dict[str, Any]:
         out = {"robust": self.robust, "bound": json_value(self.bound),
                "value": json_value(self.value), "solver_value": json_value(self.solver_value),
                "method": self.method,
                "threshold": self.threshold, "shift": self.shift, "seconds": self.seconds,
-               "solver_status": self.solver_status}
+               "solver_status": self.solver_status, "competitor": self.competitor}
         if include_parameters:
             out["parameters"] = _params_list(self.parameters)
         return out
@@ -142,8 +147,8 @@ class RobustnessCertificate:
 
     Attributes:
         delta: the model shift's radius.
-        robust: Δ-robust (True: the proven lower bound of the minimum signed logit is
-            ≥ 0), refuted (False) or unproven (None).
+        robust: Δ-robust (True: the proven lower bound of the least margin is ≥ 0),
+            refuted (False) or unproven (None).
         bound: that proven lower bound (``None`` when no check ran).
         threshold: the level the loop stopped at (σ - t for PROPLACE, 0 otherwise).
         verdict: the final check (:class:`RobustnessVerdict`).
