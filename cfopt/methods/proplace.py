@@ -32,17 +32,15 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..constraints.blocks import ConstraintBlock
 from ..problem import CounterfactualModel
 from ..progress import progress_enabled
-from ..query.solution import verified_solution
+from ..query.solution import Verification, verified_solution
 from ..results.robust import (
     RobustCounterfactual,
     RobustnessCertificate,
-    RobustnessVerdict,
     RobustStatus,
 )
 from ..results.serialize import json_value
@@ -52,8 +50,10 @@ from ..space.space import FeatureSpace
 from .adversaries.model_shift import ModelShiftAdversary, RobustnessChecker
 from .base import (
     RobustMethod,
+    box_layer_bounds,
     check_count,
     check_positive,
+    finish_certificate,
     require_space_encoding,
     target_index,
 )
@@ -79,19 +79,27 @@ class ProplaceMaster(Master):
                                 message="time limit reached before a certificate")
         outcome = self.backend.solve(self.m, settings)
         if outcome.status is Status.INFEASIBLE:
-            return MasterAnswer(Status.INFEASIBLE, message=(
-                f"no point of the plausible region satisfies the constraints and is valid "
-                f"with margin σ={self.sigma:g} for the model and the "
-                f"{len(self.adversary.models)} shifted model(s) collected: no Δ-robust "
-                f"counterfactual in the region"))
+            return MasterAnswer(Status.INFEASIBLE, message=self.infeasible())
         if not outcome.status.has_solution:  # the last point (if any) is kept
             return MasterAnswer(outcome.status, message=(
                 f"master solve ended with {outcome.termination}" + (
                     "; the last point is returned unproven" if self.found
                     else "")))
         self.bound, self.found = outcome.bound, True
-        return MasterAnswer(outcome.status, point=verified_solution(self.m).row,
-                            bound=outcome.bound)
+        return self.answer(verified_solution(self.m), outcome.status, outcome.bound)
+
+    def infeasible(self) -> str:
+        """What a proven-infeasible master proves, in words."""
+        return (f"no point of the plausible region satisfies the constraints and is valid "
+                f"with margin σ={self.sigma:g} for the model and the "
+                f"{len(self.adversary.models)} shifted model(s) collected: no Δ-robust "
+                f"counterfactual in the region")
+
+    def answer(self, solution: Verification, status: Status, bound: float | None
+               ) -> MasterAnswer:
+        """The master's answer for a decoded solution (PROPLACE: the point, verified or
+        not; the result re-checks it)."""
+        return MasterAnswer(status, point=solution.row, bound=bound)
 
 
 class Proplace(RobustMethod):
@@ -185,10 +193,7 @@ class Proplace(RobustMethod):
         pred = m.predictor_constr
         box = self.region.box(m)
         global_bounds = m.global_layer_bounds
-        local = pred.adapter.structure.box_bounds(*box)
-        pred.set_layer_bounds([(np.maximum(gl, ll), np.maximum(np.minimum(gu, lu),
-                                                             np.maximum(gl, ll)))
-                            for (gl, gu), (ll, lu) in zip(global_bounds, local)])
+        pred.set_layer_bounds(box_layer_bounds(pred.adapter.structure, global_bounds, box))
         adversary = ModelShiftAdversary(self.checker, m, target_index(m), need, box)
         master = ProplaceMaster(m, self.backend, self.sigma, adversary)
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
@@ -209,21 +214,10 @@ class Proplace(RobustMethod):
         certificate.iterations, certificate.models = loop.iterations, adversary.models
         (check,) = loop.checks
         if check is not None:
-            self._finish_certificate(certificate, check.verdict)
+            finish_certificate(certificate, check.verdict)
         status = loop.status
         if status is RobustStatus.CERTIFIED and not certificate.robust:
             status = RobustStatus.NOT_ROBUST
         row = loop.candidate.point if loop.candidate is not None else None
         return self._result(m, status, row, certificate, t0, bound=master.bound,
                             message=loop.message, details=details, one_off=one_off)
-
-    @staticmethod
-    def _finish_certificate(certificate: RobustnessCertificate,
-                            verdict: RobustnessVerdict) -> None:
-        """The claim at level 0 from the final check (proven bound ≥ 0)."""
-        certificate.verdict = verdict
-        certificate.bound = verdict.bound
-        if verdict.bound is not None and verdict.bound >= 0:
-            certificate.robust = True
-        elif verdict.value is not None and verdict.value < 0:
-            certificate.robust = False

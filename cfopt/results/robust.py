@@ -10,7 +10,9 @@ raw DataFrame row), ``changes()``, ``plot()``, ``to_dict()`` / ``to_json()``, ``
   (K-perturbations, Virgolin & Fracaros), what one adversary check proved;
 * :class:`RobustnessCertificate` and :class:`RobustCounterfactual`, the answer of the
   model-shift methods (PROPLACE, MILP, MILP-R, RNCE);
-* :class:`PerturbationRobustCounterfactual`, the answer of the C/K-robust method.
+* :class:`PerturbationRobustCounterfactual`, the answer of the C/K-robust method;
+* :class:`CombinedRobustCounterfactual`, the answer of the method certified both
+  Δ-robust and K-robust.
 """
 
 from __future__ import annotations
@@ -238,6 +240,36 @@ class RobustCounterfactual(Answer):
                 "certificate": self.certificate.to_dict(include_parameters),
                 "total_time": self.total_time, "solver": self.solver, "message": self.message,
                 "details": {k: json_value(v) for k, v in self.details.items()}}
+
+@dataclass(repr=False)
+class CombinedRobustCounterfactual(RobustCounterfactual):
+    """The answer of :class:`~cfopt.methods.combined.CombinedRobustExplainer` to one
+    query: a :class:`RobustCounterfactual` whose ``certificate`` is the Δ (model shift)
+    claim, with the K-adversary's.
+
+    Attributes (besides :class:`RobustCounterfactual`'s):
+        k_verdict: the K-adversary's last verdict on the answer's point (``None`` when no
+            K-check ran).
+        scenarios: the K-perturbation scenarios the master had to satisfy.
+        setback_cost: the cost of undoing the maximal C-setback of the answer (raw).
+    """
+
+    k_verdict: KVerdict | None = None
+    scenarios: list[dict[str, Any]] = field(default_factory=list)
+    setback_cost: float | None = None
+
+    @property
+    def certified(self) -> bool:
+        """A verified counterfactual with proven Δ-robustness *and* K-robustness."""
+        return (super().certified and self.k_verdict is not None
+                and self.k_verdict.robust is True)
+
+    def to_dict(self, include_parameters: bool = False) -> dict[str, Any]:
+        return {**super().to_dict(include_parameters),
+                "k_verdict": None if self.k_verdict is None else self.k_verdict.to_dict(),
+                "scenarios": [{k: json_value(v) for k, v in s.items()} for s in self.scenarios],
+                "setback_cost": json_value(self.setback_cost)}
+
 
 @dataclass(repr=False)
 class PerturbationRobustCounterfactual(Answer):
