@@ -123,6 +123,31 @@ def test_recovered_parameters_reproduce_the_adversary() -> None:
                                                                       abs=1e-6)
 
 
+def test_adversary_models_are_built_once_and_moved_to_each_point(monkeypatch) -> None:
+    # one MILP per margin, moved between points by its bounds (set_point): the same
+    # verdicts as a model built afresh at each point, stable neurons fixed and freed
+    import cfopt.methods.adversaries.model_shift as model_shift
+
+    built = []
+
+    class Counted(AdversaryModel):
+        def __init__(self, *args) -> None:
+            built.append(args[-1])
+            super().__init__(*args)
+
+    monkeypatch.setattr(model_shift, "AdversaryModel", Counted)
+    net = _net((4, 8, 8, 1), 13)
+    checker = RobustnessChecker(net, 0.05)
+    rng = np.random.default_rng(3)
+    for z in rng.uniform(-1, 1, (6, 4)):
+        for target, sign in ((1, 1.0), (0, -1.0)):
+            verdict = checker.exact(z, target)
+            fresh = AdversaryModel(checker.net, z, 0.05, Margin((sign,)))
+            outcome = checker.backend.solve(fresh, checker.settings)
+            assert verdict.bound == pytest.approx(outcome.bound, abs=1e-6)
+    assert sorted(m.coefficients for m in built) == [(-1.0,), (1.0,)]  # one per margin
+
+
 def test_same_certificate_on_highs_cbc_and_gurobi() -> None:
     net = _net((4, 8, 8, 1), 5)
     rng = np.random.default_rng(2)

@@ -179,13 +179,19 @@ def attack(net: ReLUNetwork, Z: np.ndarray, delta: float, margin: Margin) -> np.
 
 
 class AdversaryModel(pyo.ConcreteModel):
-    """The exact adversary of one margin at the fixed model input ``z`` as a MILP
-    (module docstring): the networks of Δ built by the predictor formulation of every
-    network (:func:`~cfopt.formulations.predictors.network.build_shifted_network`:
-    OMLT's big-M ReLU with the shifted dense-layer rule) on the margin's contrast
-    network, whose output layer shifts by ``‖c‖₁δ``; its layer bounds from
-    :meth:`~cfopt.models.network.ReLUNetwork.shifted_bounds` (the first layer's:
-    exactly its reachable interval; stable neurons fixed).
+    r"""The exact adversary of one margin at the model input ``z`` as a MILP (module
+    docstring): the networks of Δ built by the predictor formulation of every network
+    (:func:`~cfopt.formulations.predictors.network.build_shifted_network`: OMLT's big-M
+    ReLU with the shifted dense-layer rule) on the margin's contrast network, whose
+    output layer shifts by ``‖c‖₁δ``.
+
+    The input enters only through the first layer's reach
+    :math:`W z + b \pm \delta(\|z\|_1 + 1)`, which that layer's pre-activation bounds
+    hold: :meth:`set_point` moves the model to another input by setting every layer's
+    bounds from :meth:`~cfopt.models.network.ReLUNetwork.shifted_bounds` at it (the
+    first layer's: exactly its reachable interval; the big-M constants; stable neurons
+    fixed, the others freed), with no rebuild, so a persistent solver receives only the
+    changed bounds.
 
     Components: ``network`` the OMLT block (its dense layers' ``zhat[j]`` the
     pre-activations); ``worst`` the least margin reachable from the last hidden layer,
@@ -193,20 +199,27 @@ class AdversaryModel(pyo.ConcreteModel):
     """
 
     def __init__(self, net: ReLUNetwork, z: np.ndarray, delta: float, margin: Margin) -> None:
-        z = np.asarray(z, dtype=np.float64).reshape(-1)
-        if z.shape[0] != net.n_inputs:
-            raise ValueError(f"the network takes {net.n_inputs} inputs, got {z.shape[0]}")
         if net.is_linear:
             raise ValueError("the network has no hidden layer; its minimum logit over Δ is "
                              "given in closed form by ReLUNetwork.shifted_bounds")
         super().__init__(name="adversary")
-        contrast = net.contrast(margin.coefficients)
+        self._contrast = net.contrast(margin.coefficients)
+        self._delta, self._scale = delta, margin.scale
         self._network = build_shifted_network(self, "network", ShiftedNetwork(
-            contrast.parameters), z, delta, margin.scale * delta)
-        self._network.set_layer_bounds([(lo[0], hi[0]) for lo, hi in contrast.shifted_bounds(
-            z[None, :], delta, margin.scale)])
+            self._contrast.parameters), np.zeros(net.n_inputs), delta, margin.scale * delta)
         self.worst = pyo.Expression(expr=self._network.outputs[0])
         self.objective = pyo.Objective(expr=self.worst, sense=pyo.minimize)
+        self.set_point(z)
+
+    def set_point(self, z: np.ndarray) -> None:
+        """Move the adversary to the model input ``z`` (class docstring)."""
+        z = np.asarray(z, dtype=np.float64).reshape(-1)
+        if z.shape[0] != self._contrast.n_inputs:
+            raise ValueError(f"the network takes {self._contrast.n_inputs} inputs, got "
+                             f"{z.shape[0]}")
+        self._network.set_layer_bounds([(lo[0], hi[0]) for lo, hi in
+                                        self._contrast.shifted_bounds(z[None, :], self._delta,
+                                                                      self._scale)])
 
     def targets(self) -> list[np.ndarray]:
         """The adversary's pre-activations per hidden layer (solution values)."""

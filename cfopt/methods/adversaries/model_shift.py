@@ -5,8 +5,10 @@ margin the target keeps (the signed logit of a binary network; :math:`y_t - y_j`
 every other class :math:`j` of one with a logit per class), the interval screen, then
 the exact linear adversary MILP of
 :class:`~cfopt.formulations.robustness.AdversaryModel` (the paper's eq. (6a),
-minimised), certified by the solver's proven bound; robust when every margin is. It
-finds the k Δ-robust nearest
+minimised), certified by the solver's proven bound; robust when every margin is. Each
+margin's MILP is built once, with a persistent solver of its own, and moved to each
+point by its bounds (:meth:`~cfopt.formulations.robustness.AdversaryModel.set_point`):
+no Pyomo rebuild per check. It finds the k Δ-robust nearest
 neighbours of the plausible region (Def. 9-10) with a per-row verdict cache.
 
 :class:`ModelShiftAdversary` is its step of the cutting-set loop (Algorithm 1,
@@ -89,6 +91,7 @@ class RobustnessChecker:
         self.settings = SolverSettings(time_limit=time_limit, mip_gap=mip_gap, threads=1,
                                        seed=0)
         self._verdicts: dict[tuple, np.ndarray] = {}
+        self._adversaries: dict[Margin, tuple[AdversaryModel, SolverBackend]] = {}
         self.milp_checks = 0
 
     def margins(self, target: int) -> list[Margin]:
@@ -168,8 +171,8 @@ class RobustnessChecker:
                                      method="milp", threshold=threshold,
                                      competitor=margin.competitor,
                                      solver_status=Status.NO_SOLUTION.value)
-        model = AdversaryModel(self.net, z, self.delta, margin)
-        outcome = self.backend.solve(model, settings)
+        model, backend = self._adversary(margin, z)
+        outcome = backend.solve(model, settings)
         self.milp_checks += 1
         params = value = solver_value = shift = None
         if outcome.status.has_solution:
@@ -188,6 +191,18 @@ class RobustnessChecker:
                                  solver_value=solver_value, method="milp", threshold=threshold,
                                  parameters=params, shift=shift, competitor=margin.competitor,
                                  solver_status=outcome.status.value)
+
+    def _adversary(self, margin: Margin, z: np.ndarray
+                   ) -> tuple[AdversaryModel, SolverBackend]:
+        """The margin's adversary MILP at ``z`` and its own persistent solver: built at
+        the first check, then moved to each point (:meth:`AdversaryModel.set_point`)."""
+        if margin not in self._adversaries:
+            self._adversaries[margin] = (AdversaryModel(self.net, z, self.delta, margin),
+                                         make_solver(self.backend.name))
+            return self._adversaries[margin]
+        model, backend = self._adversaries[margin]
+        model.set_point(z)
+        return model, backend
 
     # ---------------------------------------------------------------- data sets
     def nearest_robust(self, Z: np.ndarray, rows: np.ndarray, z0: np.ndarray, k: int, *,
