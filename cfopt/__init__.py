@@ -43,7 +43,14 @@ from .errors import (
     UnsupportedModelError,
 )
 from .explainer import Explainer
-from .methods import MILPR, RNCE, NonRobustMILP, PerturbationRobustExplainer, Proplace
+from .methods import (
+    MILPR,
+    RNCE,
+    CombinedRobustExplainer,
+    NonRobustMILP,
+    PerturbationRobustExplainer,
+    Proplace,
+)
 from .methods.adversaries import RobustnessChecker
 from .problem import CounterfactualModel, build
 from .results.counterfactual import Counterfactual, CounterfactualSet
@@ -68,6 +75,7 @@ __all__ = [
     "NearestNeighbourHull", "ClusterHulls", "IsolationForestScore",
     # robust methods and their answers
     "Proplace", "MILPR", "NonRobustMILP", "RNCE", "PerturbationRobustExplainer",
+    "CombinedRobustExplainer",
     "RobustnessChecker", "RobustCounterfactual", "PerturbationRobustCounterfactual",
     "RobustnessCertificate", "RobustStatus",
     # model-agnostic baselines

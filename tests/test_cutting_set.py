@@ -57,6 +57,20 @@ class Threshold(Adversary):
         self.master.cuts.append(check.counterexample)
 
 
+class Undecided(Threshold):
+    """A :class:`Threshold` that cannot decide the point of value ``at``."""
+
+    def __init__(self, master: Scripted, level: float, at: float) -> None:
+        super().__init__(master, level)
+        self.at = at
+
+    def check(self, answer: MasterAnswer, deadline: Deadline) -> Check:
+        check = super().check(answer, deadline)
+        if float(answer.point.iloc[0, 0]) == self.at:
+            return Check(certified=False, bound=None, verdict=self.at, note="undecided")
+        return check
+
+
 def _deadline(limit: float | None = None) -> Deadline:
     return Deadline(SolverSettings(time_limit=limit))
 
@@ -111,6 +125,17 @@ def test_undecided_check_is_not_robust_with_time_left_and_a_time_limit_without()
     slow = Threshold(master, 2.0, undecided=True, sleep=0.05)
     out = CuttingSet(5).run(master, [slow], _deadline(0.02))
     assert out.status is RobustStatus.TIME_LIMIT
+
+
+def test_checks_are_those_of_the_returned_point():
+    # b certifies point 1 (a cuts it); at point 2, a is undecided and ends the loop:
+    # b never checked point 2, so no verdict of b may be reported for it
+    master = Scripted([1.0, 2.0])
+    b = Threshold(master, 0.0)
+    out = CuttingSet(5).run(master, [Undecided(master, 1.5, at=2.0), b], _deadline())
+    assert out.status is RobustStatus.NOT_ROBUST and b.seen == [1.0]
+    assert float(out.candidate.point.iloc[0, 0]) == 2.0
+    assert out.checks[0].verdict == 2.0 and out.checks[1] is None
 
 
 def test_the_deadline_is_shared_by_checks_and_the_next_master():

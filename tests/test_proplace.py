@@ -10,10 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from sklearn.neural_network import MLPRegressor
 
 import cfopt
 from cfopt.formulations.robustness import (
     AdversaryModel,
+    Margin,
     attack,
     max_shift,
     recover_parameters,
@@ -74,7 +76,7 @@ def test_adversary_equals_vertex_enumeration(seed: int) -> None:
     for _ in range(3):
         z = rng.uniform(-1.5, 1.5, 2)  # negative inputs: the first layer uses |z|
         for sign in (1, -1):
-            verdict = checker.exact(z, sign)
+            verdict = checker.exact(z, 1 if sign == 1 else 0)
             expected = _vertex_minimum(params, z, 0.1, sign)
             assert verdict.bound == pytest.approx(expected, abs=1e-6)
             assert verdict.value == pytest.approx(expected, abs=1e-6)
@@ -100,7 +102,7 @@ def test_certificates_never_contradicted_by_sampled_models() -> None:
         assert verdict.bound <= worst + 1e-9
         # the screen brackets the exact minimum
         lower = checker.net.shifted_bounds(z[None, :], delta)[-1][0][0, 0]
-        upper = attack(checker.net, z[None, :], delta)[0]
+        upper = attack(checker.net, z[None, :], delta, Margin((1.0,)))[0]
         assert lower <= verdict.bound + 1e-9 and verdict.value <= upper + 1e-9
 
 
@@ -111,13 +113,39 @@ def test_recovered_parameters_reproduce_the_adversary() -> None:
     rng = np.random.default_rng(1)
     for sign in (1, -1):
         z = rng.uniform(-1, 1, 5)
-        model = AdversaryModel(checker.net, z, delta, sign)
+        model = AdversaryModel(checker.net, z, delta, Margin((float(sign),)))
         outcome = checker.backend.solve(model, checker.settings)
         assert outcome.status is cfopt.Status.OPTIMAL
-        params = recover_parameters(checker.net, z, delta, model.targets(), sign)
+        params = recover_parameters(checker.net, z, delta, model.targets(),
+                                    Margin((float(sign),)))
         assert max_shift(checker.net, params) <= delta * (1 + 1e-12)
         assert sign * forward(params, z[None, :])[0] == pytest.approx(outcome.objective,
                                                                       abs=1e-6)
+
+
+def test_adversary_models_are_built_once_and_moved_to_each_point(monkeypatch) -> None:
+    # one MILP per margin, moved between points by its bounds (set_point): the same
+    # verdicts as a model built afresh at each point, stable neurons fixed and freed
+    import cfopt.methods.adversaries.model_shift as model_shift
+
+    built = []
+
+    class Counted(AdversaryModel):
+        def __init__(self, *args) -> None:
+            built.append(args[-1])
+            super().__init__(*args)
+
+    monkeypatch.setattr(model_shift, "AdversaryModel", Counted)
+    net = _net((4, 8, 8, 1), 13)
+    checker = RobustnessChecker(net, 0.05)
+    rng = np.random.default_rng(3)
+    for z in rng.uniform(-1, 1, (6, 4)):
+        for target, sign in ((1, 1.0), (0, -1.0)):
+            verdict = checker.exact(z, target)
+            fresh = AdversaryModel(checker.net, z, 0.05, Margin((sign,)))
+            outcome = checker.backend.solve(fresh, checker.settings)
+            assert verdict.bound == pytest.approx(outcome.bound, abs=1e-6)
+    assert sorted(m.coefficients for m in built) == [(-1.0,), (1.0,)]  # one per margin
 
 
 def test_same_certificate_on_highs_cbc_and_gurobi() -> None:
@@ -260,6 +288,7 @@ def test_baselines_certify(toy) -> None:
     assert plain.found and plain.objective <= milpr.objective + 1e-6
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_bad_input_names_the_option(toy) -> None:
     X, space, net, _ = toy
     with pytest.raises(ValueError, match="delta"):
@@ -272,7 +301,9 @@ def test_bad_input_names_the_option(toy) -> None:
         Proplace(net, space, X, delta=0.05, max_iterations=0)
     with pytest.raises(ValueError, match="growth"):
         MILPR(net, space, delta=0.05, growth=1.0)
-    multiclass = train_torch(space.transform(X), np.arange(len(X)) % 3, hidden=(4,),
-                             n_classes=3, epochs=2)
-    with pytest.raises(ValueError, match="one logit"):
-        RobustnessChecker(multiclass, 0.05)
+    regressor = MLPRegressor(hidden_layer_sizes=(4,), max_iter=5, random_state=0).fit(
+        space.transform(X), X["a"].to_numpy())
+    with pytest.raises(ValueError, match="classifiers with one logit"):
+        RobustnessChecker(regressor, 0.05)
+    with pytest.raises(ValueError, match="class index"):  # binary: 1 or 0, not a sign
+        RobustnessChecker(net, 0.05).check(space.transform(X)[0], -1)

@@ -76,6 +76,12 @@ class KScenarios(ConstraintBlock):
         add_exact_change_indicators(m, block, self.min_change, self._perturbed(m.space))
 
     def update(self, m: CounterfactualModel, block: pyo.Block) -> None:
+        self.remove_scenarios(m)
+
+    def remove_scenarios(self, m: CounterfactualModel) -> None:
+        """Delete every scenario of the current query (a loop that ends drops its
+        cuts)."""
+        block = m.component(self.name)
         for k in range(1, len(self._scenarios) + 1):
             block.del_component(f"scenario_{k}")
         self._scenarios.clear()

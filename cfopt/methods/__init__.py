@@ -9,12 +9,15 @@
   region (:mod:`.plausible_region`);
 * :mod:`.milp_r` — the MILP and MILP-R baselines; :mod:`.rnce` — RNCE;
 * :mod:`.k_robust` — C- and K-robust counterfactuals (Virgolin & Fracaros 2023);
+* :mod:`.combined` — counterfactuals certified both Δ-robust and K-robust (one loop,
+  both adversaries);
 * :mod:`.base` — what the model-shift methods share.
 
 Their answers, verdicts and certificates are :mod:`cfopt.results.robust`.
 """
 
 from .adversaries import KAdversary, RobustnessChecker
+from .combined import CombinedRobustExplainer
 from .cutting_set import Adversary, Check, CuttingSet, Deadline, LoopResult, Master, MasterAnswer
 from .k_robust import PerturbationRobustExplainer
 from .milp_r import MILPR, NonRobustMILP
@@ -23,7 +26,8 @@ from .proplace import Proplace
 from .rnce import RNCE
 
 __all__ = [
-    "Adversary", "Check", "CuttingSet", "Deadline", "KAdversary", "LoopResult", "Master",
-    "MasterAnswer", "MILPR", "NonRobustMILP", "PerturbationRobustExplainer", "Proplace", "RNCE",
-    "RobustnessChecker", "RobustPlausibleRegion",
+    "Adversary", "Check", "CombinedRobustExplainer", "CuttingSet", "Deadline", "KAdversary",
+    "LoopResult", "Master", "MasterAnswer", "MILPR", "NonRobustMILP",
+    "PerturbationRobustExplainer", "Proplace", "RNCE", "RobustnessChecker",
+    "RobustPlausibleRegion",
 ]

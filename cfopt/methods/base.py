@@ -14,10 +14,16 @@ import numpy as np
 import pandas as pd
 
 from ..formulations.robustness import check_delta, robust_network
+from ..models.network import LayerBounds, ReLUNetwork
 from ..problem import CounterfactualModel
 from ..progress import progress_bar
 from ..query.restrictions.relu import objective_value
-from ..results.robust import RobustCounterfactual, RobustnessCertificate, RobustStatus
+from ..results.robust import (
+    RobustCounterfactual,
+    RobustnessCertificate,
+    RobustnessVerdict,
+    RobustStatus,
+)
 from ..solvers import SolverBackend, SolverSettings, make_solver
 from ..space.space import FeatureSpace
 from ..space.validate import as_frame
@@ -39,9 +45,34 @@ def check_count(name: str, value: Any) -> int:
     return int(value)
 
 
-def target_sign(m: CounterfactualModel) -> int:
-    """+1 when the query's target is the network's class 1 (logit > 0), else -1."""
-    return 1 if m.target[0] == m.adapter.classes[1] else -1
+def target_index(m: CounterfactualModel) -> int:
+    """The class index of the query's one target class (binary: 1 is the logit > 0);
+    ``ValueError`` for a set of targets (Δ-robustness keeps one class)."""
+    if len(m.target) != 1:
+        raise ValueError(f"Δ-robustness keeps one class; give a single target class, got "
+                         f"{list(m.target)}")
+    return m.adapter.class_index(m.target[0])
+
+
+def box_layer_bounds(net: ReLUNetwork, global_bounds: LayerBounds,
+                     box: tuple[np.ndarray, np.ndarray]) -> LayerBounds:
+    """The network's layer bounds over the model-input ``box`` (interval arithmetic),
+    intersected with its ``global_bounds`` (e.g. the plausible region's box, where every
+    candidate lies)."""
+    local = net.box_bounds(*box)
+    return [(np.maximum(gl, ll), np.maximum(np.minimum(gu, lu), np.maximum(gl, ll)))
+            for (gl, gu), (ll, lu) in zip(global_bounds, local)]
+
+
+def finish_certificate(certificate: RobustnessCertificate, verdict: RobustnessVerdict) -> None:
+    """The Δ claim at level 0 from the loop's final check (robust: proven bound ≥ 0;
+    refuted: a concrete shifted model's margin < 0)."""
+    certificate.verdict = verdict
+    certificate.bound = verdict.bound
+    if verdict.bound is not None and verdict.bound >= 0:
+        certificate.robust = True
+    elif verdict.value is not None and verdict.value < 0:
+        certificate.robust = False
 
 
 def require_space_encoding(m: CounterfactualModel) -> None:
@@ -53,9 +84,15 @@ def require_space_encoding(m: CounterfactualModel) -> None:
 
 class RobustMethod(ABC):
     """Shared parts of the model-shift methods: δ, the solver and its settings, the
-    query deadline, the verified result, batches."""
+    query deadline, the verified result, batches.
+
+    Attributes:
+        method: the method's name in its answers.
+        result_type: the class of its answers.
+    """
 
     method = ""
+    result_type: type[RobustCounterfactual] = RobustCounterfactual
 
     def __init__(self, model: Any, space: FeatureSpace, *, delta: float,
                  solver: str | SolverBackend, time_limit: float | None, mip_gap: float,
@@ -83,9 +120,10 @@ class RobustMethod(ABC):
     def _result(self, m: CounterfactualModel, status: RobustStatus, row: pd.DataFrame | None,
                 certificate: RobustnessCertificate, t0: float, *, bound: float | None = None,
                 message: str = "", details: dict[str, Any] | None = None,
-                one_off: float = 0.0) -> RobustCounterfactual:
-        """The result, with ``row`` re-checked by the real model and every declared
-        constraint (a failure drops the point: VERIFICATION_FAILED)."""
+                one_off: float = 0.0, **extra: Any) -> RobustCounterfactual:
+        """The result (a :attr:`result_type`, with the fields ``extra`` of its own), with
+        ``row`` re-checked by the real model and every declared constraint (a failure
+        drops the point: VERIFICATION_FAILED)."""
         verified, predicted = False, None
         if row is not None:
             predicted = m.classify(row)[0]
@@ -96,14 +134,14 @@ class RobustMethod(ABC):
                            f"(target {list(m.target)}) or breaks {problems}; no "
                            f"counterfactual returned")
                 status, row = RobustStatus.VERIFICATION_FAILED, None
-        return RobustCounterfactual(
+        return self.result_type(
             method=self.method, status=status, factual=m.factual, counterfactual=row,
             target=m.target, predicted_class=predicted if verified else None,
             verified=verified, objective=objective_value(m, row) if verified else None,
             bound=bound, distances=m.distances(row) if verified else {},
             certificate=certificate, total_time=time.perf_counter() - t0 + one_off,
             solver=self.backend.name, message=message, details=details or {},
-            factual_class=m.factual_class, space=m.space)
+            factual_class=m.factual_class, space=m.space, **extra)
 
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,
                      progress: bool | None = None) -> list[RobustCounterfactual]:

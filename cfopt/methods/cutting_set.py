@@ -170,7 +170,9 @@ class LoopResult:
         candidate: the last master answer with a point (``None`` once the master is
             proven infeasible); unproven unless ``status`` is ``CERTIFIED``.
         last: the last master answer (with or without a point).
-        checks: the last check of each adversary, in the adversaries' order.
+        checks: each adversary's check of ``candidate``, in the adversaries' order
+            (``None``: it did not check that point, e.g. an earlier check ended the
+            loop).
         master_failed: the loop stopped on a master solve that gave no point.
         master_seconds, adversary_seconds: time spent in solves and in checks.
     """
@@ -244,6 +246,7 @@ class CuttingSet:
         """Every adversary checks the candidate in turn; their counterexamples become
         cuts. True when the loop ends here (certified, or a check ended it)."""
         cuts: list[tuple[Adversary, Check]] = []
+        out.checks = [None] * len(adversaries)  # checks of this candidate only
         for k, adversary in enumerate(adversaries):
             if deadline.expired:
                 out.status = RobustStatus.TIME_LIMIT

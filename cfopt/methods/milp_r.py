@@ -33,7 +33,7 @@ from .base import (
     check_count,
     check_positive,
     require_space_encoding,
-    target_sign,
+    target_index,
 )
 from .cutting_set import Check, CuttingSet, Deadline, Master, MasterAnswer, failure_status
 
@@ -83,9 +83,9 @@ class MarginAdversary(ModelShiftAdversary):
     """The model-shift check at level 0 whose every uncertified verdict raises the
     master's margin (MILP-R's cut)."""
 
-    def __init__(self, checker: RobustnessChecker, m: CounterfactualModel, sign: int,
+    def __init__(self, checker: RobustnessChecker, m: CounterfactualModel, target: int,
                  master: MarginMaster) -> None:
-        super().__init__(checker, m, sign, 0.0)
+        super().__init__(checker, m, target, 0.0)
         self.master = master
 
     def check(self, answer: MasterAnswer, deadline: Deadline) -> Check:
@@ -130,7 +130,7 @@ class NonRobustMILP(RobustMethod):
             return self._result(m, failure_status(ce.status), None, certificate, t0,
                                 message=ce.message)
         a0 = time.perf_counter()
-        verdict = self.checker.check(m.space.encode(ce.counterfactual)[0], target_sign(m))
+        verdict = self.checker.check(m.space.encode(ce.counterfactual)[0], target_index(m))
         certificate.times = {"master": ce.total_time, "adversary": time.perf_counter() - a0}
         certificate.verdict, certificate.bound, certificate.robust = (verdict, verdict.bound,
                                                                       verdict.robust)
@@ -142,7 +142,7 @@ class NonRobustMILP(RobustMethod):
 class MILPR(RobustMethod):
     """MILP-R (Jiang et al. 2023): the closest counterfactual with validity margin μ,
     raising μ until the exact check certifies Δ-robustness. Each round sets
-    ``μ ← max(growth · μ, μ - v)`` with ``v`` the worst shifted model's signed logit at
+    ``μ ← max(growth · μ, μ - v)`` with ``v`` the worst shifted model's margin at
     the last point (the logit drop the shift caused there); once a margin is
     infeasible, μ bisects between the largest uncertified and the smallest infeasible
     margin.
@@ -192,7 +192,7 @@ class MILPR(RobustMethod):
         m.set_factual(x)
         m.set_target(target)
         master = MarginMaster(m, self.backend, self.initial_margin, self.growth)
-        adversary = MarginAdversary(self.checker, m, target_sign(m), master)
+        adversary = MarginAdversary(self.checker, m, target_index(m), master)
         try:
             loop = self.loop.run(master, [adversary], self.deadline(t0))
         finally:

@@ -16,6 +16,7 @@ import pyomo.environ as pyo
 from ..constraints.trust_regions import ConvexHull
 from ..formulations.robustness import check_delta, robust_network
 from .adversaries.model_shift import RegionReport, RobustnessChecker
+from .base import target_index
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel
@@ -66,10 +67,9 @@ class RobustPlausibleRegion(ConvexHull):
 
     def update(self, m: CounterfactualModel, block: pyo.Block) -> None:
         rows = self._candidates(m)
-        sign = 1 if m.target[0] == m.adapter.classes[1] else -1
         z0 = m.space.encode(m.factual)[0]
         found, report = self.checker(m).nearest_robust(
-            self._Z, rows, z0, self.k, sign=sign, cache_key=(id(self), self.name))
+            self._Z, rows, z0, self.k, target=target_index(m), cache_key=(id(self), self.name))
         self.report = report
         points = np.vstack([z0[None, :], self._Z[found]])
         points = np.vstack([points, np.repeat(points[-1:], len(block.POINTS) - len(points),

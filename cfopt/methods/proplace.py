@@ -1,20 +1,23 @@
 r"""PROPLACE: provably robust and plausible counterfactuals under model shift (Jiang,
 Lan, Leofante, Rago, Toni 2024).
 
-For a ReLU network with one logit and the model shift Δ (every weight and bias within
-±δ of the trained ones), find the closest counterfactual inside the plausible region
-(Def. 10, :class:`~cfopt.methods.plausible_region.RobustPlausibleRegion`) that every
-network of Δ classifies as the target, by the cutting-set loop of Algorithm 1 on
+For a ReLU network classifier (one logit, or one logit per class) and the model shift
+Δ (every weight and bias within ±δ of the trained ones), find the closest
+counterfactual inside the plausible region (Def. 10,
+:class:`~cfopt.methods.plausible_region.RobustPlausibleRegion`) that every network of
+Δ classifies as the target, by the cutting-set loop of Algorithm 1 on
 :class:`~cfopt.methods.cutting_set.CuttingSet`:
 
-1. master (:class:`ProplaceMaster`): the closest point of the plausible region whose
-   signed logit is ≥ σ for the model and every collected shifted model (one network
-   copy each, with big-M constants from interval bounds over the region's bounding
-   box), under any other declared constraints (actionability, max changes, rules,
-   causal equations, trust regions);
+1. master (:class:`ProplaceMaster`): the closest point of the plausible region that
+   the model and every collected shifted model classify as the target with margin σ
+   (signed logit ≥ σ; with a logit per class, the target's ≥ every other's + σ; one
+   network copy each, with big-M constants from interval bounds over the region's
+   bounding box), under any other declared constraints (actionability, max changes,
+   rules, causal equations, trust regions);
 2. adversary (:class:`~cfopt.methods.adversaries.model_shift.ModelShiftAdversary`):
-   the exact minimum signed logit over Δ at the master's point (interval screen, then
-   the exact MILP);
+   the exact least margin over Δ at the master's point, per other class for a network
+   with a logit per class (interval screen, then the exact MILP;
+   :mod:`cfopt.formulations.robustness`);
 3. stop when the adversary's proven lower bound is ≥ σ - t (σ > t > 0, the tolerances
    of the convergence proof, Prop. 2), else add the worst model and repeat.
 
@@ -29,17 +32,15 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..constraints.blocks import ConstraintBlock
 from ..problem import CounterfactualModel
 from ..progress import progress_enabled
-from ..query.solution import verified_solution
+from ..query.solution import Verification, verified_solution
 from ..results.robust import (
     RobustCounterfactual,
     RobustnessCertificate,
-    RobustnessVerdict,
     RobustStatus,
 )
 from ..results.serialize import json_value
@@ -49,10 +50,12 @@ from ..space.space import FeatureSpace
 from .adversaries.model_shift import ModelShiftAdversary, RobustnessChecker
 from .base import (
     RobustMethod,
+    box_layer_bounds,
     check_count,
     check_positive,
+    finish_certificate,
     require_space_encoding,
-    target_sign,
+    target_index,
 )
 from .cutting_set import Adversary, Check, CuttingSet, Deadline, Master, MasterAnswer
 from .plausible_region import RobustPlausibleRegion
@@ -76,19 +79,27 @@ class ProplaceMaster(Master):
                                 message="time limit reached before a certificate")
         outcome = self.backend.solve(self.m, settings)
         if outcome.status is Status.INFEASIBLE:
-            return MasterAnswer(Status.INFEASIBLE, message=(
-                f"no point of the plausible region satisfies the constraints and is valid "
-                f"with margin σ={self.sigma:g} for the model and the "
-                f"{len(self.adversary.models)} shifted model(s) collected: no Δ-robust "
-                f"counterfactual in the region"))
+            return MasterAnswer(Status.INFEASIBLE, message=self.infeasible())
         if not outcome.status.has_solution:  # the last point (if any) is kept
             return MasterAnswer(outcome.status, message=(
                 f"master solve ended with {outcome.termination}" + (
                     "; the last point is returned unproven" if self.found
                     else "")))
         self.bound, self.found = outcome.bound, True
-        return MasterAnswer(outcome.status, point=verified_solution(self.m).row,
-                            bound=outcome.bound)
+        return self.answer(verified_solution(self.m), outcome.status, outcome.bound)
+
+    def infeasible(self) -> str:
+        """What a proven-infeasible master proves, in words."""
+        return (f"no point of the plausible region satisfies the constraints and is valid "
+                f"with margin σ={self.sigma:g} for the model and the "
+                f"{len(self.adversary.models)} shifted model(s) collected: no Δ-robust "
+                f"counterfactual in the region")
+
+    def answer(self, solution: Verification, status: Status, bound: float | None
+               ) -> MasterAnswer:
+        """The master's answer for a decoded solution (PROPLACE: the point, verified or
+        not; the result re-checks it)."""
+        return MasterAnswer(status, point=solution.row, bound=bound)
 
 
 class Proplace(RobustMethod):
@@ -96,7 +107,8 @@ class Proplace(RobustMethod):
     cutting-set loop of Algorithm 1 (module docstring) on :class:`CuttingSet`.
 
     Args:
-        model: a ReLU network with one logit consuming ``space.transform(X)``.
+        model: a ReLU network with one logit, or one logit per class, consuming
+            ``space.transform(X)``.
         space: the :class:`~cfopt.FeatureSpace` (immutable / increase-only features
             are kept).
         data: raw rows for the plausible region (e.g. the training data).
@@ -104,7 +116,7 @@ class Proplace(RobustMethod):
         k: Δ-robust neighbours spanning the plausible region (Def. 10).
         labels: observed labels of ``data``; by default the model's predictions select
             the target-class rows.
-        sigma: master margin σ (signed logit ≥ σ for every collected model).
+        sigma: master margin σ (the target's margin ≥ σ for every collected model).
         tolerance: t, with 0 < t < σ; the loop stops when the adversary's proven bound
             is ≥ σ - t.
         max_iterations: cap on master solves per query.
@@ -158,8 +170,8 @@ class Proplace(RobustMethod):
     def explain(self, x: pd.DataFrame | pd.Series | Mapping,
                 target: Any = None) -> RobustCounterfactual:
         """The closest certified Δ-robust counterfactual of one raw row ``x`` in the
-        plausible region (``target``: a class label or ``None`` for the other class).
-        The first query's time includes building the MILP."""
+        plausible region (``target``: a class label, or ``None`` for the other class of
+        a binary model). The first query's time includes building the MILP."""
         t0 = time.perf_counter()
         one_off = self.build_time if self._build_pending else 0.0
         self._build_pending = False
@@ -181,11 +193,8 @@ class Proplace(RobustMethod):
         pred = m.predictor_constr
         box = self.region.box(m)
         global_bounds = m.global_layer_bounds
-        local = pred.adapter.structure.box_bounds(*box)
-        pred.set_layer_bounds([(np.maximum(gl, ll), np.maximum(np.minimum(gu, lu),
-                                                             np.maximum(gl, ll)))
-                            for (gl, gu), (ll, lu) in zip(global_bounds, local)])
-        adversary = ModelShiftAdversary(self.checker, m, target_sign(m), need, box)
+        pred.set_layer_bounds(box_layer_bounds(pred.adapter.structure, global_bounds, box))
+        adversary = ModelShiftAdversary(self.checker, m, target_index(m), need, box)
         master = ProplaceMaster(m, self.backend, self.sigma, adversary)
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
 
@@ -205,21 +214,10 @@ class Proplace(RobustMethod):
         certificate.iterations, certificate.models = loop.iterations, adversary.models
         (check,) = loop.checks
         if check is not None:
-            self._finish_certificate(certificate, check.verdict)
+            finish_certificate(certificate, check.verdict)
         status = loop.status
         if status is RobustStatus.CERTIFIED and not certificate.robust:
             status = RobustStatus.NOT_ROBUST
         row = loop.candidate.point if loop.candidate is not None else None
         return self._result(m, status, row, certificate, t0, bound=master.bound,
                             message=loop.message, details=details, one_off=one_off)
-
-    @staticmethod
-    def _finish_certificate(certificate: RobustnessCertificate,
-                            verdict: RobustnessVerdict) -> None:
-        """The claim at level 0 from the final check (proven bound ≥ 0)."""
-        certificate.verdict = verdict
-        certificate.bound = verdict.bound
-        if verdict.bound is not None and verdict.bound >= 0:
-            certificate.robust = True
-        elif verdict.value is not None and verdict.value < 0:
-            certificate.robust = False

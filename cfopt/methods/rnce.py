@@ -17,7 +17,7 @@ from ..solvers import SolverBackend
 from ..space.space import FeatureSpace
 from ..space.validate import as_frame
 from .adversaries.model_shift import RobustnessChecker
-from .base import RobustMethod, require_space_encoding, target_sign
+from .base import RobustMethod, require_space_encoding, target_index
 
 
 class RNCE(RobustMethod):
@@ -64,11 +64,11 @@ class RNCE(RobustMethod):
         m = self.milp
         m.set_factual(x)
         m.set_target(target)
-        sign = target_sign(m)
+        target = target_index(m)
         rows = np.flatnonzero(np.isin(self.classes, np.array(m.target, dtype=object))
                               & self._actionable(m.factual.iloc[0]))
         found, report = self.checker.nearest_robust(self.Z, rows, m.space.encode(m.factual)[0],
-                                                    1, sign=sign, cache_key="rnce")
+                                                    1, target=target, cache_key="rnce")
         certificate = RobustnessCertificate(self.delta, None, None, 0.0, None, iterations=1,
                                             times={"region": report.seconds})
         details = {"screened": report.screened, "milp_checks": report.milp_checks}
@@ -77,7 +77,7 @@ class RNCE(RobustMethod):
                 f"no Δ-robust actionable data row among {len(rows)} target-class rows"),
                 details=details)
         row = self.data.iloc[[found[0]]].reset_index(drop=True)
-        verdict = self.checker.check(m.space.encode(row)[0], sign)
+        verdict = self.checker.check(m.space.encode(row)[0], target)
         certificate.verdict, certificate.bound, certificate.robust = (verdict, verdict.bound,
                                                                       verdict.robust)
         status = RobustStatus.CERTIFIED if verdict.robust else RobustStatus.NOT_ROBUST

@@ -15,12 +15,15 @@ outside the MILP is a method here:
   Jiang et al. 2024, Def. 5-7): post-ReLU values :math:`V \ge 0` give the reachable
   pre-activations :math:`W_j V + b_j \pm \delta(\mathbf 1^\top V + 1)` (first layer: the
   input :math:`z`, with :math:`\|z\|_1`), propagated as boxes with the weights in
-  :math:`[W - \delta, W + \delta]`.
+  :math:`[W - \delta, W + \delta]`;
+* :meth:`ReLUNetwork.contrast` — the one-logit network of a margin :math:`c^\top y` of
+  the logits (target sign, or target minus another class).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,13 +112,18 @@ class ReLUNetwork:
             h.update(layer.bias.tobytes())
         return h.hexdigest()
 
-    def signed(self, sign: int) -> ReLUNetwork:
-        """The network with its output layer multiplied by the target sign ±1 (its one
-        logit then measures how much the target wins)."""
-        if sign not in (1, -1):
-            raise ValueError(f"the target sign must be +1 or -1, got {sign!r}")
+    def contrast(self, coefficients: Sequence[float]) -> ReLUNetwork:
+        r"""The network whose one logit is :math:`c^\top y`, ``coefficients`` :math:`c`
+        times the logits :math:`y` (its output layer :math:`c^\top W`, :math:`c^\top b`):
+        the target sign :math:`(s)` of a one-logit network, or :math:`e_t - e_j` (target
+        ``t`` against class ``j``) of a network with one logit per class. Its logit
+        measures how much the target wins."""
+        c = np.asarray(coefficients, dtype=np.float64).reshape(1, -1)
+        if c.shape[1] != self.n_outputs:
+            raise ValueError(f"a contrast of {self.n_outputs} logits needs as many "
+                             f"coefficients, got {c.shape[1]}")
         *hidden, last = self.layers
-        return ReLUNetwork((*hidden, DenseLayer(sign * last.weight, sign * last.bias, False)))
+        return ReLUNetwork((*hidden, DenseLayer(c @ last.weight, c @ last.bias, False)))
 
     # ------------------------------------------------------------ forward pass
     def pre_activations(self, Z: np.ndarray) -> list[np.ndarray]:
@@ -149,23 +157,27 @@ class ReLUNetwork:
                       else (pre_lo, pre_hi))
         return out
 
-    def shifted_bounds(self, Z: np.ndarray, delta: float) -> LayerBounds:
-        """Interval bounds, per row of ``Z``, of every layer's pre-activation over the
-        model shift Δ of radius ``delta`` (module docstring); the last entry's lower end
-        is a sound lower bound of the least logit over Δ.
+    def shifted_bounds(self, Z: np.ndarray, delta: float,
+                       output_scale: float = 1.0) -> LayerBounds:
+        r"""Interval bounds, per row of ``Z``, of every layer's pre-activation over the
+        model shift Δ of radius ``delta`` (module docstring), the output layer's weights
+        and bias within ``output_scale`` x ``delta`` (a :meth:`contrast` :math:`c`
+        shifts by :math:`\|c\|_1 \delta`); the last entry's lower end is a sound lower
+        bound of the least logit over Δ.
 
         Returns one ``(lower, upper)`` pair of (n, width) arrays per layer.
         """
         Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
+        radii = [delta] * (len(self.layers) - 1) + [output_scale * delta]
         first, *rest = self.layers
         centre = Z @ first.weight.T + first.bias
-        radius = delta * (np.abs(Z).sum(axis=1, keepdims=True) + 1.0)
+        radius = radii[0] * (np.abs(Z).sum(axis=1, keepdims=True) + 1.0)
         out = [(centre - radius, centre + radius)]
-        for layer in rest:
+        for layer, r in zip(rest, radii[1:]):
             lo, hi = (np.maximum(v, 0.0) for v in out[-1])
             w, b = layer.weight, layer.bias
-            a, c = w - delta, w + delta
-            lower = lo @ np.maximum(a, 0).T + hi @ np.minimum(a, 0).T + b - delta
-            upper = hi @ np.maximum(c, 0).T + lo @ np.minimum(c, 0).T + b + delta
+            a, c = w - r, w + r
+            lower = lo @ np.maximum(a, 0).T + hi @ np.minimum(a, 0).T + b - r
+            upper = hi @ np.maximum(c, 0).T + lo @ np.minimum(c, 0).T + b + r
             out.append((lower, upper))
         return out

@@ -10,7 +10,9 @@ raw DataFrame row), ``changes()``, ``plot()``, ``to_dict()`` / ``to_json()``, ``
   (K-perturbations, Virgolin & Fracaros), what one adversary check proved;
 * :class:`RobustnessCertificate` and :class:`RobustCounterfactual`, the answer of the
   model-shift methods (PROPLACE, MILP, MILP-R, RNCE);
-* :class:`PerturbationRobustCounterfactual`, the answer of the C/K-robust method.
+* :class:`PerturbationRobustCounterfactual`, the answer of the C/K-robust method;
+* :class:`CombinedRobustCounterfactual`, the answer of the method certified both
+  Δ-robust and K-robust.
 """
 
 from __future__ import annotations
@@ -61,16 +63,18 @@ def _params_list(params: Parameters | None) -> list | None:
 
 @dataclass
 class RobustnessVerdict:
-    """The Δ-robustness of one model input: is the minimum signed logit over Δ at least
-    ``threshold``?
+    """The Δ-robustness of one model input: is the least margin of the target over Δ
+    at least ``threshold``? (The signed logit of a binary network; the target's logit
+    minus another class's, least over the other classes, of one with a logit per
+    class.)
 
     Attributes:
         robust: True (proven: ``bound >= threshold``), False (refuted: a concrete model
-            of Δ, checked by a numpy forward pass, has signed logit ``< threshold``) or
-            None (unproven, e.g. a time limit).
-        bound: proven lower bound of the minimum signed logit (the solver's dual
-            bound, or the interval bound when the screen decided).
-        value: signed logit of the worst concrete model found (an upper bound of the
+            of Δ, checked by a numpy forward pass, has margin ``< threshold``) or None
+            (unproven, e.g. a time limit).
+        bound: proven lower bound of the least margin (the solvers' dual bounds, or the
+            interval bound when the screen decided).
+        value: margin of the worst concrete model found (an upper bound of the
             minimum), from a plain forward pass of ``parameters``.
         solver_value: the adversary MILP's incumbent objective (``None`` if the
             screen decided).
@@ -81,6 +85,8 @@ class RobustnessVerdict:
         shift: ``‖Θ - Θ⁰‖_∞`` of ``parameters`` (≤ δ).
         seconds: wall time of the check.
         solver_status: the adversary's solve status (``None`` for the screen).
+        competitor: the class whose margin ``value`` (and ``parameters``) concern, for a
+            network with a logit per class (``None`` for a binary one).
     """
 
     robust: bool | None
@@ -93,13 +99,14 @@ class RobustnessVerdict:
     shift: float | None = None
     seconds: float = 0.0
     solver_status: str | None = None
+    competitor: int | None = None
 
     def to_dict(self, include_parameters: bool = False) -> dict[str, Any]:
         out = {"robust": self.robust, "bound": json_value(self.bound),
                "value": json_value(self.value), "solver_value": json_value(self.solver_value),
                "method": self.method,
                "threshold": self.threshold, "shift": self.shift, "seconds": self.seconds,
-               "solver_status": self.solver_status}
+               "solver_status": self.solver_status, "competitor": self.competitor}
         if include_parameters:
             out["parameters"] = _params_list(self.parameters)
         return out
@@ -142,8 +149,8 @@ class RobustnessCertificate:
 
     Attributes:
         delta: the model shift's radius.
-        robust: Δ-robust (True: the proven lower bound of the minimum signed logit is
-            ≥ 0), refuted (False) or unproven (None).
+        robust: Δ-robust (True: the proven lower bound of the least margin is ≥ 0),
+            refuted (False) or unproven (None).
         bound: that proven lower bound (``None`` when no check ran).
         threshold: the level the loop stopped at (σ - t for PROPLACE, 0 otherwise).
         verdict: the final check (:class:`RobustnessVerdict`).
@@ -233,6 +240,36 @@ class RobustCounterfactual(Answer):
                 "certificate": self.certificate.to_dict(include_parameters),
                 "total_time": self.total_time, "solver": self.solver, "message": self.message,
                 "details": {k: json_value(v) for k, v in self.details.items()}}
+
+@dataclass(repr=False)
+class CombinedRobustCounterfactual(RobustCounterfactual):
+    """The answer of :class:`~cfopt.methods.combined.CombinedRobustExplainer` to one
+    query: a :class:`RobustCounterfactual` whose ``certificate`` is the Δ (model shift)
+    claim, with the K-adversary's.
+
+    Attributes (besides :class:`RobustCounterfactual`'s):
+        k_verdict: the K-adversary's last verdict on the answer's point (``None`` when no
+            K-check ran).
+        scenarios: the K-perturbation scenarios the master had to satisfy.
+        setback_cost: the cost of undoing the maximal C-setback of the answer (raw).
+    """
+
+    k_verdict: KVerdict | None = None
+    scenarios: list[dict[str, Any]] = field(default_factory=list)
+    setback_cost: float | None = None
+
+    @property
+    def certified(self) -> bool:
+        """A verified counterfactual with proven Δ-robustness *and* K-robustness."""
+        return (super().certified and self.k_verdict is not None
+                and self.k_verdict.robust is True)
+
+    def to_dict(self, include_parameters: bool = False) -> dict[str, Any]:
+        return {**super().to_dict(include_parameters),
+                "k_verdict": None if self.k_verdict is None else self.k_verdict.to_dict(),
+                "scenarios": [{k: json_value(v) for k, v in s.items()} for s in self.scenarios],
+                "setback_cost": json_value(self.setback_cost)}
+
 
 @dataclass(repr=False)
 class PerturbationRobustCounterfactual(Answer):

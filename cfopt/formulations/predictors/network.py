@@ -144,7 +144,8 @@ def build_network(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Bo
 
 
 def build_shifted_network(block: pyo.Block, name: str, adapter: ModelAdapter,
-                          z: np.ndarray, delta: float) -> NetworkPredictorConstr:
+                          z: np.ndarray, delta: float, output_delta: float | None = None
+                          ) -> NetworkPredictorConstr:
     r"""Every network of the model shift Δ of radius ``delta`` around ``adapter``'s
     network (one logit) at the fixed input ``z``, as the sub-block ``block.<name>``: the
     same OMLT formulation and big-M ReLU as :func:`build_network`, with the dense-layer
@@ -160,19 +161,24 @@ def build_shifted_network(block: pyo.Block, name: str, adapter: ModelAdapter,
     which its bounds hold (set them with :meth:`NetworkPredictorConstr.set_layer_bounds`
     from :meth:`~cfopt.models.network.ReLUNetwork.shifted_bounds`). The logit is the
     least one reachable from the last hidden layer (row ``worst``: the low end,
-    equality). Neurons are not rescaled."""
+    equality), its weights and bias within ``output_delta`` (default ``delta``; a
+    margin :math:`c^\top y` of several logits shifts by :math:`\|c\|_1 \delta`,
+    :mod:`cfopt.formulations.robustness`). Neurons are not rescaled."""
     z = np.asarray(z, dtype=np.float64).reshape(-1)
     net: ReLUNetwork = adapter.structure
     first = delta * (float(np.abs(z).sum()) + 1.0)
     return _omlt_network(block, name, adapter, [(float(v), float(v)) for v in z],
                          [np.ones(layer.weight.shape[0]) for layer in net.layers],
-                         _shifted_dense_layer(delta, first))
+                         _shifted_dense_layer(delta, first,
+                                              delta if output_delta is None else output_delta))
 
 
-def _shifted_dense_layer(delta: float, first: float) -> Callable[..., None]:
+def _shifted_dense_layer(delta: float, first: float, output_delta: float
+                         ) -> Callable[..., None]:
     r"""OMLT's dense-layer rule ``(net_block, net, layer_block, layer)`` for the model
     shift of radius ``delta`` (:func:`build_shifted_network`); ``first``: the first
-    layer's reach radius :math:`\delta(\|z\|_1 + 1)`."""
+    layer's reach radius :math:`\delta(\|z\|_1 + 1)`; ``output_delta``: the output
+    layer's radius."""
     from omlt.neuralnet.layer import InputLayer
 
     def rule(net_block: pyo.Block, net: Any, layer_block: pyo.Block, layer: Any) -> None:
@@ -186,9 +192,11 @@ def _shifted_dense_layer(delta: float, first: float) -> Callable[..., None]:
         v = net_block.layer[id(prev)].z
         inputs = range(layer.input_size[-1])
 
+        radius = output_delta if layer.activation == "linear" else delta
+
         def reach(j: int, side: int) -> Any:
             return (sum(float(layer.weights[i, j]) * v[i] for i in inputs)
-                    + float(layer.biases[j]) + side * delta * (sum(v[i] for i in inputs) + 1.0))
+                    + float(layer.biases[j]) + side * radius * (sum(v[i] for i in inputs) + 1.0))
 
         for j in range(width):  # valid bounds for OMLT's big-M; callers tighten them
             layer_block.zhat[j].setlb(compute_bounds_on_expr(reach(j, -1))[0])

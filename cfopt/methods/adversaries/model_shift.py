@@ -1,9 +1,14 @@
 r"""The model-shift adversary Δ (PROPLACE, Jiang, Lan, Leofante, Rago, Toni 2024).
 
-:class:`RobustnessChecker` decides the Δ-robustness of model inputs (Def. 7): the
-interval screen, then the exact linear adversary MILP of
+:class:`RobustnessChecker` decides the Δ-robustness of model inputs (Def. 7): per
+margin the target keeps (the signed logit of a binary network; :math:`y_t - y_j` for
+every other class :math:`j` of one with a logit per class), the interval screen, then
+the exact linear adversary MILP of
 :class:`~cfopt.formulations.robustness.AdversaryModel` (the paper's eq. (6a),
-minimised), certified by the solver's proven bound; it finds the k Δ-robust nearest
+minimised), certified by the solver's proven bound; robust when every margin is. Each
+margin's MILP is built once, with a persistent solver of its own, and moved to each
+point by its bounds (:meth:`~cfopt.formulations.robustness.AdversaryModel.set_point`):
+no Pyomo rebuild per check. It finds the k Δ-robust nearest
 neighbours of the plausible region (Def. 9-10) with a per-row verdict cache.
 
 :class:`ModelShiftAdversary` is its step of the cutting-set loop (Algorithm 1,
@@ -14,6 +19,7 @@ or the worst shifted model of Δ, which becomes one more network copy of the mas
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +31,7 @@ from scipy.spatial import cKDTree
 
 from ...formulations.robustness import (
     AdversaryModel,
+    Margin,
     Parameters,
     add_shifted_copy,
     attack,
@@ -33,12 +40,14 @@ from ...formulations.robustness import (
     max_shift,
     recover_parameters,
     robust_network,
+    target_margins,
 )
 from ...models.network import ReLUNetwork
 from ...problem import CounterfactualModel
 from ...results.robust import RobustnessVerdict
 from ...results.status import Status
 from ...solvers import SolverBackend, SolverSettings, make_solver
+from ...solvers.base import time_left
 from ..cutting_set import Adversary, Check, Deadline, MasterAnswer
 
 #: per-row verdict codes of the data cache (besides 1 robust, 0 not robust)
@@ -59,15 +68,17 @@ class RegionReport:
 class RobustnessChecker:
     """Exact Δ-robustness checks of one network at one δ, with a per-row verdict cache
     for data sets (PROPLACE Def. 7 with the linear adversary of
-    :mod:`cfopt.formulations.robustness`).
+    :mod:`cfopt.formulations.robustness`; a network with one logit per class keeps
+    every margin :math:`y_t - y_j`, each checked on its own).
 
     Args:
-        model: a ReLU network with one logit (torch, ONNX, sklearn MLP, or a parsed
-            adapter); its inputs are model inputs (``space.transform``).
+        model: a ReLU network classifier with one logit or one logit per class (torch,
+            ONNX, sklearn MLP, or a parsed adapter); its inputs are model inputs
+            (``space.transform``).
         delta: radius of the model shift (> 0).
         solver: ``"highs"`` (default), ``"cbc"``, ``"gurobi"`` or a backend.
-        time_limit: seconds per adversary solve (``None``: none); on expiry an
-            undecided check is reported unproven (``robust=None``).
+        time_limit: seconds per check (``None``: none); on expiry an undecided check is
+            reported unproven (``robust=None``).
         mip_gap: relative gap of the adversary solves.
     """
 
@@ -80,63 +91,94 @@ class RobustnessChecker:
         self.settings = SolverSettings(time_limit=time_limit, mip_gap=mip_gap, threads=1,
                                        seed=0)
         self._verdicts: dict[tuple, np.ndarray] = {}
+        self._adversaries: dict[Margin, tuple[AdversaryModel, SolverBackend]] = {}
         self.milp_checks = 0
 
-    # --------------------------------------------------------------- one point
-    def screen(self, Z: np.ndarray, sign: int = 1) -> tuple[np.ndarray, np.ndarray]:
-        """Per row of ``Z``: a sound lower bound (interval propagation) and an upper
-        bound (a concrete shifted model) of the minimum signed logit over Δ."""
-        lower = self.net.signed(sign).shifted_bounds(Z, self.delta)[-1][0][:, 0]
-        return lower, attack(self.net, Z, self.delta, sign)
+    def margins(self, target: int) -> list[Margin]:
+        """The margins the class index ``target`` keeps (binary: 1 is the logit > 0)."""
+        return target_margins(self.net, target)
 
-    def check(self, z: np.ndarray, sign: int = 1, threshold: float = 0.0,
+    # --------------------------------------------------------------- one point
+    def screen(self, Z: np.ndarray, target: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """Per row of ``Z``: a sound lower bound (interval propagation) and an upper
+        bound (a concrete shifted model) of the least margin of the class index
+        ``target`` over Δ (the minimum over its margins)."""
+        bounds = [self._screen(Z, margin) for margin in self.margins(target)]
+        return (np.min([lo for lo, _ in bounds], axis=0),
+                np.min([up for _, up in bounds], axis=0))
+
+    def _screen(self, Z: np.ndarray, margin: Margin) -> tuple[np.ndarray, np.ndarray]:
+        lower = self.net.contrast(margin.coefficients).shifted_bounds(
+            Z, self.delta, margin.scale)[-1][0][:, 0]
+        return lower, attack(self.net, Z, self.delta, margin)
+
+    def check(self, z: np.ndarray, target: int = 1, threshold: float = 0.0,
               screen: bool = True, time_limit: float | None = None) -> RobustnessVerdict:
-        """Whether the minimum signed logit over Δ at the model input ``z`` is ≥
-        ``threshold``: the interval screen first (``screen=True``), the exact MILP when
-        it is undecided (within ``time_limit`` seconds if given, else the checker's
-        own limit)."""
+        """Whether every margin of the class index ``target`` at the model input ``z``
+        stays ≥ ``threshold`` over Δ: per margin, the interval screen first
+        (``screen=True``), the exact MILP when it is undecided (all within
+        ``time_limit`` seconds if given, else the checker's own limit)."""
         t0 = time.perf_counter()
         z = np.asarray(z, dtype=np.float64).reshape(-1)
+        return _combine([self._check(z, margin, threshold, screen, t0, time_limit)
+                         for margin in self.margins(target)], t0)
+
+    def _check(self, z: np.ndarray, margin: Margin, threshold: float, screen: bool,
+               t0: float, time_limit: float | None) -> RobustnessVerdict:
+        """One margin's verdict (:meth:`check`)."""
         if screen or self.net.is_linear:  # the screen is exact for a linear model
-            lower, upper = self.screen(z[None, :], sign)
+            lower, upper = self._screen(z[None, :], margin)
             if lower[0] >= threshold:
                 return RobustnessVerdict(robust=True, bound=float(lower[0]), value=None,
                                          solver_value=None, method="interval",
-                                         threshold=threshold, seconds=time.perf_counter() - t0)
+                                         threshold=threshold, competitor=margin.competitor)
             if upper[0] < threshold or self.net.is_linear:
-                params = self.attack_parameters(z, sign)
-                value = _signed_logit(params, z, sign)
+                params = self.attack_parameters(z, margin)
+                value = _margin_value(params, z, margin)
                 return RobustnessVerdict(robust=False if value < threshold else None,
                                          bound=float(lower[0]), value=value,
                                          solver_value=None, method="attack",
                                          threshold=threshold, parameters=params,
                                          shift=max_shift(self.net, params),
-                                         seconds=time.perf_counter() - t0)
-        return self.exact(z, sign, threshold, t0, time_limit)
+                                         competitor=margin.competitor)
+        return self._exact(z, margin, threshold, t0, time_limit)
 
-    def attack_parameters(self, z: np.ndarray, sign: int = 1) -> Parameters:
-        """The concrete shifted model of the screen's upper bound at ``z``."""
-        targets = [t[0] for t in attack_targets(self.net, z[None, :], self.delta, sign)]
-        return recover_parameters(self.net, z, self.delta, targets, sign)
+    def attack_parameters(self, z: np.ndarray, margin: Margin) -> Parameters:
+        """The concrete shifted model of the screen's upper bound of ``margin`` at
+        ``z``."""
+        targets = [t[0] for t in attack_targets(self.net, z[None, :], self.delta, margin)]
+        return recover_parameters(self.net, z, self.delta, targets, margin)
 
-    def exact(self, z: np.ndarray, sign: int = 1, threshold: float = 0.0,
-              started: float | None = None, time_limit: float | None = None
-              ) -> RobustnessVerdict:
-        """The exact adversary MILP at ``z`` (within ``time_limit`` seconds if given):
-        the solver's proven bound decides robustness; the worst parameters are recovered
-        and re-evaluated by a numpy forward pass, which alone may refute robustness."""
-        t0 = time.perf_counter() if started is None else started
+    def exact(self, z: np.ndarray, target: int = 1, threshold: float = 0.0,
+              time_limit: float | None = None) -> RobustnessVerdict:
+        """The exact adversary MILP of every margin of the class index ``target`` at
+        ``z`` (within ``time_limit`` seconds if given): the solvers' proven bounds
+        decide robustness; the worst parameters are recovered and re-evaluated by a
+        numpy forward pass, which alone may refute robustness."""
+        t0 = time.perf_counter()
         z = np.asarray(z, dtype=np.float64).reshape(-1)
-        model = AdversaryModel(self.net, z, self.delta, sign)
-        settings = self.settings if time_limit is None else dataclasses.replace(
-            self.settings, time_limit=time_limit)
-        outcome = self.backend.solve(model, settings)
+        return _combine([self._exact(z, margin, threshold, t0, time_limit)
+                         for margin in self.margins(target)], t0)
+
+    def _exact(self, z: np.ndarray, margin: Margin, threshold: float, t0: float,
+               time_limit: float | None) -> RobustnessVerdict:
+        """One margin's exact verdict (:meth:`exact`), within the time left since
+        ``t0``."""
+        settings = time_left(self.settings if time_limit is None else dataclasses.replace(
+            self.settings, time_limit=time_limit), t0)
+        if settings is None:
+            return RobustnessVerdict(robust=None, bound=None, value=None, solver_value=None,
+                                     method="milp", threshold=threshold,
+                                     competitor=margin.competitor,
+                                     solver_status=Status.NO_SOLUTION.value)
+        model, backend = self._adversary(margin, z)
+        outcome = backend.solve(model, settings)
         self.milp_checks += 1
         params = value = solver_value = shift = None
         if outcome.status.has_solution:
             solver_value = float(pyo.value(model.worst))
-            params = recover_parameters(self.net, z, self.delta, model.targets(), sign)
-            value = _signed_logit(params, z, sign)
+            params = recover_parameters(self.net, z, self.delta, model.targets(), margin)
+            value = _margin_value(params, z, margin)
             shift = max_shift(self.net, params)
         bound = outcome.bound if outcome.status is not Status.INFEASIBLE else None
         if bound is not None and bound >= threshold:
@@ -147,20 +189,32 @@ class RobustnessChecker:
             robust = None
         return RobustnessVerdict(robust=robust, bound=bound, value=value,
                                  solver_value=solver_value, method="milp", threshold=threshold,
-                                 parameters=params, shift=shift,
-                                 seconds=time.perf_counter() - t0,
+                                 parameters=params, shift=shift, competitor=margin.competitor,
                                  solver_status=outcome.status.value)
+
+    def _adversary(self, margin: Margin, z: np.ndarray
+                   ) -> tuple[AdversaryModel, SolverBackend]:
+        """The margin's adversary MILP at ``z`` and its own persistent solver: built at
+        the first check, then moved to each point (:meth:`AdversaryModel.set_point`)."""
+        if margin not in self._adversaries:
+            self._adversaries[margin] = (AdversaryModel(self.net, z, self.delta, margin),
+                                         make_solver(self.backend.name))
+            return self._adversaries[margin]
+        model, backend = self._adversaries[margin]
+        model.set_point(z)
+        return model, backend
 
     # ---------------------------------------------------------------- data sets
     def nearest_robust(self, Z: np.ndarray, rows: np.ndarray, z0: np.ndarray, k: int, *,
-                       sign: int = 1, cache_key: Any = None) -> tuple[list[int], RegionReport]:
-        """The first ``k`` Δ-robust rows of ``Z[rows]`` in KD-tree (Euclidean) order from
-        ``z0`` (PROPLACE Def. 9-10). Rows are screened in batches, the exact MILP runs
-        only on undecided rows in order; verdicts are cached per ``(cache_key, sign)``
-        (a key naming the data set ``Z``)."""
+                       target: int = 1, cache_key: Any = None
+                       ) -> tuple[list[int], RegionReport]:
+        """The first ``k`` Δ-robust rows of ``Z[rows]`` for the class index ``target``, in
+        KD-tree (Euclidean) order from ``z0`` (PROPLACE Def. 9-10). Rows are screened in
+        batches, the exact MILP runs only on undecided rows in order; verdicts are cached
+        per ``(cache_key, target)`` (a key naming the data set ``Z``)."""
         t0 = time.perf_counter()
         rows = np.asarray(rows, dtype=int)
-        key = (cache_key, sign, len(Z))
+        key = (cache_key, target, len(Z))
         verdicts = self._verdicts.setdefault(key, np.full(len(Z), _UNSEEN, dtype=np.int8))
         found: list[int] = []
         screened = checks = 0
@@ -175,12 +229,12 @@ class RobustnessChecker:
             order = rows[np.atleast_1d(idx)[seen:n]]
             unknown = order[verdicts[order] == _UNSEEN]
             if len(unknown):
-                lower, upper = self.screen(Z[unknown], sign)
+                lower, upper = self.screen(Z[unknown], target)
                 verdicts[unknown] = np.where(lower >= 0, 1, np.where(upper < 0, 0, _UNDECIDED))
                 screened += len(unknown)
             for r in order:
                 if verdicts[r] == _UNDECIDED:
-                    verdict = self.exact(Z[r], sign)
+                    verdict = self.exact(Z[r], target)
                     checks += 1
                     verdicts[r] = 1 if verdict.robust else 0
                 if verdicts[r] == 1:
@@ -193,9 +247,32 @@ class RobustnessChecker:
                                    time.perf_counter() - t0)
 
 
-def _signed_logit(params: Parameters, z: np.ndarray, sign: int) -> float:
-    """The target sign times the logit of the network ``params`` at the input ``z``."""
-    return float(sign * ReLUNetwork.from_parameters(params).logits(z[None, :])[0, 0])
+def _margin_value(params: Parameters, z: np.ndarray, margin: Margin) -> float:
+    """The margin of the network ``params`` at the input ``z``."""
+    return float(margin.of(ReLUNetwork.from_parameters(params).logits(z[None, :]))[0])
+
+
+def _combine(verdicts: list[RobustnessVerdict], t0: float) -> RobustnessVerdict:
+    """One verdict on every margin of a target: robust when each margin is, refuted when
+    one is (its concrete model the worst found), else unproven; the bound is the least
+    proven bound (``None`` unless every margin has one)."""
+    refuting = [v for v in verdicts if v.robust is False]
+    valued = [v for v in verdicts if v.value is not None]
+    worst = min(refuting or valued or verdicts,
+                key=lambda v: math.inf if v.value is None else v.value)
+    bounds = [v.bound for v in verdicts]
+    statuses = [v.solver_status for v in verdicts if v.solver_status is not None]
+    if refuting:
+        robust: bool | None = False
+    else:
+        robust = True if all(v.robust for v in verdicts) else None
+    method = worst.method if refuting or "milp" not in {v.method for v in verdicts} \
+        else "milp"
+    return dataclasses.replace(
+        worst, robust=robust, bound=None if None in bounds else min(bounds), method=method,
+        seconds=time.perf_counter() - t0,
+        solver_status=next((s for s in statuses if s != Status.OPTIMAL.value),
+                           statuses[0] if statuses else None))
 
 
 class ModelShiftAdversary(Adversary):
@@ -207,7 +284,7 @@ class ModelShiftAdversary(Adversary):
     Args:
         checker: the network's checker at δ.
         m: the master MILP (the counterfactual model, factual and target set).
-        sign: the target's sign (+1: class 1).
+        target: the target's class index (binary: 1 is the logit > 0).
         threshold: the level the proven bound must reach.
         box: bounds of the master's model inputs (e.g. the plausible region's box);
             ``None``: the copies cannot be added (a check-only adversary).
@@ -215,9 +292,9 @@ class ModelShiftAdversary(Adversary):
 
     name = "the adversary"
 
-    def __init__(self, checker: RobustnessChecker, m: CounterfactualModel, sign: int,
+    def __init__(self, checker: RobustnessChecker, m: CounterfactualModel, target: int,
                  threshold: float, box: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        self.checker, self.m, self.sign, self.threshold = checker, m, sign, threshold
+        self.checker, self.m, self.target, self.threshold = checker, m, target, threshold
         self.box = box
         #: the shifted models added to the master, in order
         self.models: list[Parameters] = []
@@ -226,7 +303,7 @@ class ModelShiftAdversary(Adversary):
     def verdict(self, point: pd.DataFrame, deadline: Deadline) -> RobustnessVerdict:
         """The checker's verdict on a raw row, within the deadline's time left."""
         left = deadline.left()
-        return self.checker.check(self.m.space.encode(point)[0], self.sign, self.threshold,
+        return self.checker.check(self.m.space.encode(point)[0], self.target, self.threshold,
                                   time_limit=None if left is None else left.time_limit)
 
     def check(self, answer: MasterAnswer, deadline: Deadline) -> Check:

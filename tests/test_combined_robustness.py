@@ -1,0 +1,269 @@
+"""Counterfactuals certified both Δ-robust (model shift) and K-robust (input
+perturbations), against exhaustive search on small integer grids: every vertex shift of
+Δ, every grid K-perturbation, and the cheapest grid point that is both."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import cfopt
+from cfopt import Perturbation
+from cfopt.formulations.robustness import target_margins
+from cfopt.methods import (
+    CombinedRobustExplainer,
+    PerturbationRobustExplainer,
+    Proplace,
+    RobustnessChecker,
+)
+from cfopt.models.network import ReLUNetwork
+from cfopt.results.robust import CombinedRobustCounterfactual, RobustStatus
+from cfopt.space import perturbations as P
+
+from .conftest import train_torch
+from .test_perturbations import grid_rows, grid_space, k_neighbours, l1, predict, trained
+
+PERTURBED = {"a": Perturbation.absolute(increase=1, decrease=1),
+             "b": Perturbation.absolute(increase=1, decrease=1),
+             "c": Perturbation.absolute(increase=1, decrease=0),
+             "d": Perturbation.to_categories("p", "q")}
+SIGMA, TOLERANCE = 0.01, 0.005
+
+
+def structure(model) -> ReLUNetwork:
+    return cfopt.models.parse_model(model).structure
+
+
+def least_margin(net: ReLUNetwork, Z: np.ndarray, target: int) -> np.ndarray:
+    """The nominal network's least margin of the target class per row of ``Z``."""
+    logits = net.logits(Z)
+    return np.min([margin.of(logits) for margin in target_margins(net, target)], axis=0)
+
+
+def vertex_minimum(net: ReLUNetwork, z: np.ndarray, delta: float, target: int) -> float:
+    """The least margin of the target at ``z`` over *every* vertex of Δ (every weight and
+    bias at ±δ) of a network with one hidden layer, without enumerating the 2^65
+    vertices: hidden neuron i reaches the values H_i of ReLU(w_i·z + b_i) over the 2^(d+1)
+    vertices of its own parameters (independent of every other neuron's); for fixed
+    h ≥ 0 the output vertices give at least c(Wh + b) - |c|₁δ(1ᵀh + 1), attained; that is
+    Σ_i g_i h_i + const, least over the product of the H_i coordinate by coordinate."""
+    (w1, b1), (w2, b2) = net.parameters
+    d = len(z)
+    signs = delta * np.array(list(itertools.product((-1.0, 1.0), repeat=d + 1)))
+    H = np.maximum((w1[:, None, :] + signs[None, :, :d]) @ z + b1[:, None]
+                   + signs[None, :, d], 0.0)                  # (width, 2^(d+1))
+    best = np.inf
+    for margin in target_margins(net, target):
+        c = np.asarray(margin.coefficients)
+        g = c @ w2 - margin.scale * delta
+        const = c @ b2 - margin.scale * delta
+        best = min(best, float((g[:, None] * H).min(axis=1).sum() + const))
+    return best
+
+
+def sampled_vertex_minimum(net: ReLUNetwork, z: np.ndarray, delta: float, target: int,
+                           n: int, rng: np.random.Generator) -> float:
+    """The least margin over ``n`` random vertices of Δ (forward passes)."""
+    worst = np.inf
+    for _ in range(n):
+        shifted = ReLUNetwork.from_parameters(
+            [(w + delta * rng.choice([-1.0, 1.0], w.shape),
+              b + delta * rng.choice([-1.0, 1.0], b.shape)) for w, b in net.parameters])
+        worst = min(worst, float(least_margin(shifted, z[None, :], target)[0]))
+    return worst
+
+
+def assert_survives(model, space: cfopt.FeatureSpace, r, delta: float, target: int,
+                    label, rng: np.random.Generator) -> None:
+    """No vertex shift of Δ and no grid K-perturbation flips the certified answer."""
+    net = structure(model)
+    z = space.encode(r.counterfactual)[0]
+    assert vertex_minimum(net, z, delta, target) >= 0
+    assert sampled_vertex_minimum(net, z, delta, target, 200, rng) >= 0
+    worst = RobustnessChecker(model, delta).exact(z, target).parameters
+    assert least_margin(ReLUNetwork.from_parameters(worst), z[None, :], target)[0] >= 0
+    neighbours = k_neighbours(space, r.factual.iloc[0], r.counterfactual.iloc[0])
+    assert (predict(model, space, neighbours) == label).all()
+
+
+def brute_force(model, space: cfopt.FeatureSpace, rows: pd.DataFrame, x: pd.DataFrame,
+                delta: float, target: int, label, weights=None) -> tuple[float, float]:
+    """The cheapest grid point that is Δ-robust and K-robust, at two levels: every
+    margin ≥ σ (the master's: a lower cost than the answer's is impossible), and the
+    least the certificates allow (nominal ≥ σ, Δ ≥ σ - t, K > 0, the real model's
+    labels). ``weights``: add the setback cost with these L1 weights."""
+    net = structure(model)
+    Z = space.encode(rows)
+    costs = l1(space, x.iloc[0], rows)
+    if weights is not None:
+        costs = costs + np.array([P.setback_cost(space, weights, x, rows.iloc[[k]])
+                                  for k in range(len(rows))])
+    nominal = least_margin(net, Z, target)
+    labels = predict(model, space, rows)
+    strict = loose = np.inf
+    for k in np.argsort(costs, kind="stable"):
+        if costs[k] >= strict or labels[k] != label or nominal[k] < SIGMA - 1e-6:
+            continue
+        shift = vertex_minimum(net, Z[k], delta, target)
+        if shift < SIGMA - TOLERANCE:
+            continue
+        neighbours = k_neighbours(space, x.iloc[0], rows.iloc[k])
+        k_margin = least_margin(net, space.encode(neighbours), target).min()
+        if k_margin <= 0 or (predict(model, space, neighbours) != label).any():
+            continue
+        loose = min(loose, costs[k])
+        if shift >= SIGMA and k_margin >= SIGMA and nominal[k] >= SIGMA:
+            strict = costs[k]
+    return strict, loose
+
+
+@pytest.mark.parametrize("seed,delta,setback", [(0, 0.05, False), (3, 0.02, False),
+                                                (0, 0.03, True)])
+def test_optimum_equals_brute_force_and_no_certified_point_flips(seed, delta, setback):
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, seed)
+    labels = predict(model, space, rows)
+    method = CombinedRobustExplainer(model, space, delta=delta, setback=setback,
+                                     sigma=SIGMA, tolerance=TOLERANCE)
+    rng = np.random.default_rng(seed)
+    done = 0
+    for i in np.flatnonzero(labels == 0)[::173][:3]:
+        x = rows.iloc[[i]].reset_index(drop=True)
+        r = method.explain(x, 1)
+        strict, loose = brute_force(model, space, rows, x, delta, 1, 1,
+                                    method.milp.weights if setback else None)
+        assert strict == loose  # the instance pins the optimum down (no margin in between)
+        if not np.isfinite(strict):
+            assert r.status is RobustStatus.INFEASIBLE and r.counterfactual is None
+            continue
+        assert r.status is RobustStatus.CERTIFIED, r.message
+        assert r.certified and r.certificate.robust and r.k_verdict.robust
+        assert r.objective == pytest.approx(strict, abs=1e-6)
+        if setback:
+            assert r.setback_cost == pytest.approx(
+                P.setback_cost(space, method.milp.weights, x, r.counterfactual))
+        assert_survives(model, space, r, delta, 1, 1, rng)
+        done += 1
+    assert done >= 2
+
+
+def test_delta_alone_and_k_alone_are_cheaper_and_differ():
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, 0)
+    x = rows.iloc[[0]].reset_index(drop=True)
+    delta = 0.05
+    # Δ alone: PROPLACE, its region spanned by every Δ-robust grid row (all grid points)
+    shift = Proplace(model, space, rows, delta=delta, k=len(rows), sigma=SIGMA,
+                     tolerance=TOLERANCE).explain(x, 1)
+    alone_k = PerturbationRobustExplainer(model, space, robustness="K", margin=SIGMA).explain(x, 1)
+    both = CombinedRobustExplainer(model, space, delta=delta, sigma=SIGMA,
+                                   tolerance=TOLERANCE).explain(x, 1)
+    for r in (shift, alone_k, both):
+        assert r.certified, r.message
+    assert shift.objective < both.objective - 1e-6 and alone_k.objective < both.objective - 1e-6
+    points = [r.counterfactual.iloc[0].to_dict() for r in (shift, alone_k, both)]
+    assert points[0] != points[1] != points[2] != points[0]
+    # the Δ-robust answer has a grid K-perturbation that flips it
+    neighbours = k_neighbours(space, x.iloc[0], shift.counterfactual.iloc[0])
+    assert (predict(model, space, neighbours) != 1).any()
+    # the K-robust answer is flipped by the shifted model the Δ-adversary returns
+    z = space.encode(alone_k.counterfactual)[0]
+    verdict = RobustnessChecker(model, delta).exact(z, 1)
+    assert verdict.robust is False
+    assert least_margin(ReLUNetwork.from_parameters(verdict.parameters), z[None, :], 1)[0] < 0
+    # both adversaries cut the master: shifted models and scenarios
+    assert both.certificate.models and both.scenarios
+
+
+def test_multiclass_grid_network():
+    space = grid_space(PERTURBED)
+    rows = grid_rows(space)
+    Z = space.transform(rows)
+    rng = np.random.default_rng(4)
+    scores = Z @ rng.normal(size=(Z.shape[1], 3))
+    model = train_torch(Z, scores.argmax(axis=1), hidden=(8,), n_classes=3, epochs=150)
+    labels = predict(model, space, rows)
+    delta = 0.02
+    method = CombinedRobustExplainer(model, space, delta=delta, sigma=SIGMA,
+                                     tolerance=TOLERANCE)
+    done = 0
+    for i in range(0, len(rows), 257):
+        x = rows.iloc[[i]].reset_index(drop=True)
+        target = (labels[i] + 1) % 3
+        r = method.explain(x, target)
+        strict, loose = brute_force(model, space, rows, x, delta, target, target)
+        assert strict == loose
+        if not np.isfinite(strict):
+            assert r.status is RobustStatus.INFEASIBLE
+            continue
+        assert r.certified, r.message
+        assert r.objective == pytest.approx(strict, abs=1e-6)
+        assert_survives(model, space, r, delta, target, target, rng)
+        done += 1
+    assert done >= 2
+
+
+def test_answer_is_in_the_result_family_and_statuses_are_honest():
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, 0)
+    x = rows.iloc[[0]].reset_index(drop=True)
+    method = cfopt.CombinedRobustExplainer(model, space, delta=0.05)
+    r = method.explain(x, 1)
+    assert isinstance(r, CombinedRobustCounterfactual) and isinstance(r, cfopt.RobustCounterfactual)
+    assert r.status is RobustStatus.CERTIFIED and r.verified and r.method == "delta+k"
+    assert list(r.changes().index) == ["c", "d"]
+    payload = json.loads(r.to_json())
+    assert payload["certified"] and payload["k_verdict"]["robust"] is True
+    assert payload["certificate"]["robust"] is True and payload["scenarios"]
+    assert "parameters" not in repr(r) and repr(r).startswith("CombinedRobustCounterfactual(")
+    # one iteration is not enough here: the last point comes back unproven
+    capped = CombinedRobustExplainer(model, space, delta=0.05, max_iterations=1).explain(x, 1)
+    assert capped.status is RobustStatus.ITERATION_LIMIT and not capped.certified
+    late = CombinedRobustExplainer(model, space, delta=0.05, time_limit=1e-4).explain(x, 1)
+    assert late.status is RobustStatus.TIME_LIMIT and not late.certified
+    # a region without any Δ-robust row, and immutables that leave no robust point
+    empty = CombinedRobustExplainer(model, space, rows, delta=3.0, k=5).explain(x, 1)
+    assert empty.status is RobustStatus.INFEASIBLE and "no Δ-robust data point" in empty.message
+    fixed = grid_space(PERTURBED).immutable("a", "b", "d")
+    stuck = CombinedRobustExplainer(model, fixed, delta=0.05).explain(x, 1)
+    assert stuck.status is RobustStatus.INFEASIBLE and stuck.counterfactual is None
+    assert "both Δ-robust and K-robust" in stuck.message
+
+
+def test_composes_with_the_region_and_declared_constraints():
+    space = grid_space(PERTURBED).increase_only("c")
+    model, rows = trained(space, 3)
+    labels = predict(model, space, rows)
+    rule = cfopt.LinearConstraint({"a": 1}, "<=", 1, relative=True, name="a_budget")
+    method = CombinedRobustExplainer(model, space, rows, delta=0.02, k=30, constraints=[rule])
+    certified = 0
+    for i in np.flatnonzero(labels == 0)[::211][:3]:
+        x = rows.iloc[[i]].reset_index(drop=True)
+        r = method.explain(x, 1)
+        if not r.certified:
+            assert r.status is RobustStatus.INFEASIBLE, r.message
+            continue
+        before, after = x.iloc[0], r.counterfactual.iloc[0]
+        assert after["c"] >= before["c"] and after["a"] <= before["a"] + 1
+        assert r.details["neighbours"] == 30
+        assert not method.milp.violations(r.counterfactual)  # in the region's hull
+        assert_survives(model, space, r, 0.02, 1, 1, np.random.default_rng(0))
+        certified += 1
+    assert certified >= 1
+
+
+def test_bad_input_names_the_option():
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, 0)
+    with pytest.raises(ValueError, match="tolerance"):
+        CombinedRobustExplainer(model, space, delta=0.05, sigma=0.01, tolerance=0.01)
+    with pytest.raises(ValueError, match="labels"):
+        CombinedRobustExplainer(model, space, delta=0.05, labels=np.zeros(len(rows)))
+    with pytest.raises(ValueError, match="k_tolerance"):
+        CombinedRobustExplainer(model, space, delta=0.05, k_tolerance=0)
+    with pytest.raises(ValueError, match="delta"):
+        CombinedRobustExplainer(model, space, delta=-1)
