@@ -147,14 +147,22 @@ class ReLUNetwork:
         """Interval bounds of every layer's pre-activation over the input box
         ``[lower, upper]`` (interval arithmetic, input to output; module docstring)."""
         lo, hi = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
-        out = []
-        for layer in self.layers:
+        first = self.layers[0]
+        wp, wn = np.maximum(first.weight, 0), np.minimum(first.weight, 0)
+        return self.propagate_bounds(wp @ lo + wn @ hi + first.bias,
+                                     wp @ hi + wn @ lo + first.bias)
+
+    def propagate_bounds(self, lower: np.ndarray, upper: np.ndarray) -> LayerBounds:
+        """Interval bounds of every layer's pre-activation from bounds ``[lower, upper]``
+        of the first layer's (e.g. exact ones over a region of inputs), by interval
+        arithmetic through the later layers."""
+        lo, hi = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
+        out = [(lo, hi)]
+        for prev, layer in zip(self.layers, self.layers[1:]):
+            lo, hi = (np.maximum(lo, 0.0), np.maximum(hi, 0.0)) if prev.relu else (lo, hi)
             wp, wn = np.maximum(layer.weight, 0), np.minimum(layer.weight, 0)
-            pre_lo = wp @ lo + wn @ hi + layer.bias
-            pre_hi = wp @ hi + wn @ lo + layer.bias
-            out.append((pre_lo, pre_hi))
-            lo, hi = ((np.maximum(pre_lo, 0.0), np.maximum(pre_hi, 0.0)) if layer.relu
-                      else (pre_lo, pre_hi))
+            lo, hi = wp @ lo + wn @ hi + layer.bias, wp @ hi + wn @ lo + layer.bias
+            out.append((lo, hi))
         return out
 
     def shifted_bounds(self, Z: np.ndarray, delta: float,

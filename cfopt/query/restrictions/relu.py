@@ -49,17 +49,9 @@ def _score(net: ReLUNetwork, z: np.ndarray, decision: str, targets: list,
            with_grad: bool = True) -> tuple[float, np.ndarray | None]:
     """Target score (how much the target wins; for a regressor with ``targets = [low,
     high]``, the distance inside the interval) and its gradient at ``z``."""
-    h = z
-    masks = []
-    for layer in net.layers:
-        pre = layer.weight @ h + layer.bias
-        if layer.relu:
-            mask = pre > 0
-            h = pre * mask
-        else:
-            mask = None
-            h = pre
-        masks.append(mask)
+    pres = [pre[0] for pre in net.pre_activations(z[None, :])]
+    masks = [pre > 0 if layer.relu else None for layer, pre in zip(net.layers, pres)]
+    h = pres[-1]
     if decision == "regression":
         low, high = targets
         sign = 1.0 if h[0] - low <= high - h[0] else -1.0
@@ -234,15 +226,9 @@ def radius_bounds(m: CounterfactualModel, radius: float
         gain = (take * Vs).sum(axis=2)
     else:
         gain = np.zeros((2, n))
-    lb, ub = base - gain[1], base + gain[0]
-    bounds = [(lb, ub)]
-    for layer_in, layer in zip(net.layers, net.layers[1:]):
-        lo, hi = (np.maximum(lb, 0), np.maximum(ub, 0)) if layer_in.relu else (lb, ub)
-        wp, wn = layer.weight.clip(min=0), layer.weight.clip(max=0)
-        lb, ub = wp @ lo + wn @ hi + layer.bias, wp @ hi + wn @ lo + layer.bias
-        bounds.append((lb, ub))
     out = []
-    for (lb, ub), (glb, gub) in zip(bounds, m.global_layer_bounds):
+    for (lb, ub), (glb, gub) in zip(net.propagate_bounds(base - gain[1], base + gain[0]),
+                                    m.global_layer_bounds):
         tol_lb = 1e-6 * (1.0 + np.abs(lb))
         tol_ub = 1e-6 * (1.0 + np.abs(ub))
         new_lb = np.maximum(lb - tol_lb, glb)
