@@ -77,6 +77,7 @@ class HighsBackend(ContribBackend):
         self._streamed: list[tuple[float, np.ndarray]] = []
 
     def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
+        """In a child (a time limit, Linux, ``isolate`` not ``False``) or here."""
         self._streamed = []
         if settings.time_limit is not None and self.isolate is not False and \
                 isolation_available():

@@ -123,17 +123,21 @@ class _Stream:
         self._sent_at = 0.0
 
     def _send(self, message: tuple) -> None:
+        """Send ``message`` to the parent (or end the child when it cannot)."""
         try:
             self._writer.send(message)
         except BaseException:  # the parent is gone or the pipe broke: nothing to do
             os._exit(3)
 
     def solution(self, event: Any) -> None:
+        """``kCallbackMipImprovingSolution``: the incumbent, its objective and the bound."""
         out = event.data_out
         self._send(("solution", float(out.objective_function_value),
                     float(out.mip_dual_bound), np.array(out.mip_solution, dtype=float)))
 
     def bound(self, event: Any) -> None:
+        """``kCallbackMipInterrupt``: the dual bound, when it changed (at most every
+        ``BOUND_EVERY`` seconds)."""
         bound = float(event.data_out.mip_dual_bound)
         now = time.monotonic()
         if bound != self._bound and now - self._sent_at >= BOUND_EVERY:
