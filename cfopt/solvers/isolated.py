@@ -61,6 +61,10 @@ _LIBC: list[Any] = []
 _UNREAPED: list[int] = []
 
 
+class ForkError(OSError):
+    """``os.fork()`` failed (no memory for the child, the process limit)."""
+
+
 def isolation_available() -> bool:
     """Whether a solve can run in a forked child here (Linux: ``fork`` of a process with
     threads is safe there for what the child does; macOS and Windows are not)."""
@@ -185,14 +189,19 @@ def solve_in_child(highs: Any, deadline: float, minimize: bool,
     ``run(highs)`` until ``deadline`` (``time.perf_counter()``) plus ``GRACE``; the
     child is killed then. ``minimize``: the objective's sense (which streamed bound is
     the best). A ``KeyboardInterrupt`` (or any other exception) while waiting kills the
-    child and is raised again."""
+    child and is raised again; :class:`ForkError` when no child can be made."""
     if not _LIBC:
         libc = ctypes.CDLL(None)
         _LIBC.extend([libc.prctl, libc.fflush])
     _LIBC[1](None)  # C output pending here is not the child's to print again
     reader, writer = Pipe(duplex=False)
     parent = os.getpid()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        reader.close()
+        writer.close()
+        raise ForkError(f"no child process: {exc}") from exc
     if pid == 0:  # the child
         reader.close()
         _child(highs, writer, run, parent)
