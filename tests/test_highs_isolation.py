@@ -214,6 +214,19 @@ def test_a_crashing_solver_does_not_lose_a_batch():
     assert children() <= before
 
 
+def test_no_child_to_be_had_solves_in_process(monkeypatch):
+    """``fork`` fails (memory, process limit): the solve runs here instead."""
+    def no_fork():
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    m = knapsack()
+    outcome = HighsBackend(isolate=True).solve(m, SolverSettings(time_limit=20.0))
+    assert outcome.status is cfopt.Status.OPTIMAL
+    assert outcome.termination == "convergenceCriteriaSatisfied"
+    assert pyo.value(m.o) == pytest.approx(outcome.objective)
+
+
 def test_ctrl_c_ends_the_child_and_is_raised():
     """SIGINT while the parent waits for a child: the child is killed and reaped, and
     KeyboardInterrupt is raised (as after HiGHS caught it in this process)."""

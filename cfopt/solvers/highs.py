@@ -16,7 +16,13 @@ from ..errors import SolverError, SolverNotAvailableError
 from ..results.status import Status
 from .base import SolveOutcome, SolverSettings
 from .contrib import INSTALL_HINTS, ContribBackend, finite
-from .isolated import ChildRun, isolation_available, run_on_thread, solve_in_child
+from .isolated import (
+    ChildRun,
+    ForkError,
+    isolation_available,
+    run_on_thread,
+    solve_in_child,
+)
 from .pool import HighsIncumbents
 
 #: the thread count of HiGHS's scheduler in this process (set by the last solve)
@@ -77,6 +83,7 @@ class HighsBackend(ContribBackend):
         self._streamed: list[tuple[float, np.ndarray]] = []
 
     def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
+        """In a child (a time limit, Linux, ``isolate`` not ``False``) or here."""
         self._streamed = []
         if settings.time_limit is not None and self.isolate is not False and \
                 isolation_available():
@@ -110,6 +117,9 @@ class HighsBackend(ContribBackend):
                 solver._solver_model.setOptionValue("output_flag", False)  # HighsIncumbents
             else:
                 solver.update()
+        except KeyboardInterrupt:  # Pyomo's record of what HiGHS holds may be half done
+            self.reset()
+            raise
         except Exception as exc:
             self.reset()
             raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
@@ -129,7 +139,11 @@ class HighsBackend(ContribBackend):
         for key, value in options.items():
             highs.setOptionValue(key, value)
         sense = next(model.component_data_objects(pyo.Objective, active=True)).sense
-        run = solve_in_child(highs, deadline, sense == pyo.minimize, self._run)
+        try:
+            run = solve_in_child(highs, deadline, sense == pyo.minimize, self._run)
+        except ForkError:  # no process to be had (memory, process limit): solve here
+            return self._solve_here(model, dataclasses.replace(
+                settings, time_limit=max(deadline - time.perf_counter(), 0.1 * limit)))
         self._streamed = run.solutions
         outcome = self._outcome(run, time.perf_counter() - t0)
         if outcome.status.has_solution:

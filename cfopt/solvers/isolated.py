@@ -61,6 +61,10 @@ _LIBC: list[Any] = []
 _UNREAPED: list[int] = []
 
 
+class ForkError(OSError):
+    """``os.fork()`` failed (no memory for the child, the process limit)."""
+
+
 def isolation_available() -> bool:
     """Whether a solve can run in a forked child here (Linux: ``fork`` of a process with
     threads is safe there for what the child does; macOS and Windows are not)."""
@@ -123,17 +127,21 @@ class _Stream:
         self._sent_at = 0.0
 
     def _send(self, message: tuple) -> None:
+        """Send ``message`` to the parent (or end the child when it cannot)."""
         try:
             self._writer.send(message)
         except BaseException:  # the parent is gone or the pipe broke: nothing to do
             os._exit(3)
 
     def solution(self, event: Any) -> None:
+        """``kCallbackMipImprovingSolution``: the incumbent, its objective and the bound."""
         out = event.data_out
         self._send(("solution", float(out.objective_function_value),
                     float(out.mip_dual_bound), np.array(out.mip_solution, dtype=float)))
 
     def bound(self, event: Any) -> None:
+        """``kCallbackMipInterrupt``: the dual bound, when it changed (at most every
+        ``BOUND_EVERY`` seconds)."""
         bound = float(event.data_out.mip_dual_bound)
         now = time.monotonic()
         if bound != self._bound and now - self._sent_at >= BOUND_EVERY:
@@ -181,14 +189,19 @@ def solve_in_child(highs: Any, deadline: float, minimize: bool,
     ``run(highs)`` until ``deadline`` (``time.perf_counter()``) plus ``GRACE``; the
     child is killed then. ``minimize``: the objective's sense (which streamed bound is
     the best). A ``KeyboardInterrupt`` (or any other exception) while waiting kills the
-    child and is raised again."""
+    child and is raised again; :class:`ForkError` when no child can be made."""
     if not _LIBC:
         libc = ctypes.CDLL(None)
         _LIBC.extend([libc.prctl, libc.fflush])
     _LIBC[1](None)  # C output pending here is not the child's to print again
     reader, writer = Pipe(duplex=False)
     parent = os.getpid()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        reader.close()
+        writer.close()
+        raise ForkError(f"no child process: {exc}") from exc
     if pid == 0:  # the child
         reader.close()
         _child(highs, writer, run, parent)
