@@ -121,6 +121,28 @@ def brute_force(model, space: cfopt.FeatureSpace, rows: pd.DataFrame, x: pd.Data
     return strict, loose
 
 
+def optimal_and_unflippable(method: CombinedRobustExplainer, model, space, rows, x, delta,
+                            target, label, rng, setback: bool = False) -> bool:
+    """The method's answer for ``x`` is the brute-force optimum (or proven infeasible
+    when there is none) and survives every shift and perturbation; whether it found
+    one."""
+    r = method.explain(x, label)
+    strict, loose = brute_force(model, space, rows, x, delta, target, label,
+                                method.milp.weights if setback else None)
+    assert strict == loose  # the instance pins the optimum down (no margin in between)
+    if not np.isfinite(strict):
+        assert r.status is RobustStatus.INFEASIBLE and r.counterfactual is None
+        return False
+    assert r.status is RobustStatus.CERTIFIED, r.message
+    assert r.certified and r.certificate.robust and r.k_verdict.robust
+    assert r.objective == pytest.approx(strict, abs=1e-6)
+    if setback:
+        assert r.setback_cost == pytest.approx(
+            P.setback_cost(space, method.milp.weights, x, r.counterfactual))
+    assert_survives(model, space, r, delta, target, label, rng)
+    return True
+
+
 @pytest.mark.parametrize("seed,delta,setback", [(0, 0.05, False), (3, 0.02, False),
                                                 (0, 0.03, True)])
 def test_optimum_equals_brute_force_and_no_certified_point_flips(seed, delta, setback):
@@ -130,24 +152,10 @@ def test_optimum_equals_brute_force_and_no_certified_point_flips(seed, delta, se
     method = CombinedRobustExplainer(model, space, delta=delta, setback=setback,
                                      sigma=SIGMA, tolerance=TOLERANCE)
     rng = np.random.default_rng(seed)
-    done = 0
-    for i in np.flatnonzero(labels == 0)[::173][:3]:
-        x = rows.iloc[[i]].reset_index(drop=True)
-        r = method.explain(x, 1)
-        strict, loose = brute_force(model, space, rows, x, delta, 1, 1,
-                                    method.milp.weights if setback else None)
-        assert strict == loose  # the instance pins the optimum down (no margin in between)
-        if not np.isfinite(strict):
-            assert r.status is RobustStatus.INFEASIBLE and r.counterfactual is None
-            continue
-        assert r.status is RobustStatus.CERTIFIED, r.message
-        assert r.certified and r.certificate.robust and r.k_verdict.robust
-        assert r.objective == pytest.approx(strict, abs=1e-6)
-        if setback:
-            assert r.setback_cost == pytest.approx(
-                P.setback_cost(space, method.milp.weights, x, r.counterfactual))
-        assert_survives(model, space, r, delta, 1, 1, rng)
-        done += 1
+    done = sum(optimal_and_unflippable(method, model, space, rows,
+                                       rows.iloc[[i]].reset_index(drop=True), delta, 1, 1, rng,
+                                       setback)
+               for i in np.flatnonzero(labels == 0)[::173][:3])
     assert done >= 2
 
 
@@ -190,20 +198,10 @@ def test_multiclass_grid_network():
     delta = 0.02
     method = CombinedRobustExplainer(model, space, delta=delta, sigma=SIGMA,
                                      tolerance=TOLERANCE)
-    done = 0
-    for i in range(0, len(rows), 257):
-        x = rows.iloc[[i]].reset_index(drop=True)
-        target = (labels[i] + 1) % 3
-        r = method.explain(x, target)
-        strict, loose = brute_force(model, space, rows, x, delta, target, target)
-        assert strict == loose
-        if not np.isfinite(strict):
-            assert r.status is RobustStatus.INFEASIBLE
-            continue
-        assert r.certified, r.message
-        assert r.objective == pytest.approx(strict, abs=1e-6)
-        assert_survives(model, space, r, delta, target, target, rng)
-        done += 1
+    done = sum(optimal_and_unflippable(method, model, space, rows,
+                                       rows.iloc[[i]].reset_index(drop=True), delta,
+                                       (labels[i] + 1) % 3, (labels[i] + 1) % 3, rng)
+               for i in range(0, len(rows), 257))
     assert done >= 2
 
 

@@ -9,7 +9,6 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 import cfopt
 from cfopt.formulations.robustness import max_shift, target_margins
@@ -18,20 +17,7 @@ from cfopt.models.network import ReLUNetwork
 from cfopt.results.robust import RobustStatus
 
 from .conftest import train_torch
-
-
-def _net(sizes: tuple[int, ...], seed: int) -> torch.nn.Sequential:
-    torch.manual_seed(seed)
-    layers: list[torch.nn.Module] = []
-    for a, b in zip(sizes, sizes[1:]):
-        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
-    return torch.nn.Sequential(*layers[:-1]).double()
-
-
-def _params(net: torch.nn.Sequential) -> list[tuple[np.ndarray, np.ndarray]]:
-    return [(m.weight.detach().numpy().astype(np.float64),
-             m.bias.detach().numpy().astype(np.float64))
-            for m in net if isinstance(m, torch.nn.Linear)]
+from .test_proplace import _net, _params
 
 
 def target_wins(params: list, z: np.ndarray, target: int) -> float:
@@ -137,32 +123,38 @@ def tiny():
     return X, space, net
 
 
-def test_proplace_certified_points_survive_every_vertex_shift(tiny) -> None:
-    X, space, net = tiny
-    delta = 0.02
-    params = _params(net)
-    method = Proplace(net, space, X, delta=delta, k=10)
-    plain = NonRobustMILP(net, space, delta=delta)
-    checker = RobustnessChecker(net, delta)
-    certified = flipped_plain = 0
-    for i in range(4):
+def certified_answers(method: Proplace, X: pd.DataFrame, rows: int):
+    """(x, target, z) for the first ``rows`` rows and every other class: PROPLACE's
+    answer ``z`` (model inputs), which must be certified."""
+    for i in range(rows):
         x = X.iloc[[i]]
         for target in range(3):
-            if target == plain.milp.classify(x)[0]:
+            if target == method.milp.classify(x)[0]:
                 continue
             r = method.explain(x, target=target)
             assert r.status is RobustStatus.CERTIFIED, r.message
             assert r.certified and r.verified and r.certificate.bound >= 0
-            z = space.transform(r.counterfactual)[0]
-            assert vertex_minimum(params, z, delta, target) >= 0
-            worst = checker.exact(z, target).parameters  # the adversary's own worst model
-            assert target_wins(worst, z, target) >= 0
-            certified += 1
-            # the closest (non-robust) counterfactual is flipped by some vertex shift
-            p = plain.explain(x, target=target)
-            zp = space.transform(p.counterfactual)[0]
-            flipped_plain += vertex_minimum(params, zp, delta, target) < 0
-            assert p.objective <= r.objective + 1e-6
+            yield x, target, r
+
+
+def test_proplace_certified_points_survive_every_vertex_shift(tiny) -> None:
+    X, space, net = tiny
+    delta = 0.02
+    params = _params(net)
+    plain = NonRobustMILP(net, space, delta=delta)
+    checker = RobustnessChecker(net, delta)
+    certified = flipped_plain = 0
+    for x, target, r in certified_answers(Proplace(net, space, X, delta=delta, k=10), X, 4):
+        z = space.transform(r.counterfactual)[0]
+        assert vertex_minimum(params, z, delta, target) >= 0
+        worst = checker.exact(z, target).parameters  # the adversary's own worst model
+        assert target_wins(worst, z, target) >= 0
+        certified += 1
+        # the closest (non-robust) counterfactual is flipped by some vertex shift
+        p = plain.explain(x, target=target)
+        zp = space.transform(p.counterfactual)[0]
+        flipped_plain += vertex_minimum(params, zp, delta, target) < 0
+        assert p.objective <= r.objective + 1e-6
     assert certified == 8 and flipped_plain >= 4
 
 
@@ -179,19 +171,13 @@ def test_proplace_deeper_network_against_sampled_vertex_shifts() -> None:
     signs = [[(rng.choice([-1.0, 1.0], w.shape), rng.choice([-1.0, 1.0], b.shape))
               for w, b in params] for _ in range(2000)]
     done = 0
-    for i in range(3):
-        x = X.iloc[[i]]
-        for target in range(3):
-            if target == method.milp.classify(x)[0]:
-                continue
-            r = method.explain(x, target=target)
-            assert r.certified, r.message
-            z = space.transform(r.counterfactual)[0]
-            for s in signs:
-                shifted = [(w + delta * sw, b + delta * sb) for (w, b), (sw, sb) in zip(params, s)]
-                assert target_wins(shifted, z, target) >= 0
-            assert target_wins(checker.exact(z, target).parameters, z, target) >= 0
-            done += 1
+    for _, target, r in certified_answers(method, X, 3):
+        z = space.transform(r.counterfactual)[0]
+        for s in signs:
+            shifted = [(w + delta * sw, b + delta * sb) for (w, b), (sw, sb) in zip(params, s)]
+            assert target_wins(shifted, z, target) >= 0
+        assert target_wins(checker.exact(z, target).parameters, z, target) >= 0
+        done += 1
     assert done == 6
 
 

@@ -45,6 +45,16 @@ def check_count(name: str, value: Any) -> int:
     return int(value)
 
 
+def check_sigma_tolerance(sigma: Any, tolerance: Any) -> tuple[float, float]:
+    """PROPLACE's master margin σ and stopping tolerance t as floats; ``ValueError``
+    naming the option unless σ > t > 0 (Prop. 2: the loop converges)."""
+    sigma, tolerance = check_positive("sigma", sigma), check_positive("tolerance", tolerance)
+    if not tolerance < sigma:
+        raise ValueError(f"tolerance must be below sigma (σ > t > 0 for convergence), got "
+                         f"sigma={sigma!r}, tolerance={tolerance!r}")
+    return sigma, tolerance
+
+
 def target_index(m: CounterfactualModel) -> int:
     """The class index of the query's one target class (binary: 1 is the logit > 0);
     ``ValueError`` for a set of targets (Δ-robustness keeps one class)."""

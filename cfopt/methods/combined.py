@@ -70,6 +70,7 @@ from .base import (
     box_layer_bounds,
     check_count,
     check_positive,
+    check_sigma_tolerance,
     finish_certificate,
     require_space_encoding,
     target_index,
@@ -148,11 +149,7 @@ class CombinedRobustExplainer(RobustMethod):
         super().__init__(model, space, delta=delta, solver=solver, time_limit=time_limit,
                          mip_gap=mip_gap, threads=threads, seed=seed,
                          solver_options=solver_options)
-        self.sigma = check_positive("sigma", sigma)
-        self.tolerance = check_positive("tolerance", tolerance)
-        if not self.tolerance < self.sigma:
-            raise ValueError(f"tolerance must be below sigma (σ > t > 0 for convergence), got "
-                             f"sigma={sigma!r}, tolerance={tolerance!r}")
+        self.sigma, self.tolerance = check_sigma_tolerance(sigma, tolerance)
         k_tolerance = check_positive("k_tolerance", k_tolerance)
         self.max_iterations = check_count("max_iterations", max_iterations)
         if data is None and labels is not None:

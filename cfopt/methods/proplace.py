@@ -52,7 +52,7 @@ from .base import (
     RobustMethod,
     box_layer_bounds,
     check_count,
-    check_positive,
+    check_sigma_tolerance,
     finish_certificate,
     require_space_encoding,
     target_index,
@@ -150,11 +150,7 @@ class Proplace(RobustMethod):
                          solver_options=solver_options)
         progress_enabled(progress)  # a bad value raises here, not at the first query
         self.progress = progress
-        self.sigma = check_positive("sigma", sigma)
-        self.tolerance = check_positive("tolerance", tolerance)
-        if not self.tolerance < self.sigma:
-            raise ValueError(f"tolerance must be below sigma (σ > t > 0 for convergence), got "
-                             f"sigma={sigma!r}, tolerance={tolerance!r}")
+        self.sigma, self.tolerance = check_sigma_tolerance(sigma, tolerance)
         self.max_iterations = check_count("max_iterations", max_iterations)
         self.region = RobustPlausibleRegion(data, self.delta, k, labels=labels,
                                             solver=self.backend.name, name="plausible_region")
