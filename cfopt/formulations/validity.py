@@ -33,7 +33,8 @@ Changing the target only changes Param values (no rebuild).
 **The margin and solver tolerances.** A solver accepts a point that violates each
 constraint by up to its feasibility tolerance (HiGHS 1e-7 as cfopt sets it, Gurobi
 1e-6, CBC 1e-7) and an integer variable off by up to its integrality tolerance (1e-7 on
-every backend as cfopt sets them; Gurobi's own default is 1e-5). The default :math:`\mu = 10^{-3}` (logit units) is 100x the
+every backend as cfopt sets them; Gurobi's own default is 1e-5). The default
+:math:`\mu = 10^{-3}` (logit units) is 100x the
 largest feasibility tolerance, so the point the solver returns stays on the target
 side even after the tolerances accumulate through a few layers; the model itself
 then verifies the decoded point, and a failure re-solves with a 10x larger

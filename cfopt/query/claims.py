@@ -4,8 +4,9 @@ The *declared problem* is the user's: the real model's own prediction in the tar
 with the validity margin (on the model's scores in exact arithmetic of its parameters,
 what the MILP encodes; a float32 network's own logits differ by a rounding that depends
 on its kernels' summation order), the feature space, actionability, declared
-constraints, and the objective. cfopt's MILP is a relaxation of it up to the solvers' tolerances (tree
-splits admit either side within rounding; :mod:`cfopt.formulations.trees`), so
+constraints, and the objective. cfopt's MILP is a relaxation of it up to the solvers'
+tolerances (tree splits admit either side within rounding;
+:mod:`cfopt.formulations.trees`), so
 
 * the first solve's proven bound is a lower bound on the declared problem's optimum;
   a re-solve with a larger margin (after a point failed verification) is a different,
