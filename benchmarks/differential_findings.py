@@ -245,16 +245,22 @@ FINDINGS: list[dict[str, object]] = [
                "margin in float64 (tests/differential_models.py margin_scores)",
     },
     {
-        "class": "HiGHS presolve on a continuous feature of magnitude 1e7 in raw units (OPEN)",
+        "class": "HiGHS presolve on a model input of magnitude 1e7 in raw units",
         "seen": "seed 62407 (XGBoost, a feature in [1e7, 1.1e7], two splits 2e5 apart; "
                 "HiGHS proves 0.4305031 where 0.4304821 is feasible: within the requested "
                 "mip_gap 1e-4, but the reported bound is invalid by 2.1e-5; right with "
                 "presolve off, CBC and Gurobi right; run on seeds 60000-62999, code 3b2b1a7)",
-        "cause": "the MILP's feature variable is in raw units (bounds 1e7, rows of "
-                 "coefficient 1e-6 on it): HiGHS's relative tolerances on a column of "
-                 "magnitude 1e7 are 10-20 raw units, 2e-5 of the objective here",
-        "fix": "open: feature variables in offset-scaled units inside the MILP (raw values "
-               "as expressions), as the network inputs already are (issue 16, item 5)",
+        "cause": "the feature variable was already in units of its range, but the "
+                 "predictor's input variable was in raw units (bounds [1e7, 1.1e7]), tied to "
+                 "it by 1e-6 z - t = 10 and cut by rows 1e-6 z + 0.5 s <= 11: HiGHS's "
+                 "presolve misjudged these rows of large constants (the same model with the "
+                 "input substituted by z = 1e7 + 1e6 t' is solved right)",
+        "fix": "every predictor block's variables are the model inputs normalized to their "
+               "box, t = (z - l) / w in [0, 1], with the raw inputs as expressions "
+               "(PredictorConstr.unit_inputs / inputs; trees, networks, linear models), and "
+               "integer features are steps above their lower bound (m.x_steps): no "
+               "variable carries a raw magnitude (cfopt/formulations/predictors/base.py, "
+               "cfopt/formulations/tree_cuts.py, cfopt/formulations/features.py)",
     },
     {
         "class": "a per-query tree region with an empty tree crashed",

@@ -11,7 +11,9 @@ Components (documented names, for users who add their own constraints):
 ``onehot0[f, l]``      the factual's one-hot (mutable Param)
 ``category_changed``   1 iff categorical ``f`` changes (Expression)
 ``onehot_sum[f]``      one level per categorical feature
-``predictor``          the learned model: ``predictor.inputs[i]``, ``predictor.outputs[j]``
+``predictor``          the learned model: ``predictor.model_inputs[i]`` (expressions),
+                       ``predictor.outputs[j]``; its variables ``predictor.inputs[i]`` are
+                       the model inputs normalized to their box, in [0, 1]
 ``predictor_link[i]``  model input ``i`` = encoding of the feature variables
 ``validity``           the target constraint(s); ``margin``, ``target_sign`` /
                        ``target_mask`` are mutable Params

@@ -78,7 +78,8 @@ FINDINGS = [(seed, None, None) for seed in (
     (20044, "lightgbm", None), (21287, "gradient_boosting", None),
     (21184, "sklearn_mlp", None), (21235, "linear_regression", None),
     (30294, "mlp_regressor", None), (41771, "xgboost", None),
-    (42656, "mlp_regressor", None), (52181, "torch_mlp", None)]
+    (42656, "mlp_regressor", None), (52181, "torch_mlp", None),
+    (62407, "xgboost", None)]
 
 
 @pytest.mark.parametrize("half", range(2))

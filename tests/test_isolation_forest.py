@@ -52,7 +52,7 @@ def test_path_length_block_equals_score_samples() -> None:
                              random_state=0).fit(Z)  # each tree on a subset of columns
     m = cfopt.CounterfactualModel(model, space,
                                   constraints=[cfopt.IsolationForestScore(forest, name="iso")])
-    bounds = np.array([v.bounds for v in m.iso.forest.inputs.values()])
+    bounds = np.array(m.iso.constr.input_bounds)
     rows = _random_rows(space, 1000, np.random.default_rng(0))
     P = np.clip(m.adapter.model_inputs(space, rows), bounds[:, 0], bounds[:, 1])
     assert m.iso.constr.get_error(P) <= 1e-9

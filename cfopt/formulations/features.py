@@ -8,8 +8,11 @@ Declares, on a block ``m`` for a :class:`~cfopt.space.FeatureSpace`:
   feature, :math:`x_f = \ell_f + w_f\,\text{x\_unit}_f` with :math:`w_f` its bounds'
   width (the solver works in units of each feature's range, whatever its raw units: a
   feature of range 1e6 beside one of range 1e-3 made Gurobi's presolve prove a wrong
-  optimum), and ``m.x_code[f]``, an integer variable, for an integer, binary or ordinal
-  feature (:math:`x_f = \text{x\_code}_f`);
+  optimum), and ``m.x_steps[f]``, an integer variable, for an integer, binary or ordinal
+  feature, its steps above the lower bound (:math:`x_f = \ell_f + \text{x\_steps}_f`:
+  no variable carries the magnitude of the raw codes; a predictor input linked to a
+  code of 1e7 through a constant of 10 made HiGHS's presolve prove a bound above a
+  feasible point, differential seed 62407);
 * ``m.ONEHOT`` — pairs (feature, level) of categorical features; ``m.onehot[f, l]``
   binary, ``m.onehot0[f, l]`` the factual one-hot (mutable Param), and
   ``m.onehot_sum[f]``: :math:`\sum_l \text{onehot}_{f,l} = 1` (coherence, CE-OCL eq. 4);
@@ -41,14 +44,13 @@ def add_feature_variables(m: pyo.Block, space: FeatureSpace) -> list:
 
     integral = [f.name for f in numeric if f.is_integral]
     continuous = [f.name for f in numeric if not f.is_integral]
-    m.x_code = pyo.Var(integral, domain=lambda _, name: pyo.Binary if space[
-        name].kind is Kind.BINARY else pyo.Integers,
-        bounds=lambda _, name: (space[name].lower, space[name].upper))
+    m.x_steps = pyo.Var(integral, domain=lambda _, name: pyo.Binary if space[
+        name].kind is Kind.BINARY else pyo.NonNegativeIntegers,
+        bounds=lambda _, name: (0, space[name].upper - space[name].lower))
     m.x_unit = pyo.Var(continuous, bounds=lambda _, name: (
         0.0, 1.0 if space[name].upper > space[name].lower else 0.0))
-    m.x = pyo.Expression(m.NUMERIC, rule=lambda b, name: b.x_code[name]
-                         if space[name].is_integral else
-                         space[name].lower + width(space, name) * b.x_unit[name])
+    m.x = pyo.Expression(m.NUMERIC, rule=lambda b, name: space[name].lower + (
+        b.x_steps[name] if space[name].is_integral else width(space, name) * b.x_unit[name]))
     m.x0 = pyo.Param(m.NUMERIC, mutable=True, initialize=lambda _, name: space[name].lower)
     m.onehot = pyo.Var(m.ONEHOT, domain=pyo.Binary)
     m.onehot0 = pyo.Param(m.ONEHOT, mutable=True, initialize=0.0)
@@ -71,7 +73,7 @@ def code_variable(m: pyo.Block, space: FeatureSpace, name: str
     """The variable behind ``m.x[name]`` and ``(offset, width)`` with
     ``code = offset + width * variable`` (to fix or bound a feature by its codes)."""
     if space[name].is_integral:
-        return m.x_code[name], 0.0, 1.0
+        return m.x_steps[name], space[name].lower, 1.0
     return m.x_unit[name], space[name].lower, width(space, name)
 
 

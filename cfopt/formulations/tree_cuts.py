@@ -11,8 +11,10 @@ left of cut :math:`q`, so every tree that splits there takes the same side:
           \frac{R_{j,q} - x_j}{w_j} \le \frac{R_{j,q} - \ell_j}{w_j}\,s_{j,q}, \qquad
           s_{j,q} \le s_{j,q+1}
 
-(rows divided by the input's width :math:`w_j = u_j - \ell_j`, so the solver's
-tolerances act on every input at the same relative scale, whatever its units), where
+(rows divided by the input's width :math:`w_j = u_j - \ell_j` and written on the
+block's variable :math:`t_j = (x_j - \ell_j) / w_j \in [0, 1]`, so the solver's
+tolerances act on every input at the same relative scale and no row carries the
+input's raw magnitude, whatever its units), where
 :math:`[\ell_j, u_j]` are the input's bounds and :math:`L_{j,q}`, :math:`R_{j,q}` the
 largest value the MILP sends left and the smallest it sends right:
 
@@ -48,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyomo.environ as pyo
 
-from ..space.encoding import Bounds, Grid
+from ..space.encoding import Bounds, Grid, unit_box
 
 #: a solver may put an input this far (x its width) beyond a cut side it chose: 10x the
 #: largest default integrality tolerance of the supported solvers (Gurobi 1e-5, which
@@ -147,28 +149,26 @@ def default_rounding(bounds: Bounds) -> list[float]:
 
 
 def add_cut_rows(sub: pyo.Block, bounds: Bounds) -> None:
-    """The binaries of ``sub.cuts``, their ties to the inputs (rows scaled by the input's
-    width) and their order (module docstring)."""
+    """The binaries of ``sub.cuts``, their ties to the block's inputs (the model inputs
+    normalized to their box ``bounds``, so every row is in units of the input's width)
+    and their order (module docstring)."""
     sub.CUTS = pyo.Set(initialize=sorted(sub.cuts), dimen=2, ordered=True)
     sub.left_of = pyo.Var(sub.CUTS, domain=pyo.Binary)
-
-    def width(j: int) -> float:
-        lb, ub = bounds[j]
-        return max(ub - lb, 1e-12)
+    lo, width = unit_box(bounds)
 
     def below(s: pyo.Block, j: int, q: int) -> object:  # left_of = 1 => x_j <= L
         side, ub = sub.cuts[j, q].left, bounds[j][1]
         if side >= ub:
             return pyo.Constraint.Skip
-        w = width(j)
-        return (s.inputs[j] - side) / w <= (ub - side) / w * (1 - s.left_of[j, q])
+        w = float(width[j])
+        return s.inputs[j] - (side - lo[j]) / w <= (ub - side) / w * (1 - s.left_of[j, q])
 
     def above(s: pyo.Block, j: int, q: int) -> object:  # left_of = 0 => x_j >= R
         side, lb = sub.cuts[j, q].right, bounds[j][0]
         if side <= lb:
             return pyo.Constraint.Skip
-        w = width(j)
-        return (side - s.inputs[j]) / w <= (side - lb) / w * s.left_of[j, q]
+        w = float(width[j])
+        return (side - lb) / w - s.inputs[j] <= (side - lb) / w * s.left_of[j, q]
 
     sub.cut_below = pyo.Constraint(sub.CUTS, rule=below)
     sub.cut_above = pyo.Constraint(sub.CUTS, rule=above)

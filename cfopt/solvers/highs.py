@@ -51,7 +51,11 @@ class HighsBackend(ContribBackend):
     is; differential seeds 4791, 5259). Its presolve is on: with it off, a logistic
     model with an integer feature of range 1e6 was proven infeasible at 1e-7 (seed
     2352). An earlier formulation met wrong optima with presolve on (2 of 250 Adult
-    queries); none of 250 does now (``benchmarks/README.md``).
+    queries); none of 250 does now (``benchmarks/README.md``). Its restarts are off: on
+    a small sklearn MLP (coefficients 1e4 on an input in [0, 1]) the root LP bound was
+    the optimum, 0.099106, and after the restart, which re-presolves with the columns
+    fixed by reduced cost, HiGHS proved 0.099974 (differential seed 21184; right with
+    restarts or presolve off).
 
     A solve with a time limit of a model of at least ``ISOLATE_MIN_COLUMNS`` columns runs
     in a forked child that is killed at the limit (plus 0.25 s), keeping the incumbents
@@ -238,7 +242,8 @@ class HighsBackend(ContribBackend):
 
     def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
         opts: dict[str, Any] = {"output_flag": settings.verbose,
-                                "mip_feasibility_tolerance": 1e-7}
+                                "mip_feasibility_tolerance": 1e-7,
+                                "mip_allow_restart": False}
         if settings.seed is not None:
             opts["random_seed"] = settings.seed
         return opts

@@ -30,6 +30,21 @@ Bounds = list[tuple[float, float]]
 Grid = tuple[float, float] | None
 
 
+def unit_box(bounds: Bounds) -> tuple[np.ndarray, np.ndarray]:
+    r"""Per model input of the box ``bounds``, its lower bound :math:`\ell_i` and width
+    :math:`w_i` (1 for a fixed input): the block's variable is :math:`t_i = (z_i -
+    \ell_i) / w_i \in [0, 1]` (:class:`~cfopt.formulations.predictors.PredictorConstr`)."""
+    lo = np.array([float(lb) for lb, _ in bounds])
+    width = np.array([ub - lb if ub > lb else 1.0 for lb, ub in bounds], dtype=float)
+    return lo, width
+
+
+def unit_bounds(bounds: Bounds) -> Bounds:
+    """The bounds of the block's normalized inputs: ``[0, 1]``, ``[0, 0]`` for a fixed
+    input."""
+    return [(0.0, 1.0 if ub > lb else 0.0) for lb, ub in bounds]
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """One model input: ``affine`` (``a * code + b`` of a numeric feature),

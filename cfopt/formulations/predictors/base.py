@@ -14,7 +14,7 @@ from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 
 from ...models import ModelAdapter, parse_model
 from ...models.network import LayerBounds
-from ...space.encoding import Bounds, Grid
+from ...space.encoding import Bounds, Grid, unit_box
 
 #: ``(block, name, adapter, input_bounds, *, grids, rounding, library_input, **options)``
 #: -> the :class:`PredictorConstr` of the new sub-block ``block.<name>``
@@ -22,29 +22,40 @@ Builder = Callable[..., "PredictorConstr"]
 
 
 class PredictorConstr:
-    """A learned model embedded in a Pyomo block.
+    r"""A learned model embedded in a Pyomo block.
 
     Attributes:
-        block: the Pyomo block; ``block.inputs[i]`` are the model inputs and
-            ``block.outputs[j]`` the logits.
+        block: the Pyomo block; ``block.inputs[i]`` are the model inputs normalized to
+            their box, :math:`t_i = (z_i - \ell_i) / w_i \in [0, 1]`
+            (:func:`~cfopt.space.encoding.unit_box`), ``block.model_inputs[i]`` the model inputs
+            :math:`z_i = \ell_i + w_i t_i` (expressions) and ``block.outputs[j]`` the
+            logits.
         adapter: the parsed model (structure + the real model).
+        input_bounds: the box of the model inputs.
     """
 
-    def __init__(self, block: pyo.Block, adapter: ModelAdapter) -> None:
+    def __init__(self, block: pyo.Block, adapter: ModelAdapter, input_bounds: Bounds
+                 ) -> None:
         self.block = block
         self.adapter = adapter
+        self.input_bounds: Bounds = [(float(lb), float(ub)) for lb, ub in input_bounds]
+        lo, width = unit_box(self.input_bounds)
+        block.model_inputs = pyo.Expression(range(adapter.n_inputs), rule=lambda b, i: (
+            float(lo[i]) + float(width[i]) * b.inputs[i]))
 
     @property
-    def inputs(self) -> pyo.Var:
+    def inputs(self) -> pyo.Expression:
+        """The model inputs :math:`z_i` (expressions of :attr:`unit_inputs`)."""
+        return self.block.model_inputs
+
+    @property
+    def unit_inputs(self) -> pyo.Var:
+        """The block's variables: the model inputs normalized to their box."""
         return self.block.inputs
 
     @property
     def outputs(self) -> pyo.Var:
         return self.block.outputs
-
-    @property
-    def input_bounds(self) -> Bounds:
-        return [self.block.inputs[i].bounds for i in range(self.adapter.n_inputs)]
 
     def output_bounds(self) -> Bounds:
         """Bounds of each logit implied by the input box (and any tightening)."""
@@ -153,9 +164,10 @@ class PredictorConstr:
         settings = SolverSettings(mip_gap=0.0, time_limit=60.0)
         expected = self.adapter.output(Z)
         worst = 0.0
+        unit_lo, unit_width = unit_box(self.input_bounds)
         for row, z in enumerate(Z):
             for i in range(n):
-                standalone.p.inputs[i].fix(float(z[i]))
+                standalone.p.inputs[i].fix(float((z[i] - unit_lo[i]) / unit_width[i]))
             chosen = self.fix_choices(standalone.p, z)
             for sense in (1.0, -1.0):
                 standalone.sense = sense
@@ -207,7 +219,7 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
                   library_input: Callable[[int, float], float] | None = None,
                   formulation: str | None = None,
                   per_query: bool | None = False) -> PredictorConstr:
-    """Embed a learned model in ``block`` as the sub-block ``block.<name>``.
+    r"""Embed a learned model in ``block`` as the sub-block ``block.<name>``.
 
     Args:
         block: the Pyomo block (e.g. a ``ConcreteModel``) that receives the predictor.
@@ -215,7 +227,8 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
             linear classifier, ONNX ModelProto or file path) or a parsed
             :class:`~cfopt.models.ModelAdapter`.
         inputs: Pyomo variables or linear expressions fed to the model; the constraints
-            ``block.<name>_link[i]: block.<name>.inputs[i] == inputs[i]`` tie them in.
+            ``block.<name>_link[i]``, :math:`t_i = (\text{inputs}_i - \ell_i) / w_i` on
+            the block's normalized inputs, tie them in.
             ``None``: the block's own ``inputs`` are left free.
         input_bounds: finite bounds of each model input; by default the bounds of the
             ``inputs`` (computed by interval arithmetic on expressions).
@@ -280,9 +293,9 @@ def add_predictor(block: pyo.Block, model: Any, inputs: Sequence[Any] | None = N
     constr = registered.builder(block, name, adapter, input_bounds, grids=input_grids,
                                 rounding=input_rounding, library_input=library_input,
                                 **options)
-    sub = constr.block
-    if inputs is not None:  # rows divided by the input's width, as every row on inputs
-        width = [ub - lb if ub > lb else 1.0 for lb, ub in input_bounds]
-        block.add_component(f"{name}_link", pyo.Constraint(
-            range(n), rule=lambda b, i: (sub.inputs[i] - inputs[i]) / width[i] == 0))
+    if inputs is not None:  # t_i = (inputs_i - l_i) / w_i, in the block's units
+        unit = constr.unit_inputs
+        lo, width = unit_box(input_bounds)
+        block.add_component(f"{name}_link", pyo.Constraint(range(n), rule=lambda b, i: (
+            unit[i] - (inputs[i] - float(lo[i])) / float(width[i]) == 0)))
     return constr

@@ -24,7 +24,7 @@ from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 
 from ...models import ModelAdapter, ReLUNetwork
 from ...models.network import LayerBounds
-from ...space.encoding import Bounds, Grid
+from ...space.encoding import Bounds, Grid, unit_bounds, unit_box
 from .base import PredictorConstr, register_formulation
 from .linear import build_linear
 
@@ -34,16 +34,17 @@ class NetworkPredictorConstr(PredictorConstr):
     (:func:`neuron_scales`).
 
     Args:
-        block: the OMLT block.
+        block: the OMLT block (its ``inputs``: the model inputs normalized to their box).
         adapter: the parsed network.
+        input_bounds: the box of the model inputs.
         layers: the block's dense layer blocks, input to output.
         scales: per layer, the factor by which the block divides each neuron's
             pre-activation.
     """
 
-    def __init__(self, block: pyo.Block, adapter: ModelAdapter, layers: list[pyo.Block],
-                 scales: list[np.ndarray]) -> None:
-        super().__init__(block, adapter)
+    def __init__(self, block: pyo.Block, adapter: ModelAdapter, input_bounds: Bounds,
+                 layers: list[pyo.Block], scales: list[np.ndarray]) -> None:
+        super().__init__(block, adapter, input_bounds)
         self._layers = list(layers)
         self._scales = [s.copy() for s in scales]
         self._relu = [layer.relu for layer in adapter.structure.layers]
@@ -219,22 +220,17 @@ def _omlt_network(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Bo
     """The OMLT block ``block.<name>`` of ``adapter``'s network over the input box
     ``bounds``, each layer's neurons divided by ``scales``; ``layer_rule``: OMLT's
     dense-layer rule (default: its full-space ``zhat = W z + b``)."""
-    from omlt import OffsetScaling, OmltBlock
+    from omlt import OmltBlock
     from omlt.neuralnet import FullSpaceNNFormulation, NetworkDefinition
     from omlt.neuralnet.layer import DenseLayer, InputLayer
 
     net: ReLUNetwork = adapter.structure
-    # the network runs on the inputs normalized to their box, t = (x - l) / w in [0, 1],
-    # with the first layer folded (W diag(w), b + W l): OMLT's scaled inputs, so a network
-    # on raw units gives rows of coefficients near 1 (CBC proved a raw-unit query
-    # infeasible)
-    lo = np.array([lb for lb, _ in bounds])
-    width = np.array([ub - lb if ub > lb else 1.0 for lb, ub in bounds])
-    scaling = OffsetScaling(offset_inputs=lo.tolist(), factor_inputs=width.tolist(),
-                            offset_outputs=[0.0] * net.n_outputs,
-                            factor_outputs=[1.0] * net.n_outputs)
-    definition = NetworkDefinition(scaling_object=scaling, scaled_input_bounds={
-        i: (0.0, 1.0 if ub > lb else 0.0) for i, (lb, ub) in enumerate(bounds)})
+    # the network runs on the inputs normalized to their box, t = (x - l) / w in [0, 1]
+    # (OMLT's inputs), with the first layer folded (W diag(w), b + W l), so a network on
+    # raw units gives rows of coefficients near 1 (CBC proved a raw-unit query
+    # infeasible) and no variable carries the inputs' raw magnitude (seed 62407)
+    lo, width = unit_box(bounds)
+    definition = NetworkDefinition(scaled_input_bounds=dict(enumerate(unit_bounds(bounds))))
     prev = InputLayer([net.n_inputs])
     definition.add_layer(prev)
     dense_layers = []
@@ -266,8 +262,8 @@ def _omlt_network(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Bo
     for j in range(net.n_outputs):
         sub.outputs[j].setlb(last.zhat[j].lb)
         sub.outputs[j].setub(last.zhat[j].ub)
-    constr = NetworkPredictorConstr(sub, adapter, [sub.layer[id(d)] for d in dense_layers],
-                                    scales)
+    constr = NetworkPredictorConstr(sub, adapter, bounds,
+                                    [sub.layer[id(d)] for d in dense_layers], scales)
     for k, layer in enumerate(constr.dense_layers()):  # OMLT's bounds, one encoding
         for j in layer.zhat:
             constr.set_neuron_bounds(k, j, *layer.zhat[j].bounds)

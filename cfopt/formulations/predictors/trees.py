@@ -28,7 +28,7 @@ import pyomo.environ as pyo
 
 from ...models import ModelAdapter
 from ...models.trees import PER_QUERY_TERMS, Tree, TreeEnsemble
-from ...space.encoding import Bounds, Grid
+from ...space.encoding import Bounds, Grid, unit_bounds
 from ..tree_cuts import TOLERANCE_BAND, Cut, add_cut_rows, default_rounding, make_cut
 from ..tree_regions import (
     QueryRegion,
@@ -48,8 +48,9 @@ class TreePredictorConstr(PredictorConstr):
     """A tree ensemble's block; decodes the solver's discrete choice (the cut sides)
     into the box of model inputs where the library reaches the chosen leaves."""
 
-    def __init__(self, block: pyo.Block, adapter: ModelAdapter) -> None:
-        super().__init__(block, adapter)
+    def __init__(self, block: pyo.Block, adapter: ModelAdapter, input_bounds: Bounds
+                 ) -> None:
+        super().__init__(block, adapter, input_bounds)
         self._fixed: list[tuple[Any, tuple]] = []
         #: per-query blocks: the caller builds each factual's region
         #: (:func:`cfopt.query.restrictions.trees.build_query_region`); else the region of the whole
@@ -224,7 +225,7 @@ def build_trees(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Boun
     if per_query or (per_query is None and leaf_depth_sum(ensemble) > PER_QUERY_TERMS):
         return TreePredictorConstr(_build_per_query(block, name, ensemble, bounds, grids,
                                                     rounding, library_input, formulation),
-                                   adapter)
+                                   adapter, bounds)
     cuts: dict[tuple[int, float], Cut] = {}
     made: dict[tuple[int, float], Cut] = {}  # per (input, threshold): boosting repeats them
     keys: list[dict[int, float]] = []
@@ -253,7 +254,7 @@ def build_trees(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Boun
     block.add_component(name, sub)
     sub.formulation = formulation
     sub.per_query = False
-    sub.inputs = pyo.Var(range(n), bounds=lambda _, i: bounds[i])
+    sub.inputs = pyo.Var(range(n), bounds=lambda _, i: unit_bounds(bounds)[i])
     sub.LEAVES = pyo.Set(initialize=[(t, leaf) for t, (leaves, *_) in enumerate(structure)
                                      for leaf in leaves], dimen=2, ordered=True)
     sub.leaf = pyo.Var(sub.LEAVES,
@@ -282,7 +283,7 @@ def build_trees(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Boun
         ensemble.init[c]) + sum(float(ensemble.trees[t].value[leaf, c]) * s.leaf[t, leaf]
                                 for t, leaf in s.LEAVES
                                 if ensemble.trees[t].value[leaf, c] != 0))
-    return TreePredictorConstr(sub, adapter)
+    return TreePredictorConstr(sub, adapter, bounds)
 
 
 def _build_per_query(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds: Bounds,
@@ -300,7 +301,8 @@ def _build_per_query(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds
     sub.split_values = sub.index.split_values
     sub.cuts = {}
     sub.factual_left = {}
-    sub.inputs = pyo.Var(range(ensemble.n_inputs), bounds=lambda _, i: bounds[i])
+    sub.inputs = pyo.Var(range(ensemble.n_inputs),
+                         bounds=lambda _, i: unit_bounds(bounds)[i])
     low = ensemble.init + sum(t.value[t.leaves].min(axis=0) for t in ensemble.trees)
     high = ensemble.init + sum(t.value[t.leaves].max(axis=0) for t in ensemble.trees)
     sub.outputs = pyo.Var(range(ensemble.n_outputs),
