@@ -263,6 +263,29 @@ FINDINGS: list[dict[str, object]] = [
                "cfopt/formulations/tree_cuts.py, cfopt/formulations/features.py)",
     },
     {
+        "class": "HiGHS's restart proved a bound above the optimum (small MLP)",
+        "seen": "seed 21184 (sklearn MLP, first-layer coefficients 1e4 on an input in "
+                "[0, 1]) on the normalized predictor inputs (d493c7c): HiGHS proves "
+                "0.099974 where 0.099106 is feasible; CBC and Gurobi right",
+        "cause": "HiGHS's root LP bound is the optimum, 0.099106; after '75% inactive "
+                 "integer columns, restarting' (a re-presolve with columns fixed by reduced "
+                 "cost) its bound is 0.099974; right with restarts or presolve off, and no "
+                 "single presolve rule off fixes it",
+        "fix": "HiGHS runs with mip_allow_restart off (cfopt/solvers/highs.py)",
+    },
+    {
+        "class": "CBC's LP presolve gave a wrong root bound (integer feature of range 9e5)",
+        "seen": "seed 72074 (sklearn MLP, an integer feature in [-483382, 439160], "
+                "near_boundary): CBC proves 0.035232 optimal where 0.016517 is feasible "
+                "(Gurobi); the same on the code before the normalized inputs (4d5d2f8); run "
+                "on seeds 70000-72999",
+        "cause": "with CLP's presolve the root LP bound is 0.0352, without it 0 (the LP "
+                 "relaxation's true value): the presolve misjudged the rows of coefficient "
+                 "1e-6 on the integer column of range 9e5; right with presolve off, a "
+                 "primal tolerance of 1e-9, or scaling off",
+        "fix": "CBC runs with presolve off (cfopt/solvers/backends.py, _LEGACY_DEFAULTS)",
+    },
+    {
         "class": "a per-query tree region with an empty tree crashed",
         "seen": "seeds 20044 (LightGBM), 21287 (GradientBoosting), per-query trees, every "
                 "solver: InvalidConstraintError on one_leaf (run on seeds 20000-22999)",

@@ -79,7 +79,7 @@ FINDINGS = [(seed, None, None) for seed in (
     (21184, "sklearn_mlp", None), (21235, "linear_regression", None),
     (30294, "mlp_regressor", None), (41771, "xgboost", None),
     (42656, "mlp_regressor", None), (52181, "torch_mlp", None),
-    (62407, "xgboost", None)]
+    (62407, "xgboost", None), (72074, "sklearn_mlp", None)]
 
 
 @pytest.mark.parametrize("half", range(2))
