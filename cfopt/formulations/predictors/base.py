@@ -131,8 +131,8 @@ class PredictorConstr:
         of the model inputs (raw model-input units, within :attr:`input_bounds`), replacing
         the current ones (ReLU networks: every layer's pre-activation bounds by interval
         arithmetic, :meth:`set_layer_bounds`); returns the number of stable hidden
-        neurons. None by default: an encoding without internal bounds has nothing to set,
-        and returns 0."""
+        neurons (none by default: an encoding without internal bounds has nothing to
+        set)."""
         return 0
 
     def set_neuron_bounds(self, k: int, j: int, lb: float, ub: float) -> None:

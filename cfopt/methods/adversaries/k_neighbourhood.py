@@ -75,6 +75,9 @@ class KAdversary:
         self._inputs = encode_inputs(m, m.space, m.input_specs)
 
     def _set_box(self, x: pd.Series, z: pd.Series) -> None:
+        """Bound the feature variables to the K-neighbourhood box of ``z`` (module
+        docstring), and the encoding to the model inputs that box admits
+        (:meth:`~cfopt.formulations.predictors.PredictorConstr.set_input_box`)."""
         m, space = self.m, self.m.space
         for f in space:
             keep = x[f.name] == z[f.name] and f.perturbation is not None
