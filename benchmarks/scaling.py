@@ -141,7 +141,7 @@ def measure(explainer: cfopt.Explainer, X: pd.DataFrame, *, series: str, size: i
     backend = MpsProbe() if probe else cfopt.solvers.make_solver(solver)
     explainer.backend = backend
     explainer.tighten_per_query = per_query
-    explainer.runner._build_pending = False  # the build is reported as build_s
+    explainer.runner.exclude_build_time()  # the build is reported as build_s
     row: dict[str, Any] = {"series": series, "size": size, "size_label": LABELS[series],
                            "solver": solver, "config": config, "n": len(X),
                            "binaries": binaries(explainer.milp),

@@ -153,12 +153,14 @@ def summary(space: FeatureSpace, factual: pd.DataFrame,
 # --------------------------------------------------------------------------------------
 # Distances in min-max units and the set metrics of Leofante & Potyka (AAAI 2024)
 
-_NORMS = ("l1", "l2")
+#: the norms of the set metrics (:func:`distance_weights`)
+NORMS = ("l1", "l2")
 
 
-def _check_norm(norm: str) -> None:
-    if norm not in _NORMS:
-        raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
+def check_norm(norm: str) -> None:
+    """``ValueError`` unless ``norm`` is one of :data:`NORMS`."""
+    if norm not in NORMS:
+        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
 
 
 def distance_weights(space: FeatureSpace, norm: str = "l1") -> np.ndarray:
@@ -173,7 +175,7 @@ def distance_weights(space: FeatureSpace, norm: str = "l1") -> np.ndarray:
     weighted 1/2 under L1 and :math:`1/\sqrt2` under L2), so a category change counts
     once under both norms.
     """
-    _check_norm(norm)
+    check_norm(norm)
     onehot = 0.5 if norm == "l1" else 1.0 / np.sqrt(2.0)
     weights: list[float] = []
     for f in space:

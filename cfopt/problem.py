@@ -133,8 +133,7 @@ class CounterfactualModel(pyo.ConcreteModel):
         weight_map = feature_weights(space, weights)
         self._space = space
         self._adapter = adapter
-        self._weights = weight_map
-        self._terms = terms
+        self._weights, self._terms = weight_map, terms
         self._specs = specs
         self._tree_formulation = tree_formulation
         self._factual: pd.DataFrame | None = None
@@ -147,8 +146,7 @@ class CounterfactualModel(pyo.ConcreteModel):
             self, adapter, encode_inputs(self, space, specs), name="predictor",
             input_bounds=spec_bounds(space, specs), input_grids=spec_grids(space, specs),
             input_rounding=spec_rounding(space, specs), library_input=self.library_input,
-            formulation=tree_formulation,
-            per_query=None)
+            formulation=tree_formulation, per_query=None)
         self.bound_tightening: BoundTighteningReport = tighten_relu_bounds(
             self, self._predictor, method=bound_tightening or "interval")
         add_actionability(self, space)

@@ -62,6 +62,16 @@ def test_reuse_equals_rebuild(german, german_model):
     assert batch[0].build_time >= explainer.milp.build_time > 0  # built once, counted once
 
 
+def test_build_time_can_be_left_out(german, german_model):
+    """exclude_build_time: no answer carries the model's build (a caller reports it)."""
+    net, space = german_model
+    explainer = cfopt.Explainer(net, space)
+    explainer.milp.build_time = 1e6  # unmistakable if it were counted
+    explainer.runner.exclude_build_time()
+    ce = explainer.explain(german.X.iloc[[rejected(explainer, german.X, 1)[0]]], target=1)
+    assert ce.found and ce.build_time < 1e6 and ce.total_time < 1e6
+
+
 def test_bound_tightening_keeps_the_optimum(german, german_model):
     net, space = german_model
     plain = cfopt.Explainer(net, space, bound_tightening=None, mip_gap=0.0)

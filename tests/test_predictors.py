@@ -10,6 +10,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import make_classification
+from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression, SGDClassifier
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.neural_network import MLPClassifier
@@ -187,3 +188,25 @@ def test_add_predictor_checks_inputs():
     m.u = pyo.Var(range(D))
     with pytest.raises(ValueError, match="model input 0 has no finite bounds"):
         cfopt.formulations.add_predictor(m, MODELS["logistic-binary"](), [m.u[i] for i in range(D)])
+
+
+def test_set_input_box_sets_a_networks_layer_bounds():
+    """A network's layer bounds become interval arithmetic over the sub-box (the encoding
+    stays exact inside it); encodings without layer bounds (linear, trees) keep theirs."""
+    lo, hi = np.full(D, 0.25), np.full(D, 0.5)
+    predictor = embed(MODELS["torch-binary"]())
+    expected = predictor.adapter.structure.box_bounds(lo, hi)
+    stable = predictor.set_input_box(lo, hi)
+    for (lb, ub), (elb, eub) in zip(predictor.layer_bounds(), expected):
+        np.testing.assert_allclose(lb, elb, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(ub, eub, rtol=1e-9, atol=1e-9)
+    assert stable == sum(int(((elb >= 0) | (eub <= 0)).sum())
+                         for (elb, eub), layer in zip(expected, predictor.adapter.structure.layers)
+                         if layer.relu)
+    assert predictor.get_error(lo + (hi - lo) * points(n=50)) <= 1e-6
+    forest = RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0).fit(*data(2))
+    for model in (MODELS["logistic-binary"](), forest):
+        predictor = embed(model)
+        before = predictor.output_bounds()
+        assert predictor.set_input_box(lo, hi) == 0
+        assert predictor.output_bounds() == before

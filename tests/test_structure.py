@@ -1,6 +1,6 @@
-"""The package's shape (issue 20): no runtime import cycle inside cfopt, at most 12
-modules directly in ``cfopt/``, none longer than 500 lines, one ``__all__`` of at most 45
-public names.
+"""The package's shape (issue 20): no runtime import cycle inside cfopt, no private name
+imported from another cfopt module, at most 12 modules directly in ``cfopt/``, none longer
+than 500 lines, one ``__all__`` of at most 45 public names.
 
 The import graph is read from the source with :mod:`ast`. Every import that runs counts,
 function-local ones included (a local import only postpones a cycle to the first call);
@@ -132,6 +132,34 @@ def test_import_cycles_are_found(tmp_path):
     (root / "sub" / "e.py").write_text("from ..f import w\n")
     (root / "f.py").write_text("from .sub.e import z\n")
     assert sorted(import_cycles(root)) == [["pkg.a", "pkg.b"], ["pkg.f", "pkg.sub", "pkg.sub.e"]]
+
+
+def private_imports(root: Path) -> list[str]:
+    """``module: name`` for every private name (``_x``, not dunder) a module under
+    ``root`` imports from a module of the package (relative imports, or absolute ones of
+    ``root``'s name)."""
+    found = []
+    for name, path in module_files(root).items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (
+                    node.level or (node.module or "").split(".")[0] == root.name):
+                found.extend(f"{name}: {alias.name}" for alias in node.names
+                             if alias.name.startswith("_") and not alias.name.startswith("__"))
+    return found
+
+
+def test_no_private_names_across_modules():
+    assert private_imports(PACKAGE) == []
+
+
+def test_private_imports_are_found(tmp_path):
+    root = tmp_path / "pkg"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "_impl.py").write_text("_hidden = 1\nshown = 2\n")
+    (root / "a.py").write_text("from __future__ import annotations\nfrom ._impl import shown\n")
+    (root / "b.py").write_text("def f():\n    from pkg._impl import _hidden\n")
+    assert private_imports(root) == ["pkg.b: _hidden"]
 
 
 def test_top_level_modules_and_lengths():

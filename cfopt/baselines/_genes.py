@@ -15,10 +15,15 @@ computes the Gower distance and the L0 count used by both objectives:
 with :math:`R_i` the feature's range in the data (:attr:`Feature.weight_spread`, the
 weight of cfopt's default L1 objective), so :math:`d\,\gamma` is exactly cfopt's
 range-weighted L1 distance of a raw row.
+
+It also holds what every model-agnostic baseline needs of the model: its labels as a
+function of model-input rows (:func:`label_predictor`), its classes
+(:func:`model_classes`) and the target labels of a query (:func:`target_labels`).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -141,6 +146,27 @@ def target_labels(target: Any, factual_class: Any, classes: Any) -> tuple:
     return tuple(json_value(t) for t in labels)
 
 
+def label_predictor(model: Any, space: FeatureSpace) -> Callable[[np.ndarray], np.ndarray]:
+    """A function from model-input rows to predicted labels: a fitted sklearn
+    ``Pipeline``'s on the rows decoded to raw units, else the model's ``predict``, a
+    model cfopt parses, or the model itself when it is a callable."""
+    pipeline = getattr(sys.modules.get("sklearn.pipeline"), "Pipeline", None)
+    if pipeline is not None and isinstance(model, pipeline):
+        return lambda Z: np.asarray(model.predict(space.inverse_transform(Z)))
+    if hasattr(model, "predict"):
+        return lambda Z: np.asarray(model.predict(Z))
+    from ..errors import UnsupportedModelError
+    from ..models import parse_model
+
+    try:
+        return parse_model(model).predict
+    except UnsupportedModelError:
+        if callable(model):
+            return lambda Z: np.asarray(model(Z))
+        raise TypeError(f"model must have a predict method, be a callable returning labels, "
+                        f"or be a model cfopt can parse; got {type(model).__name__}") from None
+
+
 def model_classes(model: Any, predict: Callable[[np.ndarray], np.ndarray],
                   Z: np.ndarray | None = None) -> tuple:
     """The model's class labels: ``model.classes_`` (sklearn), a parsed model's classes,
@@ -162,4 +188,4 @@ def model_classes(model: Any, predict: Callable[[np.ndarray], np.ndarray],
     return tuple(json_value(c) for c in classes)
 
 
-__all__ = ["Genes", "model_classes", "target_labels"]
+__all__ = ["Genes", "label_predictor", "model_classes", "target_labels"]

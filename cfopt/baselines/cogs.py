@@ -67,8 +67,7 @@ from ..results.status import Status
 from ..space.perturbations import can_switch_away
 from ..space.space import FeatureSpace
 from ..space.validate import as_frame
-from ._genes import Genes, model_classes, target_labels
-from .diverse_neighbours import _predictor
+from ._genes import Genes, label_predictor, model_classes, target_labels
 
 ROBUSTNESS = (None, "C", "K", "CK")
 
@@ -121,7 +120,7 @@ class CoGS:
         self.population, self.generations, self.tournament = population, generations, tournament
         self.mutation_scale, self.patience = float(mutation_scale), patience
         self.robust, self.m, self.seed = robust, m, seed
-        self._predict = _predictor(model, space)
+        self._predict = label_predictor(model, space)
         self.classes_ = model_classes(model, self._predict)
         self._perturbation = [f.perturbation for f in space]
 

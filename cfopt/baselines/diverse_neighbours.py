@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,34 +44,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..metrics import _NORMS, distance_weights
+from ..metrics import check_norm, distance_weights
 from ..results.serialize import json_value
 from ..space.space import FeatureSpace
 from ..space.validate import as_frame
+from ._genes import label_predictor
 
 _SELECTIONS = ("number", "distance")
 _DIVERSITIES = ("angle", "distance")
 #: the paper's α for number-based selection on its larger data sets (50 on diabetes, no2)
 DEFAULT_ALPHA = 1000
-
-
-def _predictor(model: Any, space: FeatureSpace) -> Callable[[np.ndarray], np.ndarray]:
-    """A function from model-input rows to predicted labels."""
-    pipeline = getattr(sys.modules.get("sklearn.pipeline"), "Pipeline", None)
-    if pipeline is not None and isinstance(model, pipeline):
-        return lambda Z: np.asarray(model.predict(space.inverse_transform(Z)))
-    if hasattr(model, "predict"):
-        return lambda Z: np.asarray(model.predict(Z))
-    from ..errors import UnsupportedModelError
-    from ..models import parse_model
-
-    try:
-        return parse_model(model).predict
-    except UnsupportedModelError:
-        if callable(model):
-            return lambda Z: np.asarray(model(Z))
-        raise TypeError(f"model must have a predict method, be a callable returning labels, "
-                        f"or be a model cfopt can parse; got {type(model).__name__}") from None
 
 
 @dataclass
@@ -219,8 +200,7 @@ class DiverseNeighbours:
                  minimise: bool = True) -> None:
         if not isinstance(space, FeatureSpace):
             raise TypeError(f"space must be a FeatureSpace, got {type(space).__name__}")
-        if norm not in _NORMS:
-            raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
+        check_norm(norm)
         if selection not in _SELECTIONS:
             raise ValueError(f"selection must be one of {_SELECTIONS}, got {selection!r}")
         if diversity not in _DIVERSITIES:
@@ -255,7 +235,7 @@ class DiverseNeighbours:
         self.beta = float(beta)
         self.gamma = float(gamma)
         self.minimise = bool(minimise)
-        self._predict = _predictor(model, space)
+        self._predict = label_predictor(model, space)
         self._weights = distance_weights(space, norm)
         slices = space.input_slices()
         numeric = [f for f in space if not f.is_onehot]

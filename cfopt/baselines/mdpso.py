@@ -89,8 +89,7 @@ from ..results.status import Status
 from ..space.feature import Kind
 from ..space.space import FeatureSpace
 from ..space.validate import as_frame
-from ._genes import Genes, model_classes, target_labels
-from .diverse_neighbours import _predictor
+from ._genes import Genes, label_predictor, model_classes, target_labels
 
 BOXES = ("additive", "multiplicative")
 
@@ -219,7 +218,7 @@ class MDPSO:
         self.c = tuple(float(c) for c in coefficients)
         self.weights = weights
         self.n_bins, self.smoothing, self.seed = n_bins, float(smoothing), seed
-        self._predict = _predictor(model, space)
+        self._predict = label_predictor(model, space)
         self._fitted = False
         # position layout: one coordinate per numeric feature, one per categorical level
         slices = list(space.input_slices().values())

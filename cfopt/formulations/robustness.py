@@ -289,7 +289,7 @@ def add_shifted_copy(m: CounterfactualModel, params: Parameters,
     m.add_component(name, copy)
     pred = add_predictor(copy, adapter, encode_inputs(m, m.space, m.input_specs),
                          name="predictor")
-    pred.set_layer_bounds(adapter.structure.box_bounds(*box))
+    pred.set_input_box(*box)
     add_validity(copy, pred.outputs, pred.output_bounds(), adapter, m.margin)
     set_target(copy, adapter, [adapter.class_index(t) for t in m.target])
     return copy

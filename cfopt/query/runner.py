@@ -65,7 +65,9 @@ class QueryRunner:
         tighten_per_query: restrict each solve around a heuristic counterfactual.
 
     The arguments are kept as attributes of the same names; ``cpsat``: the backend is
-    CP-SAT, which builds its own model of each query (:mod:`cfopt.solvers.cpsat`).
+    CP-SAT, which builds its own model of each query (:mod:`cfopt.solvers.cpsat`). The
+    first answer's ``build_time`` and ``total_time`` include the model's build
+    (:meth:`exclude_build_time` leaves it out).
     """
 
     def __init__(self, milp: CounterfactualModel, backend: SolverBackend,
@@ -82,6 +84,12 @@ class QueryRunner:
             milp.predictor_constr.deferred = True  # each query builds its trees
         self._max_changes = max_changes
         self._build_pending = True
+
+    def exclude_build_time(self) -> None:
+        """Charge no answer with the model's build
+        (:attr:`~cfopt.CounterfactualModel.build_time`), for a caller that reports it
+        apart (a benchmark's build column); by default the first answer includes it."""
+        self._build_pending = False
 
     def start(self, x: pd.DataFrame | pd.Series | Mapping, target: Any,
                     options: Mapping[str, Any]) -> SolverSettings:

@@ -126,6 +126,15 @@ class PredictorConstr:
         neurons (none by default: an encoding without layers has nothing to set)."""
         return 0
 
+    def set_input_box(self, lower: np.ndarray, upper: np.ndarray) -> int:
+        """Set the encoding's internal bounds to those valid over the box ``[lower, upper]``
+        of the model inputs (raw model-input units, within :attr:`input_bounds`), replacing
+        the current ones (ReLU networks: every layer's pre-activation bounds by interval
+        arithmetic, :meth:`set_layer_bounds`); returns the number of stable hidden
+        neurons (none by default: an encoding without internal bounds has nothing to
+        set)."""
+        return 0
+
     def set_neuron_bounds(self, k: int, j: int, lb: float, ub: float) -> None:
         """Bounds of neuron ``j`` of layer ``k`` of :meth:`dense_layers`, in the block's
         units (``IndexError`` by default: an encoding without layers has no neurons)."""

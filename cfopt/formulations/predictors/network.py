@@ -84,6 +84,13 @@ class NetworkPredictorConstr(PredictorConstr):
             self.outputs[j].setub(float(last_ub[j]))
         return stable
 
+    def set_input_box(self, lower: np.ndarray, upper: np.ndarray) -> int:
+        """Every layer's pre-activation bounds by interval arithmetic over the box
+        ``[lower, upper]`` of the model inputs
+        (:meth:`~cfopt.models.network.ReLUNetwork.box_bounds`), replacing the current
+        ones; returns the number of stable hidden neurons."""
+        return self.set_layer_bounds(self.adapter.structure.box_bounds(lower, upper))
+
     def set_neuron_bounds(self, k: int, j: int, lb: float, ub: float) -> None:
         """Bounds of neuron ``j`` of layer ``k`` in the block's units: its
         pre-activation, its output and, under the big-M ReLU, OMLT's big-M constants and

@@ -27,7 +27,6 @@ from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 from ...constraints.scenarios import KScenarios
 from ...formulations.features import code_variable, encode_inputs
 from ...formulations.validity import deactivate_validity
-from ...models import ReLUNetwork
 from ...problem import CounterfactualModel
 from ...results.robust import KVerdict
 from ...results.status import Status
@@ -76,6 +75,9 @@ class KAdversary:
         self._inputs = encode_inputs(m, m.space, m.input_specs)
 
     def _set_box(self, x: pd.Series, z: pd.Series) -> None:
+        """Bound the feature variables to the K-neighbourhood box of ``z`` (module
+        docstring), and the encoding to the model inputs that box admits
+        (:meth:`~cfopt.formulations.predictors.PredictorConstr.set_input_box`)."""
         m, space = self.m, self.m.space
         for f in space:
             keep = x[f.name] == z[f.name] and f.perturbation is not None
@@ -111,12 +113,10 @@ class KAdversary:
             else:
                 var.setlb(value(lo))
                 var.setub(value(hi))
-        if isinstance(m.adapter.structure, ReLUNetwork) and m.global_layer_bounds:
-            box = [compute_bounds_on_expr(e) if not isinstance(e, (int, float)) else (e, e)
-                   for e in self._inputs]
-            lo = np.array([float(b[0]) for b in box])
-            hi = np.array([float(b[1]) for b in box])
-            m.predictor_constr.set_layer_bounds(m.adapter.structure.box_bounds(lo, hi))
+        box = [compute_bounds_on_expr(e) if not isinstance(e, (int, float)) else (e, e)
+               for e in self._inputs]
+        m.predictor_constr.set_input_box(np.array([float(b[0]) for b in box]),
+                                         np.array([float(b[1]) for b in box]))
 
     def _pairs(self, target: Any) -> list[dict[int, float]]:
         """Objective coefficients of the margins to minimise."""
