@@ -274,6 +274,18 @@ FINDINGS: list[dict[str, object]] = [
         "fix": "HiGHS runs with mip_allow_restart off (cfopt/solvers/highs.py)",
     },
     {
+        "class": "HiGHS's presolve reduced a tree query to empty at a wrong optimum",
+        "seen": "seed 75232 (LightGBM, 3 classes, target set, integer features, a "
+                "factual near a split): HiGHS proves 0.25 where 0.175 is feasible (CBC, "
+                "Gurobi, CP-SAT and brute force agree on 0.175); the same on 4d5d2f8; run "
+                "on seeds 70000-75999",
+        "cause": "its presolve (sparsify, enumeration presolve, probing) reduces the "
+                 "model to empty with the objective 0.25; right with presolve off, or with "
+                 "its sparsify or probing rule off",
+        "fix": "HiGHS runs with the sparsify rule off (presolve_rule_off, "
+               "cfopt/solvers/highs.py)",
+    },
+    {
         "class": "CBC's LP presolve gave a wrong root bound (integer feature of range 9e5)",
         "seen": "seed 72074 (sklearn MLP, an integer feature in [-483382, 439160], "
                 "near_boundary): CBC proves 0.035232 optimal where 0.016517 is feasible "
@@ -283,7 +295,11 @@ FINDINGS: list[dict[str, object]] = [
                  "relaxation's true value): the presolve misjudged the rows of coefficient "
                  "1e-6 on the integer column of range 9e5; right with presolve off, a "
                  "primal tolerance of 1e-9, or scaling off",
-        "fix": "CBC runs with presolve off (cfopt/solvers/backends.py, _LEGACY_DEFAULTS)",
+        "fix": "CBC runs with a primal tolerance of 1e-9 (cfopt/solvers/backends.py, "
+               "_LEGACY_DEFAULTS). Presolve off, tried first (9241cc9), made CBC prove "
+               "wrong optima on three linear models (seeds 75107, 75149, 75321: 0.0169 "
+               "where 7.7e-5 is feasible); the primal tolerance and scaling off were both "
+               "clean on 1500 more instances (seeds 73000-74499, CBC and Gurobi)",
     },
     {
         "class": "a per-query tree region with an empty tree crashed",

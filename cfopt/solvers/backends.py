@@ -85,11 +85,13 @@ class GurobiBackend(ContribBackend):
 #: feasible); its cuts cut the optimum off a network query (1.0 where 0.374 is
 #: feasible) and a multiclass linear one; at its integrality tolerance (1e-7) it proved a
 #: query of a network with big-M constants of 4e5 infeasible (1e-7 x 4e5 is 40x the
-#: validity margin): 1e-8; its LP presolve gave a network query with an integer feature
-#: of range 9e5 a root LP bound of 0.0352 where the LP relaxation's is 0, and proved
-#: 0.0352 optimal where 0.0165 is feasible (seed 72074): off
+#: validity margin): 1e-8; at its primal tolerance (1e-7) its LP presolve gave a network
+#: query with an integer feature of range 9e5 a root LP bound of 0.0352 where the LP
+#: relaxation's is 0, and proved 0.0352 optimal where 0.0165 is feasible (seed 72074):
+#: 1e-9 (presolve off fixed it too, but made CBC prove wrong optima on three linear
+#: models, seeds 75107, 75149, 75321)
 _LEGACY_DEFAULTS = {"cbc": {"preprocess": "off", "increment": 0, "cuts": "off",
-                            "integerTolerance": 1e-8, "presolve": "off"}}
+                            "integerTolerance": 1e-8, "primalTolerance": 1e-9}}
 #: option names of classic Pyomo solvers: (time limit, relative gap, threads, seed)
 _LEGACY_OPTIONS = {
     "cbc": ("sec", "ratioGap", "threads", "randomCbcSeed"),
