@@ -39,7 +39,11 @@ models / points that no longer give the target, the mean over certified answers.
 certified answer must score 0 on what its method certifies (shift and vertex for
 ``delta``, K for ``k``, all three for ``delta+k``); any other value is listed in
 ``violations``. ``mean_cost``: Virgolin & Fracaros's Eq. 9 cost (``metrics.cogs_loss``)
-over certified answers; ``median_s``: per-query wall time of ``explain`` (building the
+over certified answers; ``certified_fraction``: answers whose result says ``certified``
+(both proofs at level 0: Δ bound ≥ 0, K bound > 0), ``certified_status_fraction``:
+answers whose status is ``certified`` (the loop's own stop, Δ bound ≥ σ - t; a loop cut
+short by a limit can leave a point proven robust at level 0 with status ``time_limit``);
+``median_s``: per-query wall time of ``explain`` (building the
 method apart: ``build_s``). A method that raises gets its error as the row's status and
 the run goes on. Writes ``benchmarks/results/combined_robustness.json``.
 
@@ -163,7 +167,8 @@ def query(explainer: Any, method: str, model: Any, space: cfopt.FeatureSpace,
                              "certified": result.certified}
     if result.found:
         z = result.counterfactual
-        entry.update(cost=float(metrics.cogs_loss(space, x, z)[0]),
+        entry.update(counterfactual=z.iloc[0].to_dict(),
+                     cost=float(metrics.cogs_loss(space, x, z)[0]),
                      changed=int(sum(z.iloc[0][n] != x.iloc[0][n] for n in space.names)),
                      invalidity=evaluate(model, space, x, z, target, delta, rng))
     if not result.certified and result.message:
@@ -189,6 +194,8 @@ def summarise(name: str, method: str, delta: float, entries: list[dict[str, Any]
     return {
         "dataset": name, "paper_name": PAPER_NAMES[name], "method": method, "n": len(entries),
         "certified_fraction": len(certified) / len(entries) if entries else None,
+        "certified_status_fraction": (sum(e["status"] == "certified" for e in entries)
+                                      / len(entries) if entries else None),
         "median_s": stats([e["seconds"] for e in entries])["median_s"],
         "mean_cost": (float(np.mean([e["cost"] for e in certified])) if certified else None),
         "invalidity_shift": mean("shift", certified),
