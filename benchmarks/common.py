@@ -67,9 +67,18 @@ def environment() -> dict[str, Any]:
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "cpu": _cpu_model(),
-                    "cores": os.cpu_count(), "memory_gb": _memory_gb()},
+                    "cores": os.cpu_count(), "memory_gb": _memory_gb(),
+                    "load_average": _load_average()},
         "versions": versions,
     }
+
+
+def _load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages when the record is written."""
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def _memory_gb() -> float | None:

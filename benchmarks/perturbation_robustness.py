@@ -128,16 +128,28 @@ def significance(per: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
-def run_model(name: str, kind: str, data: Any, args: argparse.Namespace) -> list[dict]:
+def prepare(data: Any, kind: str, n: int) -> dict[str, Any]:
+    """The space with the paper's plausibility constraints, the first fold's split, the
+    fitted model and the first ``n`` test rows it does not classify as the target."""
     space = data.space_with_plausibility()
     folds = StratifiedKFold(5, shuffle=True, random_state=42)
     train, test = next(folds.split(data.X, data.y))
     Z = space.transform(data.X)
     y = data.y.to_numpy()
+    t0 = time.perf_counter()
     model, params = fit(kind, Z[train], y[train])
+    fit_s = time.perf_counter() - t0
     accuracy = float((model.predict(Z[test]) == y[test]).mean())
     target = data.target_class
-    queries = [i for i in test if model.predict(Z[[i]])[0] != target][:args.n]
+    queries = [int(i) for i in test if model.predict(Z[[i]])[0] != target][:n]
+    return {"space": space, "train": train, "test": test, "model": model, "params": params,
+            "accuracy": accuracy, "queries": queries, "target": target, "fit_s": fit_s}
+
+
+def run_model(name: str, kind: str, data: Any, args: argparse.Namespace) -> list[dict]:
+    setup = prepare(data, kind, args.n)
+    space, model, params = setup["space"], setup["model"], setup["params"]
+    accuracy, target, queries = setup["accuracy"], setup["target"], setup["queries"]
     d = len(space)
     explainers = {r: cfopt.PerturbationRobustExplainer(
         model, space, robustness=r, objective={"l1": 1.0, "l0": 1.0}, max_iterations=15,
