@@ -25,8 +25,8 @@ from .isolated import (
 )
 from .pool import HighsIncumbents
 
-#: HiGHS's ``presolve_rule_off`` bit of its sparsify rule (seed 75232)
-_SPARSIFY = 1 << 14
+#: HiGHS's ``presolve_rule_off`` bit of its probing rule (seed 75232)
+_PROBING = 1 << 15
 #: the thread count of HiGHS's scheduler in this process (set by the last solve)
 _HIGHS_THREADS: list[int | None] = []
 
@@ -57,10 +57,11 @@ class HighsBackend(ContribBackend):
     a small sklearn MLP (coefficients 1e4 on an input in [0, 1]) the root LP bound was
     the optimum, 0.099106, and after the restart, which re-presolves with the columns
     fixed by reduced cost, HiGHS proved 0.099974 (differential seed 21184; right with
-    restarts or presolve off). Its presolve's sparsify rule is off: on a 3-class
+    restarts or presolve off). Its presolve's probing rule is off: on a 3-class
     LightGBM query its presolve (sparsify, enumeration, probing) reduced the model to
     empty at 0.25 where 0.175 is feasible (seed 75232; right with sparsify or probing
-    off).
+    off; with sparsify off instead, the inner stage of a per-query forest proved 0.778
+    where brute force's optimum is 0.508, ``tests/test_default_forests.py``).
 
     A solve with a time limit of a model of at least ``ISOLATE_MIN_COLUMNS`` columns runs
     in a forked child that is killed at the limit (plus 0.25 s), keeping the incumbents
@@ -249,7 +250,7 @@ class HighsBackend(ContribBackend):
         opts: dict[str, Any] = {"output_flag": settings.verbose,
                                 "mip_feasibility_tolerance": 1e-7,
                                 "mip_allow_restart": False,
-                                "presolve_rule_off": _SPARSIFY}
+                                "presolve_rule_off": _PROBING}
         if settings.seed is not None:
             opts["random_seed"] = settings.seed
         return opts
