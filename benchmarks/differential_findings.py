@@ -274,7 +274,7 @@ FINDINGS: list[dict[str, object]] = [
         "fix": "HiGHS runs with mip_allow_restart off (cfopt/solvers/highs.py)",
     },
     {
-        "class": "HiGHS's presolve reduced a tree query to empty at a wrong optimum",
+        "class": "HiGHS's presolve reduced a tree query to empty at a wrong optimum (OPEN)",
         "seen": "seed 75232 (LightGBM, 3 classes, target set, integer features, a "
                 "factual near a split): HiGHS proves 0.25 where 0.175 is feasible (CBC, "
                 "Gurobi, CP-SAT and brute force agree on 0.175); the same on 4d5d2f8; run "
@@ -282,11 +282,11 @@ FINDINGS: list[dict[str, object]] = [
         "cause": "its presolve (sparsify, enumeration presolve, probing) reduces the "
                  "model to empty with the objective 0.25; right with presolve off, or with "
                  "its sparsify or probing rule off",
-        "fix": "HiGHS runs with the probing rule off (presolve_rule_off, "
-               "cfopt/solvers/highs.py). Sparsify off, tried first (f48a548), made the "
-               "inner stage of a per-query forest prove 0.778 where brute force's optimum "
-               "is 0.508 (tests/test_default_forests.py::"
-               "test_inner_stage_proves_only_true_bounds)",
+        "fix": "open. Sparsify off (f48a548) made the inner stage of a per-query forest "
+               "prove 0.778 where brute force's optimum is 0.508 (tests/"
+               "test_default_forests.py::test_inner_stage_proves_only_true_bounds); "
+               "probing off (e7aeab7) made HiGHS prove seed 72074 infeasible. Both "
+               "reverted; HiGHS's presolve rules are its defaults",
     },
     {
         "class": "CBC's LP presolve gave a wrong root bound (integer feature of range 9e5)",

@@ -25,8 +25,6 @@ from .isolated import (
 )
 from .pool import HighsIncumbents
 
-#: HiGHS's ``presolve_rule_off`` bit of its probing rule (seed 75232)
-_PROBING = 1 << 15
 #: the thread count of HiGHS's scheduler in this process (set by the last solve)
 _HIGHS_THREADS: list[int | None] = []
 
@@ -57,11 +55,11 @@ class HighsBackend(ContribBackend):
     a small sklearn MLP (coefficients 1e4 on an input in [0, 1]) the root LP bound was
     the optimum, 0.099106, and after the restart, which re-presolves with the columns
     fixed by reduced cost, HiGHS proved 0.099974 (differential seed 21184; right with
-    restarts or presolve off). Its presolve's probing rule is off: on a 3-class
-    LightGBM query its presolve (sparsify, enumeration, probing) reduced the model to
-    empty at 0.25 where 0.175 is feasible (seed 75232; right with sparsify or probing
-    off; with sparsify off instead, the inner stage of a per-query forest proved 0.778
-    where brute force's optimum is 0.508, ``tests/test_default_forests.py``).
+    restarts or presolve off). Its presolve rules are its defaults: on a 3-class
+    LightGBM query it reduces the model to empty at 0.25 where 0.175 is feasible (seed
+    75232, open), and either rule that avoids it brings other wrong claims (sparsify
+    off: a per-query forest's inner stage proved 0.778 where the optimum is 0.508;
+    probing off: seed 72074 proved infeasible).
 
     A solve with a time limit of a model of at least ``ISOLATE_MIN_COLUMNS`` columns runs
     in a forked child that is killed at the limit (plus 0.25 s), keeping the incumbents
@@ -249,8 +247,7 @@ class HighsBackend(ContribBackend):
     def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
         opts: dict[str, Any] = {"output_flag": settings.verbose,
                                 "mip_feasibility_tolerance": 1e-7,
-                                "mip_allow_restart": False,
-                                "presolve_rule_off": _PROBING}
+                                "mip_allow_restart": False}
         if settings.seed is not None:
             opts["random_seed"] = settings.seed
         return opts
