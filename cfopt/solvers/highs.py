@@ -45,21 +45,22 @@ _TERMINATIONS = {
 class HighsBackend(ContribBackend):
     """HiGHS (open source, ``pip install highspy``), persistent.
 
-    HiGHS runs with its own defaults but a MIP feasibility tolerance of 1e-7 (HiGHS's
+    HiGHS runs with its own defaults but a MIP feasibility tolerance of 1e-9. HiGHS's
     1e-6 let a network on raw units, logits of magnitude 1e4, prove 0.39668 optimal
     where 0.39658 is feasible, and with presolve on an XGBoost query prove 2 where 1
-    is; differential seeds 4791, 5259). Its presolve is on: with it off, a logistic
-    model with an integer feature of range 1e6 was proven infeasible at 1e-7 (seed
-    2352). An earlier formulation met wrong optima with presolve on (2 of 250 Adult
-    queries); none of 250 does now (``benchmarks/README.md``). Its restarts are off: on
-    a small sklearn MLP (coefficients 1e4 on an input in [0, 1]) the root LP bound was
-    the optimum, 0.099106, and after the restart, which re-presolves with the columns
-    fixed by reduced cost, HiGHS proved 0.099974 (differential seed 21184; right with
-    restarts or presolve off). Its presolve rules are its defaults: on a 3-class
-    LightGBM query it reduces the model to empty at 0.25 where 0.175 is feasible (seed
-    75232, open), and either rule that avoids it brings other wrong claims (sparsify
-    off: a per-query forest's inner stage proved 0.778 where the optimum is 0.508;
-    probing off: seed 72074 proved infeasible).
+    is (differential seeds 4791, 5259). 1e-7 let its presolve prove 0.25 optimal on a
+    3-class LightGBM query whose factual lies 8.3e-8 (in the feature's range units)
+    below a split: within that tolerance the factual is on both sides of the split,
+    presolve settled it on the wrong one and lost the optimum, 0.175, that keeps the
+    feature (seed 75232; right at 1e-8 or with presolve off; no presolve rule off
+    fixes it without breaking another seed). Its presolve is on: with it off, a
+    logistic model with an integer feature of range 1e6 was proven infeasible at 1e-7
+    (seed 2352). An earlier formulation met wrong optima with presolve on (2 of 250
+    Adult queries); none of 250 does now (``benchmarks/README.md``). Its restarts are
+    off: on a small sklearn MLP (coefficients 1e4 on an input in [0, 1]) the root LP
+    bound was the optimum, 0.099106, and after the restart, which re-presolves with the
+    columns fixed by reduced cost, HiGHS proved 0.099974 (differential seed 21184;
+    right with restarts or presolve off).
 
     A solve with a time limit of a model of at least ``ISOLATE_MIN_COLUMNS`` columns runs
     in a forked child that is killed at the limit (plus 0.25 s), keeping the incumbents
@@ -246,7 +247,7 @@ class HighsBackend(ContribBackend):
 
     def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
         opts: dict[str, Any] = {"output_flag": settings.verbose,
-                                "mip_feasibility_tolerance": 1e-7,
+                                "mip_feasibility_tolerance": 1e-9,
                                 "mip_allow_restart": False}
         if settings.seed is not None:
             opts["random_seed"] = settings.seed
