@@ -218,7 +218,7 @@ def test_answer_is_in_the_result_family_and_statuses_are_honest():
     assert payload["certified"] and payload["k_verdict"]["robust"] is True
     assert payload["certificate"]["robust"] is True and payload["scenarios"]
     assert "parameters" not in repr(r) and repr(r).startswith("CombinedRobustCounterfactual(")
-    # one iteration is not enough here: the last point comes back unproven
+    # one iteration is not enough here: the last point comes back without a proof
     capped = CombinedRobustExplainer(model, space, delta=0.05, max_iterations=1).explain(x, 1)
     assert capped.status is RobustStatus.ITERATION_LIMIT and not capped.certified
     late = CombinedRobustExplainer(model, space, delta=0.05, time_limit=1e-4).explain(x, 1)
@@ -230,6 +230,36 @@ def test_answer_is_in_the_result_family_and_statuses_are_honest():
     stuck = CombinedRobustExplainer(model, fixed, delta=0.05).explain(x, 1)
     assert stuck.status is RobustStatus.INFEASIBLE and stuck.counterfactual is None
     assert "both Δ-robust and K-robust" in stuck.message
+    # the proof covers the counterfactuals whose perturbed features move by min_change
+    coarse = CombinedRobustExplainer(model, fixed, delta=0.05, min_change=0.2).explain(x, 1)
+    assert coarse.status is RobustStatus.INFEASIBLE
+    assert "min_change=0.2 of its range: proven only for those" in coarse.message
+
+
+def test_a_capped_loop_claims_what_its_checks_proved_and_no_optimality():
+    """A loop stopped by its cap returns its last point: ``certified`` is exactly what
+    the checks proved at level 0 (here both, the Δ bound below σ - t), the status is the
+    cap, and neither the answer nor its message claims optimality."""
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, 3)
+    x = rows.iloc[[0]].reset_index(drop=True)
+    options = {"delta": 0.05, "sigma": 0.3, "tolerance": 0.01}
+    capped = CombinedRobustExplainer(model, space, max_iterations=1, **options).explain(x, 1)
+    done = CombinedRobustExplainer(model, space, **options).explain(x, 1)
+    late = CombinedRobustExplainer(model, space, time_limit=1e-4, **options).explain(x, 1)
+    for r in (capped, done, late):
+        proven = (r.found and r.certificate.robust is True and r.k_verdict is not None
+                  and r.k_verdict.robust is True)
+        assert r.certified is proven
+        assert r.to_dict()["certified"] is proven
+        assert r.optimal is (r.status is RobustStatus.CERTIFIED)
+        assert r.to_dict()["optimal"] is r.optimal
+    assert capped.status is RobustStatus.ITERATION_LIMIT and capped.certified
+    assert 0 <= capped.certificate.bound < 0.3 - 0.01
+    assert "not claimed optimal" in capped.message and "unproven" not in capped.message
+    assert done.status is RobustStatus.CERTIFIED and done.optimal
+    assert done.certificate.bound >= 0.3 - 0.01
+    assert late.status is RobustStatus.TIME_LIMIT and not late.optimal
 
 
 def test_composes_with_the_region_and_declared_constraints():

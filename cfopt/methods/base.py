@@ -130,10 +130,14 @@ class RobustMethod(ABC):
     def _result(self, m: CounterfactualModel, status: RobustStatus, row: pd.DataFrame | None,
                 certificate: RobustnessCertificate, t0: float, *, bound: float | None = None,
                 message: str = "", details: dict[str, Any] | None = None,
-                one_off: float = 0.0, **extra: Any) -> RobustCounterfactual:
+                one_off: float = 0.0, optimal: bool = False, **extra: Any
+                ) -> RobustCounterfactual:
         """The result (a :attr:`result_type`, with the fields ``extra`` of its own), with
         ``row`` re-checked by the real model and every declared constraint (a failure
-        drops the point: VERIFICATION_FAILED)."""
+        drops the point: VERIFICATION_FAILED). ``optimal``: the loop stopped and its
+        master proved optimality (:attr:`LoopResult.optimal
+        <cfopt.methods.cutting_set.LoopResult.optimal>`); claimed only with the final
+        status ``CERTIFIED``."""
         verified, predicted = False, None
         if row is not None:
             predicted = m.classify(row)[0]
@@ -151,7 +155,8 @@ class RobustMethod(ABC):
             bound=bound, distances=m.distances(row) if verified else {},
             certificate=certificate, total_time=time.perf_counter() - t0 + one_off,
             solver=self.backend.name, message=message, details=details or {},
-            factual_class=m.factual_class, space=m.space, **extra)
+            factual_class=m.factual_class, space=m.space,
+            optimal=optimal and status is RobustStatus.CERTIFIED, **extra)
 
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,
                      progress: bool | None = None) -> list[RobustCounterfactual]:

@@ -32,10 +32,14 @@ has one master and two adversaries:
 Every shifted model and every scenario only asks the master for what a robust
 counterfactual meets anyway (a Δ-robust point with margin σ is valid with margin σ for
 each model of Δ; a K-robust one for each point of its K-neighbourhood), so the master
-relaxes the robust problem: a proven-infeasible master proves that no counterfactual is
-both (whose changed features move by at least ``min_change`` of their range), and a
-certified answer of an optimal master is optimal among them. The answer is certified
-only by both adversaries' proven bounds; otherwise its status says what is missing.
+relaxes the robust problem restricted to the counterfactuals whose perturbed numeric
+features stay put or move by at least ``min_change`` of their range (the scenarios'
+exact change indicators): a proven-infeasible master proves that none of *those* is
+both (with margin σ; its message names ``min_change``), and a ``CERTIFIED`` answer of
+an optimal master is optimal among them (``optimal``). The answer is ``certified`` when
+both adversaries' proven bounds prove its point robust at level 0 (Δ bound ≥ 0, K
+bound above the tolerance); a loop cut short by a limit may return such a point, with
+status ``iteration_limit`` or ``time_limit`` and no claim of optimality.
 """
 
 from __future__ import annotations
@@ -86,15 +90,25 @@ class CombinedMaster(ProplaceMaster):
     model verifies it (the K-adversary searches around a point of the target class)."""
 
     def __init__(self, m: CounterfactualModel, backend: SolverBackend, sigma: float,
-                 adversary: ModelShiftAdversary, scenarios: KScenarios) -> None:
+                 adversary: ModelShiftAdversary, scenarios: KScenarios,
+                 region: bool = False) -> None:
         super().__init__(m, backend, sigma, adversary)
-        self.scenarios = scenarios
+        self.scenarios, self.region = scenarios, region
 
     def infeasible(self) -> str:
-        return (f"no point satisfies the constraints and is valid with margin "
+        """What the infeasible master proves (module docstring): only of the
+        counterfactuals whose perturbed numeric features stay put or move by at least
+        ``min_change`` of their range (the scenarios' change indicators), with margin σ
+        (the master's, for every model and scenario)."""
+        where = " in the plausible region" if self.region else ""
+        return (f"no point{where} satisfies the constraints and is valid with margin "
                 f"σ={self.sigma:g} for the model, the {len(self.adversary.models)} shifted "
                 f"model(s) and the {len(self.scenarios.scenarios)} K-perturbation "
-                f"scenario(s) collected: no counterfactual is both Δ-robust and K-robust")
+                f"scenario(s) collected, with every perturbed numeric feature kept or moved "
+                f"by at least min_change={self.scenarios.min_change:g} of its range: proven "
+                f"only for those counterfactuals, none of which is both Δ-robust and "
+                f"K-robust with margin σ{where} (a smaller move of such a feature is not "
+                f"covered)")
 
     def answer(self, solution: Verification, status: Status, bound: float | None
                ) -> MasterAnswer:
@@ -208,7 +222,8 @@ class CombinedRobustExplainer(RobustMethod):
             pred.set_layer_bounds(box_layer_bounds(pred.adapter.structure, global_bounds, box))
         shift = ModelShiftAdversary(self.checker, m, index, need, box)
         perturb = KNeighbourhoodAdversary(self.k_adversary, self.scenarios, m)
-        master = CombinedMaster(m, self.backend, self.sigma, shift, self.scenarios)
+        master = CombinedMaster(m, self.backend, self.sigma, shift, self.scenarios,
+                                region=self.region is not None)
         try:
             loop = CuttingSet(self.max_iterations).run(master, [shift, perturb],
                                                        self.deadline(t0))
@@ -232,18 +247,19 @@ class CombinedRobustExplainer(RobustMethod):
                else loop.candidate.point)  # unproven unless certified, as PROPLACE's
         return self._answer(m, status, row, certificate, t0, k_verdict, scenarios,
                             bound=master.bound, message=loop.message, details=details,
-                            one_off=one_off)
+                            one_off=one_off,
+                            optimal=loop.optimal)
 
     def _answer(self, m: CounterfactualModel, status: RobustStatus, row: pd.DataFrame | None,
                 certificate: RobustnessCertificate, t0: float, k_verdict: KVerdict | None,
                 scenarios: list[dict[str, Any]], *, bound: float | None = None,
                 message: str = "", details: dict[str, Any] | None = None,
-                one_off: float = 0.0) -> CombinedRobustCounterfactual:
+                one_off: float = 0.0, optimal: bool = False) -> CombinedRobustCounterfactual:
         """The verified result (:meth:`RobustMethod._result`) with the K verdict, the
         scenarios collected and the setback cost of the point."""
         cost = None if row is None else setback_cost(m.space, m.weights, m.factual, row)
         result = self._result(m, status, row, certificate, t0, bound=bound, message=message,
                               details=details, one_off=one_off, k_verdict=k_verdict,
-                              scenarios=scenarios, setback_cost=cost)
+                              scenarios=scenarios, setback_cost=cost, optimal=optimal)
         assert isinstance(result, CombinedRobustCounterfactual)
         return result

@@ -57,7 +57,15 @@ from .base import (
     require_space_encoding,
     target_index,
 )
-from .cutting_set import Adversary, Check, CuttingSet, Deadline, Master, MasterAnswer
+from .cutting_set import (
+    UNCERTIFIED,
+    Adversary,
+    Check,
+    CuttingSet,
+    Deadline,
+    Master,
+    MasterAnswer,
+)
 from .plausible_region import RobustPlausibleRegion
 
 
@@ -83,8 +91,7 @@ class ProplaceMaster(Master):
         if not outcome.status.has_solution:  # the last point (if any) is kept
             return MasterAnswer(outcome.status, message=(
                 f"master solve ended with {outcome.termination}" + (
-                    "; the last point is returned unproven" if self.found
-                    else "")))
+                    f"; {UNCERTIFIED}" if self.found else "")))
         self.bound, self.found = outcome.bound, True
         return self.answer(verified_solution(self.m), outcome.status, outcome.bound)
 
@@ -216,4 +223,5 @@ class Proplace(RobustMethod):
             status = RobustStatus.NOT_ROBUST
         row = loop.candidate.point if loop.candidate is not None else None
         return self._result(m, status, row, certificate, t0, bound=master.bound,
-                            message=loop.message, details=details, one_off=one_off)
+                            message=loop.message, details=details, one_off=one_off,
+                            optimal=loop.optimal)
