@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pyomo.environ as pyo
 import pytest
 
 import cfopt
@@ -20,6 +21,7 @@ from cfopt.methods import (
     Proplace,
     RobustnessChecker,
 )
+from cfopt.methods.base import query_input_box
 from cfopt.models.network import ReLUNetwork
 from cfopt.results.robust import CombinedRobustCounterfactual, RobustStatus
 from cfopt.space import perturbations as P
@@ -295,3 +297,65 @@ def test_bad_input_names_the_option():
         CombinedRobustExplainer(model, space, delta=0.05, k_tolerance=0)
     with pytest.raises(ValueError, match="delta"):
         CombinedRobustExplainer(model, space, delta=-1)
+
+
+def big_m_widths(block) -> tuple[float, int]:
+    """The summed pre-activation bound widths and the stable (fixed) ReLU binaries of a
+    block's network copy."""
+    variables = list(block.component_data_objects(pyo.Var))
+    return (sum(v.ub - v.lb for v in variables if v.parent_component().local_name == "zhat"),
+            sum(v.fixed for v in variables if v.parent_component().local_name == "q_relu"))
+
+
+def test_scenario_copies_get_the_bounds_of_their_own_input_box():
+    """A scenario copy's input box is the master's widened by the scenario (exhaustive
+    over every grid point the copy can see), and the copy built with it has more stable
+    pre-activation bounds than one with the global bounds; the query's answer is the
+    same."""
+    space = grid_space(PERTURBED).immutable("a").increase_only("b")
+    model, rows = trained(space, 0)
+    x = rows.iloc[[3 * 7 * 3 + 2 * 3]].reset_index(drop=True)  # a=0, b=3, c=2, d=p
+    ex = PerturbationRobustExplainer(model, space, robustness="K", margin=SIGMA)
+    m = ex.milp
+    ex.explainer.runner.start(x, 1, {})
+    scenarios = m.constraints["k_scenarios"]
+    scenario = {"a": 1, "b": 2, "d": "q"}
+    box = query_input_box(m)
+    lo, hi = scenarios.scenario_box(m, scenario, box)
+    seen = rows[(rows.a == x.a[0]) & (rows.b >= x.b[0])]  # what the master can take
+    copies = pd.DataFrame([scenarios.apply(x.iloc[0], r, scenario) for _, r in seen.iterrows()])
+    Z = space.encode(copies)
+    assert (Z >= lo - 1e-9).all() and (Z <= hi + 1e-9).all()
+    assert (hi - lo).sum() < (box[1] - box[0]).sum() + len(scenario) and (lo <= box[0]).all()
+    tight = big_m_widths(scenarios.add_scenario(m, scenario, box))
+    loose = big_m_widths(scenarios.add_scenario(m, scenario))
+    assert tight[0] < 0.95 * loose[0] and tight[1] >= loose[1]
+    scenarios.remove_scenarios(m)
+    answers = [PerturbationRobustExplainer(model, space, robustness="K", margin=SIGMA,
+                                           query_bounds=on).explain(x, 1) for on in (True, False)]
+    assert answers[0].certified and answers[1].certified
+    assert answers[0].objective == pytest.approx(answers[1].objective, abs=1e-6)
+
+
+def test_the_master_gets_the_bounds_of_the_query_box():
+    """With ``query_bounds`` the master's network (and each shifted copy, over the same
+    box) is bounded over the points that respect actionability: the immutable feature's
+    input is pinned and the big-M bounds are tighter than the global ones."""
+    space = grid_space(PERTURBED).immutable("a")
+    model, rows = trained(space, 0)
+    x = rows.iloc[[69]].reset_index(drop=True)
+    method = CombinedRobustExplainer(model, space, delta=0.05)
+    m, pred = method.milp, method.milp.predictor_constr
+    m.set_factual(x)
+    m.set_target(1)
+
+    def width(bounds) -> float:
+        return float(sum((hi - lo).sum() for lo, hi in bounds[:-1]))
+
+    lo, hi = method.master_box(m, None, True)
+    j = space.input_slices()["a"].start
+    assert hi[j] - lo[j] < 1e-5
+    assert width(pred.layer_bounds()) < 0.95 * width(m.global_layer_bounds)
+    pred.set_layer_bounds(m.global_layer_bounds)
+    lo, hi = method.master_box(m, None, False)
+    assert hi[j] - lo[j] == 1.0 and width(pred.layer_bounds()) == width(m.global_layer_bounds)

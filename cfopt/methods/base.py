@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 
 from ..formulations.robustness import check_delta, robust_network
-from ..models.network import LayerBounds, ReLUNetwork
 from ..problem import CounterfactualModel
 from ..progress import progress_bar
 from ..query.restrictions.relu import objective_value
+from ..query.restrictions.trees import query_box
 from ..results.robust import (
     RobustCounterfactual,
     RobustnessCertificate,
@@ -28,6 +28,9 @@ from ..solvers import SolverBackend, SolverSettings, make_solver
 from ..space.space import FeatureSpace
 from ..space.validate import as_frame
 from .cutting_set import Deadline
+
+#: relative widening of :func:`query_input_box`'s sides
+BOX_TOLERANCE = 1e-6
 
 
 def check_positive(name: str, value: Any) -> float:
@@ -43,6 +46,14 @@ def check_count(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def check_switch(name: str, value: Any) -> bool:
+    """``value`` as a bool; ``TypeError`` naming the option unless ``True`` or ``False``
+    (a speed lever's switch)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 def check_sigma_tolerance(sigma: Any, tolerance: Any) -> tuple[float, float]:
@@ -64,14 +75,19 @@ def target_index(m: CounterfactualModel) -> int:
     return m.adapter.class_index(m.target[0])
 
 
-def box_layer_bounds(net: ReLUNetwork, global_bounds: LayerBounds,
-                     box: tuple[np.ndarray, np.ndarray]) -> LayerBounds:
-    """The network's layer bounds over the model-input ``box`` (interval arithmetic),
-    intersected with its ``global_bounds`` (e.g. the plausible region's box, where every
-    candidate lies)."""
-    local = net.box_bounds(*box)
-    return [(np.maximum(gl, ll), np.maximum(np.minimum(gu, lu), np.maximum(gl, ll)))
-            for (gl, gu), (ll, lu) in zip(global_bounds, local)]
+def query_input_box(m: CounterfactualModel, region: tuple[np.ndarray, np.ndarray] | None
+                    = None) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of the master's model inputs at the current query: the box of the points
+    that respect the actionability constraints
+    (:func:`~cfopt.query.restrictions.trees.query_box` with no radius: immutable
+    features at the factual, monotone ones on their side), intersected with ``region``
+    (e.g. the plausible region's bounding box), each side widened by
+    :data:`BOX_TOLERANCE` x (1 + |side|) (the solvers meet ``x = x̂`` within their
+    feasibility tolerance). Every point the master can take lies in it."""
+    lo, hi = (np.array(side, dtype=float) for side in zip(*query_box(m)))
+    if region is not None:
+        lo, hi = np.maximum(lo, region[0]), np.minimum(hi, region[1])
+    return (lo - BOX_TOLERANCE * (1 + np.abs(lo)), hi + BOX_TOLERANCE * (1 + np.abs(hi)))
 
 
 def finish_certificate(certificate: RobustnessCertificate, verdict: RobustnessVerdict) -> None:
@@ -118,6 +134,24 @@ class RobustMethod(ABC):
                                        threads=threads, seed=seed,
                                        options=dict(solver_options or {}))
         self.time_limit = time_limit
+
+    def master_box(self, m: CounterfactualModel, region: tuple[np.ndarray, np.ndarray] | None,
+                   query_bounds: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The box of the master's model inputs at this query, to which the master's
+        layer bounds are set (interval bounds within its global ones; the caller restores
+        ``m.global_layer_bounds``): with ``query_bounds``, :func:`query_input_box`
+        (actionability ∩ ``region``); else ``region`` (e.g. the plausible region's
+        box), or the whole input box without one (the global bounds kept)."""
+        pred = m.predictor_constr
+        if query_bounds:
+            box = query_input_box(m, region)
+        elif region is None:
+            return tuple(np.array(side, dtype=float) for side in zip(*pred.input_bounds))
+        else:
+            box = region
+        pred.set_layer_bounds(pred.adapter.structure.box_bounds(
+            *box, within=m.global_layer_bounds))
+        return box
 
     def deadline(self, t0: float) -> Deadline:
         """The deadline of a query started at ``t0`` (the method's ``time_limit``)."""

@@ -48,7 +48,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..constraints.blocks import ConstraintBlock
@@ -71,10 +70,10 @@ from .adversaries.k_neighbourhood import KAdversary, KNeighbourhoodAdversary
 from .adversaries.model_shift import ModelShiftAdversary, RobustnessChecker
 from .base import (
     RobustMethod,
-    box_layer_bounds,
     check_count,
     check_positive,
     check_sigma_tolerance,
+    check_switch,
     finish_certificate,
     require_space_encoding,
     target_index,
@@ -140,6 +139,12 @@ class CombinedRobustExplainer(RobustMethod):
         k_tolerance: the K-adversary certifies at a proven bound above it (logit units).
         min_change: smallest move of a continuous feature, relative to its range, that
             counts as a change (so the features it does not move are kept).
+        query_bounds: the big-M constants of the master's network and of every copy
+            from the query's own input box (speed lever, sound either way): the master's
+            and each shifted copy's over the points that respect actionability (within
+            the plausible region's box), each scenario copy's over that box widened by
+            its scenario (:mod:`cfopt.constraints.scenarios`); ``False``: the model's
+            global bounds (the region's box with a region).
         max_iterations: cap on master solves per query.
         time_limit: seconds per query, shared by every solve and check (``None``: none).
         solver, objective, weights, max_changes, bound_tightening, constraints, mip_gap,
@@ -152,7 +157,8 @@ class CombinedRobustExplainer(RobustMethod):
     def __init__(self, model: Any, space: FeatureSpace, data: pd.DataFrame | None = None, *,
                  delta: float, k: int = 20, labels: Any = None, setback: bool = False,
                  sigma: float = 0.01, tolerance: float = 0.005, k_tolerance: float = 1e-6,
-                 min_change: float = MIN_CHANGE, max_iterations: int = 50,
+                 min_change: float = MIN_CHANGE, query_bounds: bool = True,
+                 max_iterations: int = 50,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
@@ -166,6 +172,7 @@ class CombinedRobustExplainer(RobustMethod):
         self.sigma, self.tolerance = check_sigma_tolerance(sigma, tolerance)
         k_tolerance = check_positive("k_tolerance", k_tolerance)
         self.max_iterations = check_count("max_iterations", max_iterations)
+        self.query_bounds = check_switch("query_bounds", query_bounds)
         if data is None and labels is not None:
             raise ValueError("labels are those of data; give data (the plausible region) too")
         self.region = None if data is None else RobustPlausibleRegion(
@@ -215,13 +222,11 @@ class CombinedRobustExplainer(RobustMethod):
                                     [], message=message, details=details, one_off=one_off)
         pred = m.predictor_constr
         global_bounds = m.global_layer_bounds
-        if self.region is None:
-            box = tuple(np.array(side, dtype=float) for side in zip(*pred.input_bounds))
-        else:
-            box = self.region.box(m)
-            pred.set_layer_bounds(box_layer_bounds(pred.adapter.structure, global_bounds, box))
+        box = self.master_box(m, None if self.region is None else self.region.box(m),
+                              self.query_bounds)
         shift = ModelShiftAdversary(self.checker, m, index, need, box)
-        perturb = KNeighbourhoodAdversary(self.k_adversary, self.scenarios, m)
+        perturb = KNeighbourhoodAdversary(self.k_adversary, self.scenarios, m,
+                                          box if self.query_bounds else None)
         master = CombinedMaster(m, self.backend, self.sigma, shift, self.scenarios,
                                 region=self.region is not None)
         try:

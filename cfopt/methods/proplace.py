@@ -50,9 +50,9 @@ from ..space.space import FeatureSpace
 from .adversaries.model_shift import ModelShiftAdversary, RobustnessChecker
 from .base import (
     RobustMethod,
-    box_layer_bounds,
     check_count,
     check_sigma_tolerance,
+    check_switch,
     finish_certificate,
     require_space_encoding,
     target_index,
@@ -127,6 +127,10 @@ class Proplace(RobustMethod):
         tolerance: t, with 0 < t < σ; the loop stops when the adversary's proven bound
             is ≥ σ - t.
         max_iterations: cap on master solves per query.
+        query_bounds: the big-M constants of the master's network and of every shifted
+            copy from the interval bounds over the query's own input box: the points
+            that respect actionability within the region's box (speed lever, sound
+            either way; ``False``: the region's box alone).
         time_limit: seconds per query (``None``: none).
         solver: ``"highs"`` (default), ``"cbc"``, ``"gurobi"`` or a backend.
         objective, weights, max_changes, bound_tightening, constraints: see
@@ -144,7 +148,7 @@ class Proplace(RobustMethod):
 
     def __init__(self, model: Any, space: FeatureSpace, data: pd.DataFrame, *,
                  delta: float, k: int = 20, labels: Any = None, sigma: float = 0.01,
-                 tolerance: float = 0.005, max_iterations: int = 50,
+                 tolerance: float = 0.005, max_iterations: int = 50, query_bounds: bool = True,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
@@ -159,6 +163,7 @@ class Proplace(RobustMethod):
         self.progress = progress
         self.sigma, self.tolerance = check_sigma_tolerance(sigma, tolerance)
         self.max_iterations = check_count("max_iterations", max_iterations)
+        self.query_bounds = check_switch("query_bounds", query_bounds)
         self.region = RobustPlausibleRegion(data, self.delta, k, labels=labels,
                                             solver=self.backend.name, name="plausible_region")
         self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
@@ -194,9 +199,8 @@ class Proplace(RobustMethod):
                 f"predicted as the target: the plausible region holds no robust point"),
                 details=details, one_off=one_off)
         pred = m.predictor_constr
-        box = self.region.box(m)
         global_bounds = m.global_layer_bounds
-        pred.set_layer_bounds(box_layer_bounds(pred.adapter.structure, global_bounds, box))
+        box = self.master_box(m, self.region.box(m), self.query_bounds)
         adversary = ModelShiftAdversary(self.checker, m, target_index(m), need, box)
         master = ProplaceMaster(m, self.backend, self.sigma, adversary)
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
