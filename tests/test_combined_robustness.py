@@ -23,6 +23,7 @@ from cfopt.methods import (
 )
 from cfopt.methods.base import query_input_box
 from cfopt.models.network import ReLUNetwork
+from cfopt.query.solution import start_of
 from cfopt.results.robust import CombinedRobustCounterfactual, RobustStatus
 from cfopt.space import perturbations as P
 
@@ -359,3 +360,35 @@ def test_the_master_gets_the_bounds_of_the_query_box():
     pred.set_layer_bounds(m.global_layer_bounds)
     lo, hi = method.master_box(m, None, False)
     assert hi[j] - lo[j] == 1.0 and width(pred.layer_bounds()) == width(m.global_layer_bounds)
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_each_master_solve_after_the_first_starts_from_the_last_point(warm, monkeypatch):
+    """``warm_start``: the master's second and later solves get the last point's feature
+    values as a MIP start (off: none); the answer is the same."""
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, 0)
+    x = rows.iloc[[0]].reset_index(drop=True)
+    method = CombinedRobustExplainer(model, space, delta=0.05, warm_start=warm)
+    starts, points = [], []
+    solve = method.backend.solve
+
+    def recording(solved, settings=None, start=None):
+        outcome = solve(solved, settings, start)
+        if solved is method.milp:
+            starts.append(start)
+            points.append(method.milp.decode())
+        return outcome
+
+    monkeypatch.setattr(method.backend, "solve", recording)
+    r = method.explain(x, 1)
+    assert r.certified and r.optimal and r.certificate.iterations == len(starts) >= 2
+    assert starts[0] is None
+    if not warm:
+        assert all(start is None for start in starts)
+        return
+    for start, previous in zip(starts[1:], points):
+        assert start is not None
+        values = {v.name: value for v, value in start.items()}
+        expected = {v.name: value for v, value in start_of(method.milp, previous).items()}
+        assert values == pytest.approx(expected)

@@ -90,8 +90,8 @@ class CombinedMaster(ProplaceMaster):
 
     def __init__(self, m: CounterfactualModel, backend: SolverBackend, sigma: float,
                  adversary: ModelShiftAdversary, scenarios: KScenarios,
-                 region: bool = False) -> None:
-        super().__init__(m, backend, sigma, adversary)
+                 region: bool = False, warm_start: bool = False) -> None:
+        super().__init__(m, backend, sigma, adversary, warm_start)
         self.scenarios, self.region = scenarios, region
 
     def infeasible(self) -> str:
@@ -145,6 +145,9 @@ class CombinedRobustExplainer(RobustMethod):
             the plausible region's box), each scenario copy's over that box widened by
             its scenario (:mod:`cfopt.constraints.scenarios`); ``False``: the model's
             global bounds (the region's box with a region).
+        warm_start: start every master solve after the first from the last one's point
+            (:class:`~cfopt.methods.proplace.ProplaceMaster`; speed lever, sound either
+            way).
         max_iterations: cap on master solves per query.
         time_limit: seconds per query, shared by every solve and check (``None``: none).
         solver, objective, weights, max_changes, bound_tightening, constraints, mip_gap,
@@ -158,7 +161,7 @@ class CombinedRobustExplainer(RobustMethod):
                  delta: float, k: int = 20, labels: Any = None, setback: bool = False,
                  sigma: float = 0.01, tolerance: float = 0.005, k_tolerance: float = 1e-6,
                  min_change: float = MIN_CHANGE, query_bounds: bool = True,
-                 max_iterations: int = 50,
+                 warm_start: bool = True, max_iterations: int = 50,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
@@ -173,6 +176,7 @@ class CombinedRobustExplainer(RobustMethod):
         k_tolerance = check_positive("k_tolerance", k_tolerance)
         self.max_iterations = check_count("max_iterations", max_iterations)
         self.query_bounds = check_switch("query_bounds", query_bounds)
+        self.warm_start = check_switch("warm_start", warm_start)
         if data is None and labels is not None:
             raise ValueError("labels are those of data; give data (the plausible region) too")
         self.region = None if data is None else RobustPlausibleRegion(
@@ -228,7 +232,7 @@ class CombinedRobustExplainer(RobustMethod):
         perturb = KNeighbourhoodAdversary(self.k_adversary, self.scenarios, m,
                                           box if self.query_bounds else None)
         master = CombinedMaster(m, self.backend, self.sigma, shift, self.scenarios,
-                                region=self.region is not None)
+                                region=self.region is not None, warm_start=self.warm_start)
         try:
             loop = CuttingSet(self.max_iterations).run(master, [shift, perturb],
                                                        self.deadline(t0))
