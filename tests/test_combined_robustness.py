@@ -392,3 +392,26 @@ def test_each_master_solve_after_the_first_starts_from_the_last_point(warm, monk
         values = {v.name: value for v, value in start.items()}
         expected = {v.name: value for v, value in start_of(method.milp, previous).items()}
         assert values == pytest.approx(expected)
+
+
+def test_the_lp_screen_switch_reaches_the_delta_adversary():
+    """``lp_screen``: the Δ-adversary's checks solve LP relaxations before any MILP (off:
+    none), fewer MILPs run, and the answer is the same. Two hidden layers: with one,
+    the interval screen is exact and decides every check."""
+    space = grid_space(PERTURBED)
+    rows = grid_rows(space)
+    Z = space.transform(rows)
+    score = Z @ np.random.default_rng(5).normal(size=Z.shape[1])
+    model = train_torch(Z, (score > np.median(score)).astype(int), hidden=(8, 8), epochs=80)
+    labels = predict(model, space, rows)
+    answers, milps = [], []
+    for on in (True, False):
+        method = CombinedRobustExplainer(model, space, delta=0.05, lp_screen=on)
+        for i in np.flatnonzero(labels == 0)[::151][:4]:
+            answers.append(method.explain(rows.iloc[[i]].reset_index(drop=True), 1))
+        assert (method.checker.lp_checks > 0) is on
+        milps.append(method.checker.milp_checks)
+    assert milps[0] < milps[1]
+    for a, b in zip(answers[:4], answers[4:]):
+        assert a.status is b.status and a.certified is b.certified
+        assert a.objective == pytest.approx(b.objective, abs=1e-6)

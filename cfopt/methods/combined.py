@@ -148,6 +148,8 @@ class CombinedRobustExplainer(RobustMethod):
         warm_start: start every master solve after the first from the last one's point
             (:class:`~cfopt.methods.proplace.ProplaceMaster`; speed lever, sound either
             way).
+        lp_screen: the Δ-adversary's LP relaxation between its interval screen and its
+            exact MILP, certifying at a bound ≥ σ - t (speed lever, sound either way).
         max_iterations: cap on master solves per query.
         time_limit: seconds per query, shared by every solve and check (``None``: none).
         solver, objective, weights, max_changes, bound_tightening, constraints, mip_gap,
@@ -161,7 +163,7 @@ class CombinedRobustExplainer(RobustMethod):
                  delta: float, k: int = 20, labels: Any = None, setback: bool = False,
                  sigma: float = 0.01, tolerance: float = 0.005, k_tolerance: float = 1e-6,
                  min_change: float = MIN_CHANGE, query_bounds: bool = True,
-                 warm_start: bool = True, max_iterations: int = 50,
+                 warm_start: bool = True, lp_screen: bool = True, max_iterations: int = 50,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
@@ -177,6 +179,7 @@ class CombinedRobustExplainer(RobustMethod):
         self.max_iterations = check_count("max_iterations", max_iterations)
         self.query_bounds = check_switch("query_bounds", query_bounds)
         self.warm_start = check_switch("warm_start", warm_start)
+        self.lp_screen = check_switch("lp_screen", lp_screen)
         if data is None and labels is not None:
             raise ValueError("labels are those of data; give data (the plausible region) too")
         self.region = None if data is None else RobustPlausibleRegion(
@@ -228,7 +231,7 @@ class CombinedRobustExplainer(RobustMethod):
         global_bounds = m.global_layer_bounds
         box = self.master_box(m, None if self.region is None else self.region.box(m),
                               self.query_bounds)
-        shift = ModelShiftAdversary(self.checker, m, index, need, box)
+        shift = ModelShiftAdversary(self.checker, m, index, need, box, self.lp_screen)
         perturb = KNeighbourhoodAdversary(self.k_adversary, self.scenarios, m,
                                           box if self.query_bounds else None)
         master = CombinedMaster(m, self.backend, self.sigma, shift, self.scenarios,

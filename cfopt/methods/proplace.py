@@ -148,6 +148,10 @@ class Proplace(RobustMethod):
             either way; ``False``: the region's box alone).
         warm_start: start every master solve after the first from the last one's point
             (:class:`ProplaceMaster`; speed lever, sound either way).
+        lp_screen: the adversary's LP relaxation between its interval screen and its
+            exact MILP: it certifies when its bound reaches σ - t
+            (:class:`~cfopt.methods.adversaries.model_shift.RobustnessChecker`; speed
+            lever, sound either way).
         time_limit: seconds per query (``None``: none).
         solver: ``"highs"`` (default), ``"cbc"``, ``"gurobi"`` or a backend.
         objective, weights, max_changes, bound_tightening, constraints: see
@@ -166,7 +170,7 @@ class Proplace(RobustMethod):
     def __init__(self, model: Any, space: FeatureSpace, data: pd.DataFrame, *,
                  delta: float, k: int = 20, labels: Any = None, sigma: float = 0.01,
                  tolerance: float = 0.005, max_iterations: int = 50, query_bounds: bool = True,
-                 warm_start: bool = True,
+                 warm_start: bool = True, lp_screen: bool = True,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
@@ -183,6 +187,7 @@ class Proplace(RobustMethod):
         self.max_iterations = check_count("max_iterations", max_iterations)
         self.query_bounds = check_switch("query_bounds", query_bounds)
         self.warm_start = check_switch("warm_start", warm_start)
+        self.lp_screen = check_switch("lp_screen", lp_screen)
         self.region = RobustPlausibleRegion(data, self.delta, k, labels=labels,
                                             solver=self.backend.name, name="plausible_region")
         self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
@@ -220,7 +225,8 @@ class Proplace(RobustMethod):
         pred = m.predictor_constr
         global_bounds = m.global_layer_bounds
         box = self.master_box(m, self.region.box(m), self.query_bounds)
-        adversary = ModelShiftAdversary(self.checker, m, target_index(m), need, box)
+        adversary = ModelShiftAdversary(self.checker, m, target_index(m), need, box,
+                                        self.lp_screen)
         master = ProplaceMaster(m, self.backend, self.sigma, adversary, self.warm_start)
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
 

@@ -84,14 +84,15 @@ class RobustnessVerdict:
         robust: True (proven: ``bound >= threshold``), False (refuted: a concrete model
             of Δ, checked by a numpy forward pass, has margin ``< threshold``) or None
             (unproven, e.g. a time limit).
-        bound: proven lower bound of the least margin (the solvers' dual bounds, or the
-            interval bound when the screen decided).
+        bound: proven lower bound of the least margin (the solvers' dual bounds, the
+            LP relaxation's optimum, or the interval bound when the screen decided).
         value: margin of the worst concrete model found (an upper bound of the
             minimum), from a plain forward pass of ``parameters``.
         solver_value: the adversary MILP's incumbent objective (``None`` if the
             screen decided).
         method: ``"interval"`` (screen, certainly robust), ``"attack"`` (screen,
-            certainly not) or ``"milp"`` (the exact adversary).
+            certainly not), ``"lp"`` (the adversary's LP relaxation, certainly robust)
+            or ``"milp"`` (the exact adversary).
         threshold: the level tested.
         parameters: the worst concrete model found, (W, b) per layer.
         shift: ``‖Θ - Θ⁰‖_∞`` of ``parameters`` (≤ δ).
