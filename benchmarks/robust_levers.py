@@ -20,7 +20,10 @@ same as the first, run last: the noise of the timings), on the same queries:
   models are not used here, so they get one epoch);
 * ``delta+k``: :class:`cfopt.CombinedRobustExplainer` on garments (Pro) as
   ``combined_robustness.py`` (its MLP, δ rule, cost, σ, t, 50 iterations, no region;
-  the first ``--garments-n`` queries; ``--time-limit`` s per query);
+  the first ``--garments-n`` queries; ``--time-limit`` s per query), and on the other
+  ``--virgolin`` data sets (the first ``--virgolin-n`` queries; default Inc = adult and
+  Hou = boston: fast, and with immutable and monotone features, which garments lacks,
+  so that ``query_bounds`` has a box to tighten);
 * ``k``: :class:`cfopt.PerturbationRobustExplainer` (``robustness="K"``) on the same
   queries (its only lever: ``query_bounds``).
 
@@ -33,7 +36,8 @@ statuses, and the load average before and after. Writes
 ``benchmarks/results/robust_levers.json``; timing only, nothing is asserted.
 
     python benchmarks/robust_levers.py [--parts proplace,delta+k,k] [--proplace-n 10]
-                                       [--garments-n 5] [--time-limit 60]
+                                       [--virgolin garments,adult,boston] [--garments-n 5]
+                                       [--virgolin-n 10] [--time-limit 60]
 """
 
 from __future__ import annotations
@@ -161,9 +165,9 @@ def proplace_part(name: str, n: int) -> tuple[dict[str, Any], dict[str, Any]]:
     return rows, info
 
 
-def garments_parts(parts: list[str], n: int, time_limit: float
+def virgolin_parts(name: str, parts: list[str], n: int, time_limit: float
                    ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    data = cfopt.datasets.load_virgolin("garments")
+    data = cfopt.datasets.load_virgolin(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # sklearn's convergence warnings
         setup = prepare_virgolin(data, "mlp", n)
@@ -189,11 +193,11 @@ def garments_parts(parts: list[str], n: int, time_limit: float
                     return cfopt.PerturbationRobustExplainer(
                         model, space, robustness="K", **common, **levers)
             rows[setting] = run_setting(make, queries)
-            print("garments", part, setting,
+            print(name, part, setting,
                   {k: v for k, v in rows[setting].items() if k != "queries"}, flush=True)
         common_means(rows)
         out[part] = rows
-    info = {"dataset": "garments", "delta": delta, "queries": setup["queries"],
+    info = {"dataset": name, "delta": delta, "queries": setup["queries"],
             "hidden_layer_sizes": setup["params"]["hidden_layer_sizes"],
             "test_accuracy": setup["accuracy"]}
     return out, info
@@ -204,9 +208,12 @@ def main() -> None:
     parser.add_argument("--parts", default=",".join(PARTS))
     parser.add_argument("--proplace-n", type=int, default=10)
     parser.add_argument("--proplace-datasets", default="adult,compas")
+    parser.add_argument("--virgolin", default="garments,adult,boston")
     parser.add_argument("--garments-n", type=int, default=5)
+    parser.add_argument("--virgolin-n", type=int, default=10,
+                        help="queries per Virgolin data set other than garments")
     parser.add_argument("--time-limit", type=float, default=60.0,
-                        help="seconds per garments query (every master solve and check)")
+                        help="seconds per Virgolin query (every master solve and check)")
     parser.add_argument("--out", default="robust_levers.json")
     args = parser.parse_args()
     parts = args.parts.split(",")
@@ -217,8 +224,10 @@ def main() -> None:
     payload: dict[str, Any] = {"environment": environment(), "uptime_start": uptime(),
                                "settings": {"levers": list(LEVERS), "parts": parts,
                                             "proplace_n": args.proplace_n,
+                                            "virgolin": args.virgolin.split(","),
+                                            "virgolin_n": args.virgolin_n,
                                             "garments_n": args.garments_n,
-                                            "time_limit_garments": args.time_limit,
+                                            "time_limit_virgolin": args.time_limit,
                                             "time_limit_proplace": 120.0, "solver": "highs"},
                                "setups": [], "results": {}}
     t0 = time.perf_counter()
@@ -228,12 +237,14 @@ def main() -> None:
             payload["setups"].append(info)
             payload["results"][f"proplace/{name}"] = rows
             write(args.out, {**payload, "wall_s": time.perf_counter() - t0})
-    garments = [p for p in parts if p != "proplace"]
-    if garments:
-        rows, info = garments_parts(garments, args.garments_n, args.time_limit)
+    loops = [p for p in parts if p != "proplace"]
+    for name in args.virgolin.split(",") if loops else []:
+        n = args.garments_n if name == "garments" else args.virgolin_n
+        rows, info = virgolin_parts(name, loops, n, args.time_limit)
         payload["setups"].append(info)
         for part, by_setting in rows.items():
-            payload["results"][f"{part}/garments"] = by_setting
+            payload["results"][f"{part}/{name}"] = by_setting
+        write(args.out, {**payload, "wall_s": time.perf_counter() - t0})
     payload.update(uptime_end=uptime(), wall_s=time.perf_counter() - t0)
     write(args.out, payload)
     for key, by_setting in payload["results"].items():
