@@ -25,7 +25,9 @@ same as the first, run last: the noise of the timings), on the same queries:
   Hou = boston: fast, and with immutable and monotone features, which garments lacks,
   so that ``query_bounds`` has a box to tighten);
 * ``k``: :class:`cfopt.PerturbationRobustExplainer` (``robustness="K"``) on the same
-  queries (its only lever: ``query_bounds``).
+  queries (its only lever: ``query_bounds``), on the ``--k-datasets`` only (default
+  adult, boston: on garments, which has no immutable or monotone feature, the K
+  loop's box is the whole feature box and the lever has nothing to tighten).
 
 Per setting: ``total_s`` (every query, building the explainer included), ``median_s``
 per query, ``certified`` (answers whose ``certified`` is true), ``certified_status``
@@ -37,7 +39,8 @@ statuses, and the load average before and after. Writes
 
     python benchmarks/robust_levers.py [--parts proplace,delta+k,k] [--proplace-n 10]
                                        [--virgolin garments,adult,boston] [--garments-n 5]
-                                       [--virgolin-n 10] [--time-limit 60]
+                                       [--virgolin-n 10] [--k-datasets adult,boston]
+                                       [--time-limit 60]
 """
 
 from __future__ import annotations
@@ -212,6 +215,8 @@ def main() -> None:
     parser.add_argument("--garments-n", type=int, default=5)
     parser.add_argument("--virgolin-n", type=int, default=10,
                         help="queries per Virgolin data set other than garments")
+    parser.add_argument("--k-datasets", default="adult,boston",
+                        help="the Virgolin data sets of the k part")
     parser.add_argument("--time-limit", type=float, default=60.0,
                         help="seconds per Virgolin query (every master solve and check)")
     parser.add_argument("--out", default="robust_levers.json")
@@ -227,6 +232,7 @@ def main() -> None:
                                             "virgolin": args.virgolin.split(","),
                                             "virgolin_n": args.virgolin_n,
                                             "garments_n": args.garments_n,
+                                            "k_datasets": args.k_datasets.split(","),
                                             "time_limit_virgolin": args.time_limit,
                                             "time_limit_proplace": 120.0, "solver": "highs"},
                                "setups": [], "results": {}}
@@ -240,7 +246,8 @@ def main() -> None:
     loops = [p for p in parts if p != "proplace"]
     for name in args.virgolin.split(",") if loops else []:
         n = args.garments_n if name == "garments" else args.virgolin_n
-        rows, info = virgolin_parts(name, loops, n, args.time_limit)
+        here = [p for p in loops if p != "k" or name in args.k_datasets.split(",")]
+        rows, info = virgolin_parts(name, here, n, args.time_limit)
         payload["setups"].append(info)
         for part, by_setting in rows.items():
             payload["results"][f"{part}/{name}"] = by_setting
