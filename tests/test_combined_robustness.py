@@ -360,6 +360,14 @@ def test_the_master_gets_the_bounds_of_the_query_box():
     pred.set_layer_bounds(m.global_layer_bounds)
     lo, hi = method.master_box(m, None, False)
     assert hi[j] - lo[j] == 1.0 and width(pred.layer_bounds()) == width(m.global_layer_bounds)
+    # without actionability constraints the query's box is the region's (or the whole)
+    free = CombinedRobustExplainer(model, grid_space(PERTURBED), delta=0.05).milp
+    free.set_factual(x)
+    whole = [np.array(side) for side in zip(*free.predictor_constr.input_bounds)]
+    region = (whole[0] + 0.1, whole[1] - 0.1)
+    for given, expected in ((None, whole), (region, region)):
+        box = query_input_box(free, given)
+        assert all((side == want).all() for side, want in zip(box, expected))
 
 
 @pytest.mark.parametrize("warm", [True, False])

@@ -80,14 +80,17 @@ def query_input_box(m: CounterfactualModel, region: tuple[np.ndarray, np.ndarray
     """Bounds of the master's model inputs at the current query: the box of the points
     that respect the actionability constraints
     (:func:`~cfopt.query.restrictions.trees.query_box` with no radius: immutable
-    features at the factual, monotone ones on their side), intersected with ``region``
-    (e.g. the plausible region's bounding box), each side widened by
+    features at the factual, monotone ones on their side), each side widened by
     :data:`BOX_TOLERANCE` x (1 + |side|) (the solvers meet ``x = x̂`` within their
-    feasibility tolerance). Every point the master can take lies in it."""
+    feasibility tolerance), intersected with ``region`` (e.g. the plausible region's
+    bounding box; default: the model's whole input box, to which the variables are
+    bounded exactly). Every point the master can take lies in it; without
+    actionability constraints it is ``region`` itself."""
     lo, hi = (np.array(side, dtype=float) for side in zip(*query_box(m)))
-    if region is not None:
-        lo, hi = np.maximum(lo, region[0]), np.minimum(hi, region[1])
-    return (lo - BOX_TOLERANCE * (1 + np.abs(lo)), hi + BOX_TOLERANCE * (1 + np.abs(hi)))
+    base = region if region is not None else tuple(
+        np.array(side, dtype=float) for side in zip(*m.predictor_constr.input_bounds))
+    return (np.maximum(lo - BOX_TOLERANCE * (1 + np.abs(lo)), base[0]),
+            np.minimum(hi + BOX_TOLERANCE * (1 + np.abs(hi)), base[1]))
 
 
 def finish_certificate(certificate: RobustnessCertificate, verdict: RobustnessVerdict) -> None:
