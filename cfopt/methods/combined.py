@@ -147,7 +147,7 @@ class CombinedRobustExplainer(RobustMethod):
             global bounds (the region's box with a region).
         warm_start: start every master solve after the first from the last one's point
             (:class:`~cfopt.methods.proplace.ProplaceMaster`; speed lever, sound either
-            way).
+            way; off by default, as :class:`~cfopt.methods.proplace.Proplace`).
         lp_screen: the Δ-adversary's LP relaxation between its interval screen and its
             exact MILP, certifying at a bound ≥ σ - t (speed lever, sound either way).
         max_iterations: cap on master solves per query.
@@ -163,7 +163,7 @@ class CombinedRobustExplainer(RobustMethod):
                  delta: float, k: int = 20, labels: Any = None, setback: bool = False,
                  sigma: float = 0.01, tolerance: float = 0.005, k_tolerance: float = 1e-6,
                  min_change: float = MIN_CHANGE, query_bounds: bool = True,
-                 warm_start: bool = True, lp_screen: bool = True, max_iterations: int = 50,
+                 warm_start: bool = False, lp_screen: bool = True, max_iterations: int = 50,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,

@@ -147,7 +147,9 @@ class Proplace(RobustMethod):
             that respect actionability within the region's box (speed lever, sound
             either way; ``False``: the region's box alone).
         warm_start: start every master solve after the first from the last one's point
-            (:class:`ProplaceMaster`; speed lever, sound either way).
+            (:class:`ProplaceMaster`; speed lever, sound either way; off by default: the
+            last point violates the newest cut, so the start is infeasible and HiGHS
+            drops it, ``benchmarks/robust_levers.py``).
         lp_screen: the adversary's LP relaxation between its interval screen and its
             exact MILP: it certifies when its bound reaches σ - t
             (:class:`~cfopt.methods.adversaries.model_shift.RobustnessChecker`; speed
@@ -170,7 +172,7 @@ class Proplace(RobustMethod):
     def __init__(self, model: Any, space: FeatureSpace, data: pd.DataFrame, *,
                  delta: float, k: int = 20, labels: Any = None, sigma: float = 0.01,
                  tolerance: float = 0.005, max_iterations: int = 50, query_bounds: bool = True,
-                 warm_start: bool = True, lp_screen: bool = True,
+                 warm_start: bool = False, lp_screen: bool = True,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
