@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pyomo.environ as pyo
 import pytest
 
 import cfopt
@@ -20,7 +21,9 @@ from cfopt.methods import (
     Proplace,
     RobustnessChecker,
 )
+from cfopt.methods.base import query_input_box
 from cfopt.models.network import ReLUNetwork
+from cfopt.query.solution import start_of
 from cfopt.results.robust import CombinedRobustCounterfactual, RobustStatus
 from cfopt.space import perturbations as P
 
@@ -218,7 +221,7 @@ def test_answer_is_in_the_result_family_and_statuses_are_honest():
     assert payload["certified"] and payload["k_verdict"]["robust"] is True
     assert payload["certificate"]["robust"] is True and payload["scenarios"]
     assert "parameters" not in repr(r) and repr(r).startswith("CombinedRobustCounterfactual(")
-    # one iteration is not enough here: the last point comes back unproven
+    # one iteration is not enough here: the last point comes back without a proof
     capped = CombinedRobustExplainer(model, space, delta=0.05, max_iterations=1).explain(x, 1)
     assert capped.status is RobustStatus.ITERATION_LIMIT and not capped.certified
     late = CombinedRobustExplainer(model, space, delta=0.05, time_limit=1e-4).explain(x, 1)
@@ -230,6 +233,36 @@ def test_answer_is_in_the_result_family_and_statuses_are_honest():
     stuck = CombinedRobustExplainer(model, fixed, delta=0.05).explain(x, 1)
     assert stuck.status is RobustStatus.INFEASIBLE and stuck.counterfactual is None
     assert "both Δ-robust and K-robust" in stuck.message
+    # the proof covers the counterfactuals whose perturbed features move by min_change
+    coarse = CombinedRobustExplainer(model, fixed, delta=0.05, min_change=0.2).explain(x, 1)
+    assert coarse.status is RobustStatus.INFEASIBLE
+    assert "min_change=0.2 of its range: proven only for those" in coarse.message
+
+
+def test_a_capped_loop_claims_what_its_checks_proved_and_no_optimality():
+    """A loop stopped by its cap returns its last point: ``certified`` is exactly what
+    the checks proved at level 0 (here both, the Δ bound below σ - t), the status is the
+    cap, and neither the answer nor its message claims optimality."""
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, 3)
+    x = rows.iloc[[0]].reset_index(drop=True)
+    options = {"delta": 0.05, "sigma": 0.3, "tolerance": 0.01}
+    capped = CombinedRobustExplainer(model, space, max_iterations=1, **options).explain(x, 1)
+    done = CombinedRobustExplainer(model, space, **options).explain(x, 1)
+    late = CombinedRobustExplainer(model, space, time_limit=1e-4, **options).explain(x, 1)
+    for r in (capped, done, late):
+        proven = (r.found and r.certificate.robust is True and r.k_verdict is not None
+                  and r.k_verdict.robust is True)
+        assert r.certified is proven
+        assert r.to_dict()["certified"] is proven
+        assert r.optimal is (r.status is RobustStatus.CERTIFIED)
+        assert r.to_dict()["optimal"] is r.optimal
+    assert capped.status is RobustStatus.ITERATION_LIMIT and capped.certified
+    assert 0 <= capped.certificate.bound < 0.3 - 0.01
+    assert "not claimed optimal" in capped.message and "unproven" not in capped.message
+    assert done.status is RobustStatus.CERTIFIED and done.optimal
+    assert done.certificate.bound >= 0.3 - 0.01
+    assert late.status is RobustStatus.TIME_LIMIT and not late.optimal
 
 
 def test_composes_with_the_region_and_declared_constraints():
@@ -265,3 +298,128 @@ def test_bad_input_names_the_option():
         CombinedRobustExplainer(model, space, delta=0.05, k_tolerance=0)
     with pytest.raises(ValueError, match="delta"):
         CombinedRobustExplainer(model, space, delta=-1)
+
+
+def big_m_widths(block) -> tuple[float, int]:
+    """The summed pre-activation bound widths and the stable (fixed) ReLU binaries of a
+    block's network copy."""
+    variables = list(block.component_data_objects(pyo.Var))
+    return (sum(v.ub - v.lb for v in variables if v.parent_component().local_name == "zhat"),
+            sum(v.fixed for v in variables if v.parent_component().local_name == "q_relu"))
+
+
+def test_scenario_copies_get_the_bounds_of_their_own_input_box():
+    """A scenario copy's input box is the master's widened by the scenario (exhaustive
+    over every grid point the copy can see), and the copy built with it has more stable
+    pre-activation bounds than one with the global bounds; the query's answer is the
+    same."""
+    space = grid_space(PERTURBED).immutable("a").increase_only("b")
+    model, rows = trained(space, 0)
+    x = rows.iloc[[3 * 7 * 3 + 2 * 3]].reset_index(drop=True)  # a=0, b=3, c=2, d=p
+    ex = PerturbationRobustExplainer(model, space, robustness="K", margin=SIGMA)
+    m = ex.milp
+    ex.explainer.runner.start(x, 1, {})
+    scenarios = m.constraints["k_scenarios"]
+    scenario = {"a": 1, "b": 2, "d": "q"}
+    box = query_input_box(m)
+    lo, hi = scenarios.scenario_box(m, scenario, box)
+    seen = rows[(rows.a == x.a[0]) & (rows.b >= x.b[0])]  # what the master can take
+    copies = pd.DataFrame([scenarios.apply(x.iloc[0], r, scenario) for _, r in seen.iterrows()])
+    Z = space.encode(copies)
+    assert (Z >= lo - 1e-9).all() and (Z <= hi + 1e-9).all()
+    assert (hi - lo).sum() < (box[1] - box[0]).sum() + len(scenario) and (lo <= box[0]).all()
+    tight = big_m_widths(scenarios.add_scenario(m, scenario, box))
+    loose = big_m_widths(scenarios.add_scenario(m, scenario))
+    assert tight[0] < 0.95 * loose[0] and tight[1] >= loose[1]
+    scenarios.remove_scenarios(m)
+    answers = [PerturbationRobustExplainer(model, space, robustness="K", margin=SIGMA,
+                                           query_bounds=on).explain(x, 1) for on in (True, False)]
+    assert answers[0].certified and answers[1].certified
+    assert answers[0].objective == pytest.approx(answers[1].objective, abs=1e-6)
+
+
+def test_the_master_gets_the_bounds_of_the_query_box():
+    """With ``query_bounds`` the master's network (and each shifted copy, over the same
+    box) is bounded over the points that respect actionability: the immutable feature's
+    input is pinned and the big-M bounds are tighter than the global ones."""
+    space = grid_space(PERTURBED).immutable("a")
+    model, rows = trained(space, 0)
+    x = rows.iloc[[69]].reset_index(drop=True)
+    method = CombinedRobustExplainer(model, space, delta=0.05)
+    m, pred = method.milp, method.milp.predictor_constr
+    m.set_factual(x)
+    m.set_target(1)
+
+    def width(bounds) -> float:
+        return float(sum((hi - lo).sum() for lo, hi in bounds[:-1]))
+
+    lo, hi = method.master_box(m, None, True)
+    j = space.input_slices()["a"].start
+    assert hi[j] - lo[j] < 1e-5
+    assert width(pred.layer_bounds()) < 0.95 * width(m.global_layer_bounds)
+    pred.set_layer_bounds(m.global_layer_bounds)
+    lo, hi = method.master_box(m, None, False)
+    assert hi[j] - lo[j] == 1.0 and width(pred.layer_bounds()) == width(m.global_layer_bounds)
+    # without actionability constraints the query's box is the region's (or the whole)
+    free = CombinedRobustExplainer(model, grid_space(PERTURBED), delta=0.05).milp
+    free.set_factual(x)
+    whole = [np.array(side) for side in zip(*free.predictor_constr.input_bounds)]
+    region = (whole[0] + 0.1, whole[1] - 0.1)
+    for given, expected in ((None, whole), (region, region)):
+        box = query_input_box(free, given)
+        assert all((side == want).all() for side, want in zip(box, expected))
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_each_master_solve_after_the_first_starts_from_the_last_point(warm, monkeypatch):
+    """``warm_start``: the master's second and later solves get the last point's feature
+    values as a MIP start (off: none); the answer is the same."""
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, 0)
+    x = rows.iloc[[0]].reset_index(drop=True)
+    method = CombinedRobustExplainer(model, space, delta=0.05, warm_start=warm)
+    starts, points = [], []
+    solve = method.backend.solve
+
+    def recording(solved, settings=None, start=None):
+        outcome = solve(solved, settings, start)
+        if solved is method.milp:
+            starts.append(start)
+            points.append(method.milp.decode())
+        return outcome
+
+    monkeypatch.setattr(method.backend, "solve", recording)
+    r = method.explain(x, 1)
+    assert r.certified and r.optimal and r.certificate.iterations == len(starts) >= 2
+    assert starts[0] is None
+    if not warm:
+        assert all(start is None for start in starts)
+        return
+    for start, previous in zip(starts[1:], points):
+        assert start is not None
+        values = {v.name: value for v, value in start.items()}
+        expected = {v.name: value for v, value in start_of(method.milp, previous).items()}
+        assert values == pytest.approx(expected)
+
+
+def test_the_lp_screen_switch_reaches_the_delta_adversary():
+    """``lp_screen``: the Δ-adversary's checks solve LP relaxations before any MILP (off:
+    none), fewer MILPs run, and the answer is the same. Two hidden layers: with one,
+    the interval screen is exact and decides every check."""
+    space = grid_space(PERTURBED)
+    rows = grid_rows(space)
+    Z = space.transform(rows)
+    score = Z @ np.random.default_rng(5).normal(size=Z.shape[1])
+    model = train_torch(Z, (score > np.median(score)).astype(int), hidden=(8, 8), epochs=80)
+    labels = predict(model, space, rows)
+    answers, milps = [], []
+    for on in (True, False):
+        method = CombinedRobustExplainer(model, space, delta=0.05, lp_screen=on)
+        for i in np.flatnonzero(labels == 0)[::151][:4]:
+            answers.append(method.explain(rows.iloc[[i]].reset_index(drop=True), 1))
+        assert (method.checker.lp_checks > 0) is on
+        milps.append(method.checker.milp_checks)
+    assert milps[0] < milps[1]
+    for a, b in zip(answers[:4], answers[4:]):
+        assert a.status is b.status and a.certified is b.certified
+        assert a.objective == pytest.approx(b.objective, abs=1e-6)

@@ -148,6 +148,35 @@ def test_adversary_models_are_built_once_and_moved_to_each_point(monkeypatch) ->
     assert sorted(m.coefficients for m in built) == [(-1.0,), (1.0,)]  # one per margin
 
 
+@pytest.mark.parametrize("sizes,seed", [((4, 8, 8, 1), 3), ((3, 6, 3), 5)])
+def test_lp_screen_certifies_only_what_the_exact_adversary_proves(sizes, seed) -> None:
+    """The LP relaxation's bound lies between the interval screen's and the exact
+    minimum (it only certifies), and it decides points the interval screen leaves to the
+    MILP: the same verdicts with fewer MILP solves, on points a persistent LP moves to."""
+    net = _net(sizes, seed)
+    delta = 0.05
+    exact, plain, screened = (RobustnessChecker(net, delta) for _ in range(3))
+    rng = np.random.default_rng(seed)
+    by_lp = 0
+    for z in rng.uniform(-1, 1, (12, sizes[0])):
+        for target in range(max(2, sizes[-1])):
+            truth = exact.exact(z, target)  # the minimum lies in [bound, value]
+            lower = screened.screen(z[None, :], target)[0][0]
+            for threshold in (lower, (lower + truth.bound) / 2, truth.bound - 1e-4,
+                              truth.bound + 1e-4):
+                verdict = screened.check(z, target, threshold, lp_screen=True)
+                assert verdict.robust is plain.check(z, target, threshold).robust
+                if verdict.robust:
+                    assert truth.value >= threshold - 1e-6
+                if truth.bound >= threshold + 1e-6:
+                    assert verdict.robust is True
+                if verdict.method == "lp":
+                    by_lp += 1
+                    assert lower - 1e-9 <= verdict.bound <= truth.value + 1e-6
+    assert by_lp >= 1 and screened.lp_checks > 0 and plain.lp_checks == 0
+    assert screened.milp_checks <= plain.milp_checks - by_lp
+
+
 def test_same_certificate_on_highs_cbc_and_gurobi() -> None:
     net = _net((4, 8, 8, 1), 5)
     rng = np.random.default_rng(2)

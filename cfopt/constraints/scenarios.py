@@ -12,6 +12,18 @@ A kept numeric feature is at :math:`\hat x`, so the scenario value is the consta
 :math:`\text{onehot} + (\sum_l \hat o_l\,\text{onehot}_l)(e_c - \hat o)`, linear since
 the factual one-hot :math:`\hat o` is a parameter.
 
+**Each copy's bounds from its own input box** (:meth:`KScenarios.add_scenario` with
+the master's ``box``). A copy's model inputs are the master's, except those of the
+scenario's features: a numeric one is :math:`x_f + \omega_f (1 - \text{changed}_f)`,
+which is the scenario's value :math:`\hat x_f + \omega_f` when the feature is kept
+(the exact indicators give :math:`x_f = \hat x_f`) and the master's :math:`x_f` when
+it changed; a categorical one is the scenario's category when kept and the master's
+one-hot when changed, and each model input is linear in the one-hot. So every copy
+input lies in the master's box on that input widened to the scenario point's input:
+the copy's big-M constants are the interval bounds over that box (intersected with
+the model's global ones), valid for every point the copy can see, instead of the
+global bounds over the whole feature box.
+
 The exact K-adversary whose counterexamples become scenarios, and the loop, are in
 :mod:`cfopt.methods` (``adversaries.k_neighbourhood``, ``k_robust``).
 """
@@ -20,13 +32,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
 
 from ..formulations.features import encode_inputs
 from ..formulations.predictors import add_predictor
 from ..formulations.validity import add_validity, set_target
-from ..space.encoding import spec_bounds, spec_grids, spec_rounding
+from ..space.encoding import encode, spec_bounds, spec_grids, spec_rounding
 from .blocks import ConstraintBlock
 from .diversity_cuts import (
     MIN_CHANGE,
@@ -86,9 +99,14 @@ class KScenarios(ConstraintBlock):
             block.del_component(f"scenario_{k}")
         self._scenarios.clear()
 
-    def add_scenario(self, m: CounterfactualModel, scenario: dict[str, Any]) -> pyo.Block:
+    def add_scenario(self, m: CounterfactualModel, scenario: dict[str, Any],
+                     box: tuple[np.ndarray, np.ndarray] | None = None) -> pyo.Block:
         """Require the target class also at the current counterfactual with the kept
-        features of ``scenario`` (feature → raw value) set to those values."""
+        features of ``scenario`` (feature → raw value) set to those values.
+
+        ``box``: bounds of the master's model inputs at this query (every point the
+        master can take lies in it); the copy's layer bounds are then those over
+        :meth:`scenario_box` (module docstring), else the model's global bounds."""
         space = m.space
         block = m.component(self.name)
         unknown = sorted(set(scenario) - set(space.names))
@@ -118,12 +136,29 @@ class KScenarios(ConstraintBlock):
                              input_rounding=spec_rounding(space, specs),
                              library_input=m.library_input,
                              formulation=m.tree_formulation)
-        if m.global_layer_bounds:
+        if m.global_layer_bounds and box is not None:
+            pred.set_layer_bounds(m.adapter.structure.box_bounds(
+                *self.scenario_box(m, scenario, box), within=m.global_layer_bounds))
+        elif m.global_layer_bounds:
             pred.set_layer_bounds(m.global_layer_bounds)
         add_validity(sc, pred.outputs, pred.output_bounds(), m.adapter, m.margin)
         set_target(sc, m.adapter, [m.adapter.class_index(t) for t in m.target])
         self._scenarios.append(dict(scenario))
         return sc
+
+    def scenario_box(self, m: CounterfactualModel, scenario: dict[str, Any],
+                     box: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The input box of ``scenario``'s copy: the master's ``box`` with the inputs of
+        the scenario's features widened to the factual-with-the-scenario's inputs
+        (module docstring)."""
+        factual = m.factual.iloc[0]
+        point = encode(m.space, m.input_specs,
+                       self.apply(factual, factual, scenario).to_frame().T)[0]
+        lo, hi = np.array(box[0], dtype=float), np.array(box[1], dtype=float)
+        for k, spec in enumerate(m.input_specs):
+            if spec.feature in scenario:
+                lo[k], hi[k] = min(lo[k], point[k]), max(hi[k], point[k])
+        return lo, hi
 
     def apply(self, factual: pd.Series, row: pd.Series, scenario: dict[str, Any]) -> pd.Series:
         """``row`` under ``scenario``: its kept features (equal to the factual's) take the

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pyomo.environ as pyo
@@ -61,16 +62,24 @@ def _width(bounds: list[tuple[float, float]]) -> float:
     return float(np.mean([ub - lb for lb, ub in bounds])) if bounds else 0.0
 
 
-@contextmanager
-def _integrality_relaxed(block: pyo.Block) -> Iterator[None]:
+def relax_integrality(block: pyo.Block) -> list[tuple[pyo.Var, Any, Any, Any]]:
+    """The LP relaxation of ``block`` in place: every integer variable (fixed ones too,
+    which may be freed later) becomes continuous within its bounds (a binary: [0, 1]);
+    returns ``(variable, domain, lb, ub)`` of each, to restore them."""
     saved = []
     for v in block.component_data_objects(pyo.Var, descend_into=True):
-        if v.is_integer() and not v.fixed:
+        if v.is_integer():
             saved.append((v, v.domain, v.lb, v.ub))
             lb, ub = v.lb, v.ub
             v.domain = pyo.Reals
             v.setlb(lb)
             v.setub(ub)
+    return saved
+
+
+@contextmanager
+def _integrality_relaxed(block: pyo.Block) -> Iterator[None]:
+    saved = relax_integrality(block)
     try:
         yield
     finally:

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 
 from ..formulations.robustness import check_delta, robust_network
-from ..models.network import LayerBounds, ReLUNetwork
 from ..problem import CounterfactualModel
 from ..progress import progress_bar
 from ..query.restrictions.relu import objective_value
+from ..query.restrictions.trees import query_box
 from ..results.robust import (
     RobustCounterfactual,
     RobustnessCertificate,
@@ -28,6 +28,9 @@ from ..solvers import SolverBackend, SolverSettings, make_solver
 from ..space.space import FeatureSpace
 from ..space.validate import as_frame
 from .cutting_set import Deadline
+
+#: relative widening of :func:`query_input_box`'s sides
+BOX_TOLERANCE = 1e-6
 
 
 def check_positive(name: str, value: Any) -> float:
@@ -43,6 +46,14 @@ def check_count(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def check_switch(name: str, value: Any) -> bool:
+    """``value`` as a bool; ``TypeError`` naming the option unless ``True`` or ``False``
+    (a speed lever's switch)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
 
 
 def check_sigma_tolerance(sigma: Any, tolerance: Any) -> tuple[float, float]:
@@ -64,14 +75,22 @@ def target_index(m: CounterfactualModel) -> int:
     return m.adapter.class_index(m.target[0])
 
 
-def box_layer_bounds(net: ReLUNetwork, global_bounds: LayerBounds,
-                     box: tuple[np.ndarray, np.ndarray]) -> LayerBounds:
-    """The network's layer bounds over the model-input ``box`` (interval arithmetic),
-    intersected with its ``global_bounds`` (e.g. the plausible region's box, where every
-    candidate lies)."""
-    local = net.box_bounds(*box)
-    return [(np.maximum(gl, ll), np.maximum(np.minimum(gu, lu), np.maximum(gl, ll)))
-            for (gl, gu), (ll, lu) in zip(global_bounds, local)]
+def query_input_box(m: CounterfactualModel, region: tuple[np.ndarray, np.ndarray] | None
+                    = None) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of the master's model inputs at the current query: the box of the points
+    that respect the actionability constraints
+    (:func:`~cfopt.query.restrictions.trees.query_box` with no radius: immutable
+    features at the factual, monotone ones on their side), each side widened by
+    :data:`BOX_TOLERANCE` x (1 + |side|) (the solvers meet ``x = x̂`` within their
+    feasibility tolerance), intersected with ``region`` (e.g. the plausible region's
+    bounding box; default: the model's whole input box, to which the variables are
+    bounded exactly). Every point the master can take lies in it; without
+    actionability constraints it is ``region`` itself."""
+    lo, hi = (np.array(side, dtype=float) for side in zip(*query_box(m)))
+    base = region if region is not None else tuple(
+        np.array(side, dtype=float) for side in zip(*m.predictor_constr.input_bounds))
+    return (np.maximum(lo - BOX_TOLERANCE * (1 + np.abs(lo)), base[0]),
+            np.minimum(hi + BOX_TOLERANCE * (1 + np.abs(hi)), base[1]))
 
 
 def finish_certificate(certificate: RobustnessCertificate, verdict: RobustnessVerdict) -> None:
@@ -119,6 +138,24 @@ class RobustMethod(ABC):
                                        options=dict(solver_options or {}))
         self.time_limit = time_limit
 
+    def master_box(self, m: CounterfactualModel, region: tuple[np.ndarray, np.ndarray] | None,
+                   query_bounds: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The box of the master's model inputs at this query, to which the master's
+        layer bounds are set (interval bounds within its global ones; the caller restores
+        ``m.global_layer_bounds``): with ``query_bounds``, :func:`query_input_box`
+        (actionability ∩ ``region``); else ``region`` (e.g. the plausible region's
+        box), or the whole input box without one (the global bounds kept)."""
+        pred = m.predictor_constr
+        if query_bounds:
+            box = query_input_box(m, region)
+        elif region is None:
+            return tuple(np.array(side, dtype=float) for side in zip(*pred.input_bounds))
+        else:
+            box = region
+        pred.set_layer_bounds(pred.adapter.structure.box_bounds(
+            *box, within=m.global_layer_bounds))
+        return box
+
     def deadline(self, t0: float) -> Deadline:
         """The deadline of a query started at ``t0`` (the method's ``time_limit``)."""
         return Deadline(self.settings, t0)
@@ -130,10 +167,14 @@ class RobustMethod(ABC):
     def _result(self, m: CounterfactualModel, status: RobustStatus, row: pd.DataFrame | None,
                 certificate: RobustnessCertificate, t0: float, *, bound: float | None = None,
                 message: str = "", details: dict[str, Any] | None = None,
-                one_off: float = 0.0, **extra: Any) -> RobustCounterfactual:
+                one_off: float = 0.0, optimal: bool = False, **extra: Any
+                ) -> RobustCounterfactual:
         """The result (a :attr:`result_type`, with the fields ``extra`` of its own), with
         ``row`` re-checked by the real model and every declared constraint (a failure
-        drops the point: VERIFICATION_FAILED)."""
+        drops the point: VERIFICATION_FAILED). ``optimal``: the loop stopped and its
+        master proved optimality (:attr:`LoopResult.optimal
+        <cfopt.methods.cutting_set.LoopResult.optimal>`); claimed only with the final
+        status ``CERTIFIED``."""
         verified, predicted = False, None
         if row is not None:
             predicted = m.classify(row)[0]
@@ -151,7 +192,8 @@ class RobustMethod(ABC):
             bound=bound, distances=m.distances(row) if verified else {},
             certificate=certificate, total_time=time.perf_counter() - t0 + one_off,
             solver=self.backend.name, message=message, details=details or {},
-            factual_class=m.factual_class, space=m.space, **extra)
+            factual_class=m.factual_class, space=m.space,
+            optimal=optimal and status is RobustStatus.CERTIFIED, **extra)
 
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,
                      progress: bool | None = None) -> list[RobustCounterfactual]:

@@ -32,10 +32,14 @@ has one master and two adversaries:
 Every shifted model and every scenario only asks the master for what a robust
 counterfactual meets anyway (a Δ-robust point with margin σ is valid with margin σ for
 each model of Δ; a K-robust one for each point of its K-neighbourhood), so the master
-relaxes the robust problem: a proven-infeasible master proves that no counterfactual is
-both (whose changed features move by at least ``min_change`` of their range), and a
-certified answer of an optimal master is optimal among them. The answer is certified
-only by both adversaries' proven bounds; otherwise its status says what is missing.
+relaxes the robust problem restricted to the counterfactuals whose perturbed numeric
+features stay put or move by at least ``min_change`` of their range (the scenarios'
+exact change indicators): a proven-infeasible master proves that none of *those* is
+both (with margin σ; its message names ``min_change``), and a ``CERTIFIED`` answer of
+an optimal master is optimal among them (``optimal``). The answer is ``certified`` when
+both adversaries' proven bounds prove its point robust at level 0 (Δ bound ≥ 0, K
+bound above the tolerance); a loop cut short by a limit may return such a point, with
+status ``iteration_limit`` or ``time_limit`` and no claim of optimality.
 """
 
 from __future__ import annotations
@@ -44,7 +48,6 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..constraints.blocks import ConstraintBlock
@@ -67,10 +70,10 @@ from .adversaries.k_neighbourhood import KAdversary, KNeighbourhoodAdversary
 from .adversaries.model_shift import ModelShiftAdversary, RobustnessChecker
 from .base import (
     RobustMethod,
-    box_layer_bounds,
     check_count,
     check_positive,
     check_sigma_tolerance,
+    check_switch,
     finish_certificate,
     require_space_encoding,
     target_index,
@@ -86,15 +89,25 @@ class CombinedMaster(ProplaceMaster):
     model verifies it (the K-adversary searches around a point of the target class)."""
 
     def __init__(self, m: CounterfactualModel, backend: SolverBackend, sigma: float,
-                 adversary: ModelShiftAdversary, scenarios: KScenarios) -> None:
-        super().__init__(m, backend, sigma, adversary)
-        self.scenarios = scenarios
+                 adversary: ModelShiftAdversary, scenarios: KScenarios,
+                 region: bool = False, warm_start: bool = False) -> None:
+        super().__init__(m, backend, sigma, adversary, warm_start)
+        self.scenarios, self.region = scenarios, region
 
     def infeasible(self) -> str:
-        return (f"no point satisfies the constraints and is valid with margin "
+        """What the infeasible master proves (module docstring): only of the
+        counterfactuals whose perturbed numeric features stay put or move by at least
+        ``min_change`` of their range (the scenarios' change indicators), with margin σ
+        (the master's, for every model and scenario)."""
+        where = " in the plausible region" if self.region else ""
+        return (f"no point{where} satisfies the constraints and is valid with margin "
                 f"σ={self.sigma:g} for the model, the {len(self.adversary.models)} shifted "
                 f"model(s) and the {len(self.scenarios.scenarios)} K-perturbation "
-                f"scenario(s) collected: no counterfactual is both Δ-robust and K-robust")
+                f"scenario(s) collected, with every perturbed numeric feature kept or moved "
+                f"by at least min_change={self.scenarios.min_change:g} of its range: proven "
+                f"only for those counterfactuals, none of which is both Δ-robust and "
+                f"K-robust with margin σ{where} (a smaller move of such a feature is not "
+                f"covered)")
 
     def answer(self, solution: Verification, status: Status, bound: float | None
                ) -> MasterAnswer:
@@ -126,6 +139,17 @@ class CombinedRobustExplainer(RobustMethod):
         k_tolerance: the K-adversary certifies at a proven bound above it (logit units).
         min_change: smallest move of a continuous feature, relative to its range, that
             counts as a change (so the features it does not move are kept).
+        query_bounds: the big-M constants of the master's network and of every copy
+            from the query's own input box (speed lever, sound either way): the master's
+            and each shifted copy's over the points that respect actionability (within
+            the plausible region's box), each scenario copy's over that box widened by
+            its scenario (:mod:`cfopt.constraints.scenarios`); ``False``: the model's
+            global bounds (the region's box with a region).
+        warm_start: start every master solve after the first from the last one's point
+            (:class:`~cfopt.methods.proplace.ProplaceMaster`; speed lever, sound either
+            way; off by default, as :class:`~cfopt.methods.proplace.Proplace`).
+        lp_screen: the Δ-adversary's LP relaxation between its interval screen and its
+            exact MILP, certifying at a bound ≥ σ - t (speed lever, sound either way).
         max_iterations: cap on master solves per query.
         time_limit: seconds per query, shared by every solve and check (``None``: none).
         solver, objective, weights, max_changes, bound_tightening, constraints, mip_gap,
@@ -138,7 +162,8 @@ class CombinedRobustExplainer(RobustMethod):
     def __init__(self, model: Any, space: FeatureSpace, data: pd.DataFrame | None = None, *,
                  delta: float, k: int = 20, labels: Any = None, setback: bool = False,
                  sigma: float = 0.01, tolerance: float = 0.005, k_tolerance: float = 1e-6,
-                 min_change: float = MIN_CHANGE, max_iterations: int = 50,
+                 min_change: float = MIN_CHANGE, query_bounds: bool = True,
+                 warm_start: bool = False, lp_screen: bool = True, max_iterations: int = 50,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
@@ -152,6 +177,9 @@ class CombinedRobustExplainer(RobustMethod):
         self.sigma, self.tolerance = check_sigma_tolerance(sigma, tolerance)
         k_tolerance = check_positive("k_tolerance", k_tolerance)
         self.max_iterations = check_count("max_iterations", max_iterations)
+        self.query_bounds = check_switch("query_bounds", query_bounds)
+        self.warm_start = check_switch("warm_start", warm_start)
+        self.lp_screen = check_switch("lp_screen", lp_screen)
         if data is None and labels is not None:
             raise ValueError("labels are those of data; give data (the plausible region) too")
         self.region = None if data is None else RobustPlausibleRegion(
@@ -201,14 +229,13 @@ class CombinedRobustExplainer(RobustMethod):
                                     [], message=message, details=details, one_off=one_off)
         pred = m.predictor_constr
         global_bounds = m.global_layer_bounds
-        if self.region is None:
-            box = tuple(np.array(side, dtype=float) for side in zip(*pred.input_bounds))
-        else:
-            box = self.region.box(m)
-            pred.set_layer_bounds(box_layer_bounds(pred.adapter.structure, global_bounds, box))
-        shift = ModelShiftAdversary(self.checker, m, index, need, box)
-        perturb = KNeighbourhoodAdversary(self.k_adversary, self.scenarios, m)
-        master = CombinedMaster(m, self.backend, self.sigma, shift, self.scenarios)
+        box = self.master_box(m, None if self.region is None else self.region.box(m),
+                              self.query_bounds)
+        shift = ModelShiftAdversary(self.checker, m, index, need, box, self.lp_screen)
+        perturb = KNeighbourhoodAdversary(self.k_adversary, self.scenarios, m,
+                                          box if self.query_bounds else None)
+        master = CombinedMaster(m, self.backend, self.sigma, shift, self.scenarios,
+                                region=self.region is not None, warm_start=self.warm_start)
         try:
             loop = CuttingSet(self.max_iterations).run(master, [shift, perturb],
                                                        self.deadline(t0))
@@ -232,18 +259,19 @@ class CombinedRobustExplainer(RobustMethod):
                else loop.candidate.point)  # unproven unless certified, as PROPLACE's
         return self._answer(m, status, row, certificate, t0, k_verdict, scenarios,
                             bound=master.bound, message=loop.message, details=details,
-                            one_off=one_off)
+                            one_off=one_off,
+                            optimal=loop.optimal)
 
     def _answer(self, m: CounterfactualModel, status: RobustStatus, row: pd.DataFrame | None,
                 certificate: RobustnessCertificate, t0: float, k_verdict: KVerdict | None,
                 scenarios: list[dict[str, Any]], *, bound: float | None = None,
                 message: str = "", details: dict[str, Any] | None = None,
-                one_off: float = 0.0) -> CombinedRobustCounterfactual:
+                one_off: float = 0.0, optimal: bool = False) -> CombinedRobustCounterfactual:
         """The verified result (:meth:`RobustMethod._result`) with the K verdict, the
         scenarios collected and the setback cost of the point."""
         cost = None if row is None else setback_cost(m.space, m.weights, m.factual, row)
         result = self._result(m, status, row, certificate, t0, bound=bound, message=message,
                               details=details, one_off=one_off, k_verdict=k_verdict,
-                              scenarios=scenarios, setback_cost=cost)
+                              scenarios=scenarios, setback_cost=cost, optimal=optimal)
         assert isinstance(result, CombinedRobustCounterfactual)
         return result

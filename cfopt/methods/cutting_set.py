@@ -12,6 +12,13 @@ searches for a counterexample at the master's point):
    robust counterfactuals when the master proved optimality; else every counterexample
    found becomes a cut of the master, and repeat.
 
+An adversary certifies at its own threshold (PROPLACE's Δ-adversary: a proven bound
+≥ σ - t), which may be stricter than the level at which a method's answer states
+robustness (Δ: bound ≥ 0). A loop cut short by a limit returns its last candidate
+with the checks made on it: the answer may then prove the point robust at its own
+level, but the loop did not stop, so nothing is claimed of its optimality
+(:attr:`LoopResult.optimal` is only true with ``CERTIFIED``).
+
 This is Algorithm 1 of PROPLACE (Jiang, Lan, Leofante, Rago, Toni 2024: the
 adversary returns the worst shifted model of Δ, the cut is one more network copy),
 the scenario loop of K-robustness (Virgolin & Fracaros 2023 define K-robustness;
@@ -26,9 +33,11 @@ Statuses (:class:`~cfopt.results.robust.RobustStatus`):
 * ``NOT_ROBUST``: an adversary neither certified the candidate nor found a
   counterexample, with time left;
 * ``TIME_LIMIT``: the deadline passed (before a master solve, before a check, or
-  during an undecided check), or the master ran out of time;
+  during an undecided check), or the master ran out of time (the last candidate, if
+  any, is returned without the loop's certificate);
 * ``INFEASIBLE``: the master is proven infeasible;
-* ``ITERATION_LIMIT``: the cap on master solves was reached;
+* ``ITERATION_LIMIT``: the cap on master solves was reached (the last candidate is
+  returned without the loop's certificate);
 * ``VERIFICATION_FAILED`` / ``ERROR``: the master's answer failed the real model's
   check / the solver failed.
 """
@@ -47,6 +56,10 @@ from ..results.robust import RobustStatus
 from ..results.status import Status
 from ..solvers import SolverSettings
 from ..solvers.base import time_left
+
+#: what a loop cut short says of its last candidate
+UNCERTIFIED = ("the last point is returned without the loop's certificate (the answer's "
+               "certificate says what its checks proved) and is not claimed optimal")
 
 _MASTER_FAILURE = {Status.INFEASIBLE: RobustStatus.INFEASIBLE,
                    Status.NO_SOLUTION: RobustStatus.TIME_LIMIT,
@@ -168,7 +181,8 @@ class LoopResult:
         message: what happened, in words (empty when certified).
         iterations: master solves.
         candidate: the last master answer with a point (``None`` once the master is
-            proven infeasible); unproven unless ``status`` is ``CERTIFIED``.
+            proven infeasible); certified by the loop only when ``status`` is
+            ``CERTIFIED`` (else ``checks`` hold what was proven about it).
         last: the last master answer (with or without a point).
         checks: each adversary's check of ``candidate``, in the adversaries' order
             (``None``: it did not check that point, e.g. an earlier check ended the
@@ -237,8 +251,7 @@ class CuttingSet:
             out.candidate = answer
             if self._check(answer, adversaries, deadline, out):
                 return out
-        out.message = (f"{self.max_iterations} iterations without a certificate; the last "
-                       f"point is returned unproven")
+        out.message = f"{self.max_iterations} iterations without the loop's stop; {UNCERTIFIED}"
         return out
 
     def _check(self, answer: MasterAnswer, adversaries: Sequence[Adversary],

@@ -43,6 +43,7 @@ from ..results.status import Status
 from ..space.perturbations import setback_cost
 from ..space.space import FeatureSpace
 from .adversaries.k_neighbourhood import KAdversary, KNeighbourhoodAdversary
+from .base import check_switch, query_input_box
 from .cutting_set import CuttingSet, Deadline, Master, MasterAnswer
 
 ROBUSTNESS = ("none", "C", "K", "CK")
@@ -61,6 +62,10 @@ class PerturbationRobustExplainer:
             counts as a change (K).
         tolerance: the K-adversary certifies when its proven bound on the target's
             margin exceeds this (logit units).
+        query_bounds: each scenario copy's big-M constants (ReLU networks) from its own
+            input box: the points that respect actionability, widened by the scenario
+            (:mod:`cfopt.constraints.scenarios`; speed lever, sound either way;
+            ``False``: the model's global bounds).
         constraints: more declared constraint blocks (rules, causal equations, trust
             regions) — they compose with both notions.
         **options: options of :class:`~cfopt.Explainer` (solver, objective, weights,
@@ -69,14 +74,15 @@ class PerturbationRobustExplainer:
 
     def __init__(self, model: Any, space: FeatureSpace, *, robustness: str = "CK",
                  max_iterations: int = 20, min_change: float = MIN_CHANGE,
-                 tolerance: float = 1e-6, constraints: Sequence[ConstraintBlock] = (),
-                 **options: Any) -> None:
+                 tolerance: float = 1e-6, query_bounds: bool = True,
+                 constraints: Sequence[ConstraintBlock] = (), **options: Any) -> None:
         if robustness not in ROBUSTNESS:
             raise ValueError(f"robustness must be one of {ROBUSTNESS}, got {robustness!r}")
         self.loop = CuttingSet(max_iterations)
         self.robustness = robustness
         self.max_iterations = max_iterations
         self.tolerance = float(tolerance)
+        self.query_bounds = check_switch("query_bounds", query_bounds)
         blocks = list(constraints)
         self._scenarios = KScenarios(min_change) if "K" in robustness else None
         if "C" in robustness:
@@ -139,7 +145,8 @@ class PerturbationRobustExplainer:
             if len(m.target) != 1:
                 raise ValueError(f"K-robustness keeps one class; give a single target class, "
                                  f"got {list(m.target)}")
-            adversaries.append(KNeighbourhoodAdversary(self.adversary, self._scenarios, m))
+            box = query_input_box(m) if self.query_bounds else None
+            adversaries.append(KNeighbourhoodAdversary(self.adversary, self._scenarios, m, box))
         loop = self.loop.run(ExplainerMaster(ex, self._scenarios), adversaries,
                              Deadline(settings, t0))
         assert loop.last is not None

@@ -37,7 +37,7 @@ import pandas as pd
 from ..constraints.blocks import ConstraintBlock
 from ..problem import CounterfactualModel
 from ..progress import progress_enabled
-from ..query.solution import Verification, verified_solution
+from ..query.solution import Verification, start_of, verified_solution
 from ..results.robust import (
     RobustCounterfactual,
     RobustnessCertificate,
@@ -50,43 +50,65 @@ from ..space.space import FeatureSpace
 from .adversaries.model_shift import ModelShiftAdversary, RobustnessChecker
 from .base import (
     RobustMethod,
-    box_layer_bounds,
     check_count,
     check_sigma_tolerance,
+    check_switch,
     finish_certificate,
     require_space_encoding,
     target_index,
 )
-from .cutting_set import Adversary, Check, CuttingSet, Deadline, Master, MasterAnswer
+from .cutting_set import (
+    UNCERTIFIED,
+    Adversary,
+    Check,
+    CuttingSet,
+    Deadline,
+    Master,
+    MasterAnswer,
+)
 from .plausible_region import RobustPlausibleRegion
 
 
 class ProplaceMaster(Master):
     """The master of Algorithm 1: the counterfactual MILP ``m`` (plausible region,
-    margin σ) with the shifted copies ``adversary`` has added."""
+    margin σ) with the shifted copies ``adversary`` has added.
+
+    ``warm_start``: every solve after the first starts from the last solve's point
+    (its feature values, :func:`~cfopt.query.solution.start_of`: a partial MIP start
+    the backend completes, :meth:`SolverBackend.solve
+    <cfopt.solvers.SolverBackend.solve>`). The cut added since violates that point as a
+    rule (the adversary's model classifies it below σ - t, the new copy asks σ), so the
+    start is infeasible then: HiGHS fixes the given values, fails to complete them and
+    drops the start; a backend without MIP starts ignores it. Sound either way: a start
+    never changes what the solve proves."""
 
     def __init__(self, m: CounterfactualModel, backend: SolverBackend, sigma: float,
-                 adversary: ModelShiftAdversary) -> None:
+                 adversary: ModelShiftAdversary, warm_start: bool = False) -> None:
         self.m, self.backend, self.sigma, self.adversary = m, backend, sigma, adversary
+        self.warm_start = warm_start
         #: the proven bound of the last solve that gave a point
         self.bound: float | None = None
         self.found = False
+        self._last: pd.DataFrame | None = None
 
     def solve(self, deadline: Deadline) -> MasterAnswer:
         settings = deadline.left()
         if settings is None:
             return MasterAnswer(Status.NO_SOLUTION, solved=False,
                                 message="time limit reached before a certificate")
-        outcome = self.backend.solve(self.m, settings)
+        start = (start_of(self.m, self._last) if self.warm_start and self._last is not None
+                 else None)
+        outcome = self.backend.solve(self.m, settings, start)
         if outcome.status is Status.INFEASIBLE:
             return MasterAnswer(Status.INFEASIBLE, message=self.infeasible())
         if not outcome.status.has_solution:  # the last point (if any) is kept
             return MasterAnswer(outcome.status, message=(
                 f"master solve ended with {outcome.termination}" + (
-                    "; the last point is returned unproven" if self.found
-                    else "")))
+                    f"; {UNCERTIFIED}" if self.found else "")))
         self.bound, self.found = outcome.bound, True
-        return self.answer(verified_solution(self.m), outcome.status, outcome.bound)
+        solution = verified_solution(self.m)
+        self._last = solution.row
+        return self.answer(solution, outcome.status, outcome.bound)
 
     def infeasible(self) -> str:
         """What a proven-infeasible master proves, in words."""
@@ -120,6 +142,18 @@ class Proplace(RobustMethod):
         tolerance: t, with 0 < t < σ; the loop stops when the adversary's proven bound
             is ≥ σ - t.
         max_iterations: cap on master solves per query.
+        query_bounds: the big-M constants of the master's network and of every shifted
+            copy from the interval bounds over the query's own input box: the points
+            that respect actionability within the region's box (speed lever, sound
+            either way; ``False``: the region's box alone).
+        warm_start: start every master solve after the first from the last one's point
+            (:class:`ProplaceMaster`; speed lever, sound either way; off by default: the
+            last point violates the newest cut, so the start is infeasible and HiGHS
+            drops it, ``benchmarks/robust_levers.py``).
+        lp_screen: the adversary's LP relaxation between its interval screen and its
+            exact MILP: it certifies when its bound reaches σ - t
+            (:class:`~cfopt.methods.adversaries.model_shift.RobustnessChecker`; speed
+            lever, sound either way).
         time_limit: seconds per query (``None``: none).
         solver: ``"highs"`` (default), ``"cbc"``, ``"gurobi"`` or a backend.
         objective, weights, max_changes, bound_tightening, constraints: see
@@ -137,7 +171,8 @@ class Proplace(RobustMethod):
 
     def __init__(self, model: Any, space: FeatureSpace, data: pd.DataFrame, *,
                  delta: float, k: int = 20, labels: Any = None, sigma: float = 0.01,
-                 tolerance: float = 0.005, max_iterations: int = 50,
+                 tolerance: float = 0.005, max_iterations: int = 50, query_bounds: bool = True,
+                 warm_start: bool = False, lp_screen: bool = True,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
@@ -152,6 +187,9 @@ class Proplace(RobustMethod):
         self.progress = progress
         self.sigma, self.tolerance = check_sigma_tolerance(sigma, tolerance)
         self.max_iterations = check_count("max_iterations", max_iterations)
+        self.query_bounds = check_switch("query_bounds", query_bounds)
+        self.warm_start = check_switch("warm_start", warm_start)
+        self.lp_screen = check_switch("lp_screen", lp_screen)
         self.region = RobustPlausibleRegion(data, self.delta, k, labels=labels,
                                             solver=self.backend.name, name="plausible_region")
         self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
@@ -187,11 +225,11 @@ class Proplace(RobustMethod):
                 f"predicted as the target: the plausible region holds no robust point"),
                 details=details, one_off=one_off)
         pred = m.predictor_constr
-        box = self.region.box(m)
         global_bounds = m.global_layer_bounds
-        pred.set_layer_bounds(box_layer_bounds(pred.adapter.structure, global_bounds, box))
-        adversary = ModelShiftAdversary(self.checker, m, target_index(m), need, box)
-        master = ProplaceMaster(m, self.backend, self.sigma, adversary)
+        box = self.master_box(m, self.region.box(m), self.query_bounds)
+        adversary = ModelShiftAdversary(self.checker, m, target_index(m), need, box,
+                                        self.lp_screen)
+        master = ProplaceMaster(m, self.backend, self.sigma, adversary, self.warm_start)
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
 
         def observe(answer: MasterAnswer, _: Adversary, check: Check) -> None:
@@ -216,4 +254,5 @@ class Proplace(RobustMethod):
             status = RobustStatus.NOT_ROBUST
         row = loop.candidate.point if loop.candidate is not None else None
         return self._result(m, status, row, certificate, t0, bound=master.bound,
-                            message=loop.message, details=details, one_off=one_off)
+                            message=loop.message, details=details, one_off=one_off,
+                            optimal=loop.optimal)

@@ -143,14 +143,21 @@ class ReLUNetwork:
         return self.pre_activations(Z)[-1]
 
     # ----------------------------------------------------------------- bounds
-    def box_bounds(self, lower: np.ndarray, upper: np.ndarray) -> LayerBounds:
+    def box_bounds(self, lower: np.ndarray, upper: np.ndarray,
+                   within: LayerBounds | None = None) -> LayerBounds:
         """Interval bounds of every layer's pre-activation over the input box
-        ``[lower, upper]`` (interval arithmetic, input to output; module docstring)."""
+        ``[lower, upper]`` (interval arithmetic, input to output; module docstring);
+        ``within``: bounds valid over a set containing the box (e.g. the whole feature
+        box's, LP-tightened), intersected with them layer by layer."""
         lo, hi = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
         first = self.layers[0]
         wp, wn = np.maximum(first.weight, 0), np.minimum(first.weight, 0)
-        return self.propagate_bounds(wp @ lo + wn @ hi + first.bias,
-                                     wp @ hi + wn @ lo + first.bias)
+        local = self.propagate_bounds(wp @ lo + wn @ hi + first.bias,
+                                      wp @ hi + wn @ lo + first.bias)
+        if within is None:
+            return local
+        return [(np.maximum(gl, ll), np.maximum(np.minimum(gu, lu), np.maximum(gl, ll)))
+                for (gl, gu), (ll, lu) in zip(within, local)]
 
     def propagate_bounds(self, lower: np.ndarray, upper: np.ndarray) -> LayerBounds:
         """Interval bounds of every layer's pre-activation from bounds ``[lower, upper]``

@@ -35,13 +35,25 @@ if TYPE_CHECKING:
 class RobustStatus(str, Enum):
     """Outcome of a robust counterfactual query.
 
-    CERTIFIED: a verified counterfactual whose robustness is proven by every adversary.
+    The status says how the query ended; what is proven about the returned point is
+    the answer's ``certified`` (its robustness, each notion at its own level: the Δ
+    bound ≥ 0, the K bound above the tolerance) and ``optimal``.
+
+    CERTIFIED: the loop's own stop: every adversary certified the last point at its
+        threshold (PROPLACE and the combined method: the Δ bound ≥ σ - t, stricter
+        than the answer's level 0); the point is also optimal among the counterfactuals
+        robust at the master's margin σ when the master proved it optimal
+        (``optimal``).
     NOT_ROBUST: a verified counterfactual that is not robust (a concrete counterexample
         refutes it), or whose robustness could not be proven.
     INFEASIBLE: no robust counterfactual exists under the constraints (proven: the
         master became infeasible, or no robust data point spans the region).
-    ITERATION_LIMIT: the loop's iteration cap was reached before a certificate.
-    TIME_LIMIT: the time limit was reached before a certificate.
+    ITERATION_LIMIT: the loop's iteration cap was reached before its stop; the last
+        point is returned, proven robust only if the answer says ``certified`` (its
+        checks may prove it at level 0, below the loop's threshold) and never claimed
+        optimal.
+    TIME_LIMIT: the time limit was reached before the loop's stop; as for
+        ``ITERATION_LIMIT``.
     VERIFICATION_FAILED: the solver's point fails the real model's check.
     ERROR: the solver failed.
     """
@@ -72,14 +84,15 @@ class RobustnessVerdict:
         robust: True (proven: ``bound >= threshold``), False (refuted: a concrete model
             of Δ, checked by a numpy forward pass, has margin ``< threshold``) or None
             (unproven, e.g. a time limit).
-        bound: proven lower bound of the least margin (the solvers' dual bounds, or the
-            interval bound when the screen decided).
+        bound: proven lower bound of the least margin (the solvers' dual bounds, the
+            LP relaxation's optimum, or the interval bound when the screen decided).
         value: margin of the worst concrete model found (an upper bound of the
             minimum), from a plain forward pass of ``parameters``.
         solver_value: the adversary MILP's incumbent objective (``None`` if the
             screen decided).
         method: ``"interval"`` (screen, certainly robust), ``"attack"`` (screen,
-            certainly not) or ``"milp"`` (the exact adversary).
+            certainly not), ``"lp"`` (the adversary's LP relaxation, certainly robust)
+            or ``"milp"`` (the exact adversary).
         threshold: the level tested.
         parameters: the worst concrete model found, (W, b) per layer.
         shift: ``‖Θ - Θ⁰‖_∞`` of ``parameters`` (≤ δ).
@@ -196,6 +209,11 @@ class RobustCounterfactual(Answer):
             RNCE).
         distances: weighted L1, L0 and L∞ of the returned point.
         certificate: the robustness claim (:class:`RobustnessCertificate`).
+        optimal: proven optimal among the counterfactuals robust at the master's margin
+            σ: the loop stopped with ``CERTIFIED`` and its last master solve proved its
+            point optimal (the master relaxes that robust problem); ``False`` for every
+            other status, whatever :attr:`certified` says, and for the methods without
+            a master loop.
         total_time: wall seconds of the query (preprocessing paid by this query
             included, e.g. robustness screening of data rows).
         solver: the solver's name.
@@ -222,6 +240,7 @@ class RobustCounterfactual(Answer):
     details: dict[str, Any] = field(default_factory=dict)
     factual_class: Any = None
     space: FeatureSpace | None = field(default=None, repr=False, compare=False)
+    optimal: bool = False
 
     @property
     def found(self) -> bool:
@@ -230,16 +249,20 @@ class RobustCounterfactual(Answer):
 
     @property
     def certified(self) -> bool:
-        """A verified counterfactual with proven Δ-robustness."""
+        """A verified counterfactual with proven Δ-robustness (the certificate's bound
+        ≥ 0), whatever the status: a loop cut short by a limit may return a point its
+        last check proved robust at level 0 but not at the loop's threshold σ - t
+        (status ``iteration_limit`` / ``time_limit``, :attr:`optimal` false)."""
         return self.found and self.certificate.robust is True
 
     def to_dict(self, include_parameters: bool = False) -> dict[str, Any]:
         return {**self.answer_fields(), "method": self.method, "certified": self.certified,
-                "bound": json_value(self.bound),
+                "optimal": self.optimal, "bound": json_value(self.bound),
                 "distances": {k: json_value(v) for k, v in self.distances.items()},
                 "certificate": self.certificate.to_dict(include_parameters),
                 "total_time": self.total_time, "solver": self.solver, "message": self.message,
                 "details": {k: json_value(v) for k, v in self.details.items()}}
+
 
 @dataclass(repr=False)
 class CombinedRobustCounterfactual(RobustCounterfactual):
@@ -260,7 +283,9 @@ class CombinedRobustCounterfactual(RobustCounterfactual):
 
     @property
     def certified(self) -> bool:
-        """A verified counterfactual with proven Δ-robustness *and* K-robustness."""
+        """A verified counterfactual with proven Δ-robustness *and* K-robustness (the Δ
+        bound ≥ 0, the K bound above the tolerance), whatever the status (see
+        :attr:`RobustCounterfactual.certified`)."""
         return (super().certified and self.k_verdict is not None
                 and self.k_verdict.robust is True)
 
@@ -315,6 +340,10 @@ class PerturbationRobustCounterfactual(Answer):
 
     @property
     def certified(self) -> bool:
+        """A verified counterfactual with the loop's certificate (status ``CERTIFIED``:
+        the K-adversary's proven bound above the tolerance, when K is sought). The
+        K-adversary certifies at the answer's own level, so a point the loop did not
+        certify is not proven K-robust."""
         return self.found and self.status is RobustStatus.CERTIFIED
 
     @property

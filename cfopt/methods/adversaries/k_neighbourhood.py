@@ -175,13 +175,16 @@ class KAdversary:
 class KNeighbourhoodAdversary(Adversary):
     """The K-adversary at one query of the master ``m``: it searches the candidate's
     K-neighbourhood (``search``) and adds each counterexample to the master as a
-    scenario of ``scenarios`` (the kept features it moves)."""
+    scenario of ``scenarios`` (the kept features it moves); ``box``: bounds of the
+    master's model inputs at this query, from which each scenario copy's bounds are
+    computed (:meth:`~cfopt.constraints.KScenarios.add_scenario`; ``None``: the global
+    bounds)."""
 
     name = "the K-adversary"
 
-    def __init__(self, search: KAdversary, scenarios: KScenarios,
-                 m: CounterfactualModel) -> None:
-        self.search, self.scenarios, self.m = search, scenarios, m
+    def __init__(self, search: KAdversary, scenarios: KScenarios, m: CounterfactualModel,
+                 box: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        self.search, self.scenarios, self.m, self.box = search, scenarios, m, box
 
     def check(self, answer: MasterAnswer, deadline: Deadline) -> Check:
         verdict = self.search.check(self.m.factual, answer.point, answer.label,
@@ -194,7 +197,7 @@ class KNeighbourhoodAdversary(Adversary):
                            f"{verdict.bound})"))
 
     def add_cut(self, check: Check) -> None:
-        self.scenarios.add_scenario(self.m, check.counterexample)
+        self.scenarios.add_scenario(self.m, check.counterexample, self.box)
 
 
 def scenario(factual: pd.Series, z: pd.Series, verdict: KVerdict) -> dict[str, Any] | None:

@@ -3,11 +3,15 @@ r"""The model-shift adversary Δ (PROPLACE, Jiang, Lan, Leofante, Rago, Toni 202
 :class:`RobustnessChecker` decides the Δ-robustness of model inputs (Def. 7): per
 margin the target keeps (the signed logit of a binary network; :math:`y_t - y_j` for
 every other class :math:`j` of one with a logit per class), the interval screen, then
-the exact linear adversary MILP of
-:class:`~cfopt.formulations.robustness.AdversaryModel` (the paper's eq. (6a),
-minimised), certified by the solver's proven bound; robust when every margin is. Each
-margin's MILP is built once, with a persistent solver of its own, and moved to each
-point by its bounds (:meth:`~cfopt.formulations.robustness.AdversaryModel.set_point`):
+(``lp_screen``) the LP relaxation of the adversary, then the exact linear adversary
+MILP of :class:`~cfopt.formulations.robustness.AdversaryModel` (the paper's eq. (6a),
+minimised), certified by the solver's proven bound; robust when every margin is. The
+LP relaxation's feasible set contains the MILP's (the big-M ReLU rows with
+:math:`q \in [0, 1]`), so its optimum is a lower bound of the least margin, between
+the interval bound and the exact one: it certifies when it reaches the threshold and
+otherwise leaves the case to the MILP (it never refutes). Each margin's MILP and its
+relaxation are built once, each with a persistent solver of its own, and moved to each
+point by their bounds (:meth:`~cfopt.formulations.robustness.AdversaryModel.set_point`):
 no Pyomo rebuild per check. It finds the k Δ-robust nearest
 neighbours of the plausible region (Def. 9-10) with a per-row verdict cache.
 
@@ -29,6 +33,7 @@ import pandas as pd
 import pyomo.environ as pyo
 from scipy.spatial import cKDTree
 
+from ...formulations.bound_tightening import relax_integrality
 from ...formulations.robustness import (
     AdversaryModel,
     Margin,
@@ -91,8 +96,10 @@ class RobustnessChecker:
         self.settings = SolverSettings(time_limit=time_limit, mip_gap=mip_gap, threads=1,
                                        seed=0)
         self._verdicts: dict[tuple, np.ndarray] = {}
-        self._adversaries: dict[Margin, tuple[AdversaryModel, SolverBackend]] = {}
+        self._adversaries: dict[tuple[Margin, bool], tuple[AdversaryModel, SolverBackend]] = {}
         self.milp_checks = 0
+        #: LP relaxations solved by :meth:`check` (``lp_screen``)
+        self.lp_checks = 0
 
     def margins(self, target: int) -> list[Margin]:
         """The margins the class index ``target`` keeps (binary: 1 is the logit > 0)."""
@@ -113,18 +120,21 @@ class RobustnessChecker:
         return lower, attack(self.net, Z, self.delta, margin)
 
     def check(self, z: np.ndarray, target: int = 1, threshold: float = 0.0,
-              screen: bool = True, time_limit: float | None = None) -> RobustnessVerdict:
+              screen: bool = True, time_limit: float | None = None,
+              lp_screen: bool = False) -> RobustnessVerdict:
         """Whether every margin of the class index ``target`` at the model input ``z``
         stays ≥ ``threshold`` over Δ: per margin, the interval screen first
-        (``screen=True``), the exact MILP when it is undecided (all within
-        ``time_limit`` seconds if given, else the checker's own limit)."""
+        (``screen=True``), then the LP relaxation (``lp_screen=True``, certifies only),
+        the exact MILP when they leave it undecided (all within ``time_limit`` seconds
+        if given, else the checker's own limit)."""
         t0 = time.perf_counter()
         z = np.asarray(z, dtype=np.float64).reshape(-1)
-        return _combine([self._check(z, margin, threshold, screen, t0, time_limit)
+        return _combine([self._check(z, margin, threshold, screen, t0, time_limit, lp_screen)
                          for margin in self.margins(target)], t0)
 
     def _check(self, z: np.ndarray, margin: Margin, threshold: float, screen: bool,
-               t0: float, time_limit: float | None) -> RobustnessVerdict:
+               t0: float, time_limit: float | None, lp_screen: bool = False
+               ) -> RobustnessVerdict:
         """One margin's verdict (:meth:`check`)."""
         if screen or self.net.is_linear:  # the screen is exact for a linear model
             lower, upper = self._screen(z[None, :], margin)
@@ -141,7 +151,30 @@ class RobustnessChecker:
                                          threshold=threshold, parameters=params,
                                          shift=max_shift(self.net, params),
                                          competitor=margin.competitor)
+        if lp_screen:
+            relaxed = self._relaxed(z, margin, threshold, t0, time_limit)
+            if relaxed is not None:
+                return relaxed
         return self._exact(z, margin, threshold, t0, time_limit)
+
+    def _relaxed(self, z: np.ndarray, margin: Margin, threshold: float, t0: float,
+                 time_limit: float | None) -> RobustnessVerdict | None:
+        """The margin's verdict when the LP relaxation of its adversary (module
+        docstring) proves a bound ≥ ``threshold`` within the time left since ``t0``;
+        ``None`` otherwise (the exact MILP decides)."""
+        settings = self._budget(t0, time_limit)
+        if settings is None:
+            return None
+        model, backend = self._adversary(margin, z, relaxed=True)
+        outcome = backend.solve(model, settings)
+        self.lp_checks += 1
+        if outcome.status is not Status.OPTIMAL or outcome.bound is None or \
+                outcome.bound < threshold:
+            return None
+        return RobustnessVerdict(robust=True, bound=float(outcome.bound), value=None,
+                                 solver_value=None, method="lp", threshold=threshold,
+                                 competitor=margin.competitor,
+                                 solver_status=outcome.status.value)
 
     def attack_parameters(self, z: np.ndarray, margin: Margin) -> Parameters:
         """The concrete shifted model of the screen's upper bound of ``margin`` at
@@ -164,8 +197,7 @@ class RobustnessChecker:
                time_limit: float | None) -> RobustnessVerdict:
         """One margin's exact verdict (:meth:`exact`), within the time left since
         ``t0``."""
-        settings = time_left(self.settings if time_limit is None else dataclasses.replace(
-            self.settings, time_limit=time_limit), t0)
+        settings = self._budget(t0, time_limit)
         if settings is None:
             return RobustnessVerdict(robust=None, bound=None, value=None, solver_value=None,
                                      method="milp", threshold=threshold,
@@ -192,15 +224,25 @@ class RobustnessChecker:
                                  parameters=params, shift=shift, competitor=margin.competitor,
                                  solver_status=outcome.status.value)
 
-    def _adversary(self, margin: Margin, z: np.ndarray
+    def _budget(self, t0: float, time_limit: float | None) -> SolverSettings | None:
+        """The solver settings with the time left of a check started at ``t0``
+        (``time_limit`` if given, else the checker's own); ``None`` when none is left."""
+        return time_left(self.settings if time_limit is None else dataclasses.replace(
+            self.settings, time_limit=time_limit), t0)
+
+    def _adversary(self, margin: Margin, z: np.ndarray, relaxed: bool = False
                    ) -> tuple[AdversaryModel, SolverBackend]:
-        """The margin's adversary MILP at ``z`` and its own persistent solver: built at
-        the first check, then moved to each point (:meth:`AdversaryModel.set_point`)."""
-        if margin not in self._adversaries:
-            self._adversaries[margin] = (AdversaryModel(self.net, z, self.delta, margin),
-                                         make_solver(self.backend.name))
-            return self._adversaries[margin]
-        model, backend = self._adversaries[margin]
+        """The margin's adversary MILP (``relaxed``: its LP relaxation) at ``z`` and its
+        own persistent solver: built at the first check, then moved to each point
+        (:meth:`AdversaryModel.set_point`)."""
+        key = (margin, relaxed)
+        if key not in self._adversaries:
+            model = AdversaryModel(self.net, z, self.delta, margin)
+            if relaxed:
+                relax_integrality(model)
+            self._adversaries[key] = (model, make_solver(self.backend.name))
+            return self._adversaries[key]
+        model, backend = self._adversaries[key]
         model.set_point(z)
         return model, backend
 
@@ -288,14 +330,18 @@ class ModelShiftAdversary(Adversary):
         threshold: the level the proven bound must reach.
         box: bounds of the master's model inputs (e.g. the plausible region's box);
             ``None``: the copies cannot be added (a check-only adversary).
+        lp_screen: screen each check with the LP relaxation between the interval screen
+            and the exact MILP (:meth:`RobustnessChecker.check`; speed lever, sound
+            either way).
     """
 
     name = "the adversary"
 
     def __init__(self, checker: RobustnessChecker, m: CounterfactualModel, target: int,
-                 threshold: float, box: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+                 threshold: float, box: tuple[np.ndarray, np.ndarray] | None = None,
+                 lp_screen: bool = False) -> None:
         self.checker, self.m, self.target, self.threshold = checker, m, target, threshold
-        self.box = box
+        self.box, self.lp_screen = box, lp_screen
         #: the shifted models added to the master, in order
         self.models: list[Parameters] = []
         self._copies: list[pyo.Block] = []
@@ -304,7 +350,8 @@ class ModelShiftAdversary(Adversary):
         """The checker's verdict on a raw row, within the deadline's time left."""
         left = deadline.left()
         return self.checker.check(self.m.space.encode(point)[0], self.target, self.threshold,
-                                  time_limit=None if left is None else left.time_limit)
+                                  time_limit=None if left is None else left.time_limit,
+                                  lp_screen=self.lp_screen)
 
     def check(self, answer: MasterAnswer, deadline: Deadline) -> Check:
         verdict = self.verdict(answer.point, deadline)
