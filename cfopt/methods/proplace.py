@@ -114,8 +114,9 @@ class ProplaceMaster(Master):
         """What a proven-infeasible master proves, in words."""
         return (f"no point of the plausible region satisfies the constraints and is valid "
                 f"with margin σ={self.sigma:g} for the model and the "
-                f"{len(self.adversary.models)} shifted model(s) collected: no Δ-robust "
-                f"counterfactual in the region")
+                f"{len(self.adversary.models)} shifted model(s) collected: no counterfactual "
+                f"in the region is Δ-robust with margin σ={self.sigma:g} (proven at that "
+                f"margin only; one robust at a smaller margin is not excluded)")
 
     def answer(self, solution: Verification, status: Status, bound: float | None
                ) -> MasterAnswer:
