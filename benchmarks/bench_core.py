@@ -187,6 +187,20 @@ def run_dice(train: cfopt.datasets.Dataset, X: pd.DataFrame, scorer: Scorer,
             "solver_s": None, "overhead_ratio": None}
 
 
+def adult_queries(n: int) -> tuple[Any, Any, cfopt.FeatureSpace, torch.nn.Sequential,
+                                   Scorer, pd.DataFrame]:
+    """The benchmark's setup: CARLA Adult train / test, the space, the trained network,
+    its scorer and the first ``n`` test points inside the space that it rejects."""
+    train = cfopt.datasets.load_adult("train")
+    test = cfopt.datasets.load_adult("test")
+    space = cfopt.FeatureSpace.from_frame(train.X)
+    net = train_mlp(space.transform(train.X), train.y.to_numpy())
+    scorer = Scorer(net, space)
+    test_X = test.X[_inside(space, test.X)]
+    return (train, test, space, net, scorer,
+            test_X[~scorer.predict(test_X)].head(n).reset_index(drop=True))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=50)
@@ -195,13 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="core.json")
     args = parser.parse_args(argv)
 
-    train = cfopt.datasets.load_adult("train")
-    test = cfopt.datasets.load_adult("test")
-    space = cfopt.FeatureSpace.from_frame(train.X)
-    net = train_mlp(space.transform(train.X), train.y.to_numpy())
-    scorer = Scorer(net, space)
-    test_X = test.X[_inside(space, test.X)]
-    rejected = test_X[~scorer.predict(test_X)].head(args.n).reset_index(drop=True)
+    train, test, space, net, scorer, rejected = adult_queries(args.n)
     accuracy = float((scorer.predict(test.X) == test.y.to_numpy()).mean())
     print(f"Adult: {len(train.X)} train rows, test accuracy {accuracy:.3f}, "
           f"{len(rejected)} rejected test points")

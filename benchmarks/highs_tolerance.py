@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_core import Scorer, _inside, train_mlp  # noqa: E402
+from bench_core import adult_queries  # noqa: E402
 from common import environment, stats, write  # noqa: E402
 
 import cfopt  # noqa: E402
@@ -40,13 +40,8 @@ TOLERANCES = (1e-9, 1e-7)
 
 
 def adult_mlp(n: int) -> tuple[Any, cfopt.FeatureSpace, Any]:
-    train = cfopt.datasets.load_adult("train")
-    test = cfopt.datasets.load_adult("test")
-    space = cfopt.FeatureSpace.from_frame(train.X)
-    net = train_mlp(space.transform(train.X), train.y.to_numpy())
-    scorer = Scorer(net, space)
-    test_X = test.X[_inside(space, test.X)]
-    return net, space, test_X[~scorer.predict(test_X)].head(n).reset_index(drop=True)
+    _, _, space, net, _, rejected = adult_queries(n)
+    return net, space, rejected
 
 
 def german(kind: str, n: int) -> tuple[Any, cfopt.FeatureSpace, Any]:
