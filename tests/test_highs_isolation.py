@@ -242,3 +242,35 @@ def test_ctrl_c_ends_the_child_and_is_raised():
         timer.cancel()
     assert time.perf_counter() - t0 <= within(0.5)
     assert children() <= before
+
+
+def test_a_loaded_small_model_is_sent_its_changes_once_and_every_change_counts(monkeypatch):
+    """A solve with a time limit of a loaded model below ``ISOLATE_MIN_COLUMNS`` runs
+    here: the changes are sent once (``update()``), not again by Pyomo's solve (a walk
+    over the whole model, ~10 ms per solve of a PROPLACE master); a changed parameter, a
+    changed bound and an added constraint each reach HiGHS."""
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(bounds=(0, 10), domain=pyo.Integers)
+    m.y = pyo.Var(bounds=(0, 10), domain=pyo.Integers)
+    m.cap = pyo.Param(initialize=7.0, mutable=True)
+    m.c = pyo.Constraint(expr=m.x + 2 * m.y <= m.cap)
+    m.obj = pyo.Objective(expr=m.x + 3 * m.y, sense=pyo.maximize)
+    backend, settings = HighsBackend(), SolverSettings(time_limit=30.0)
+    assert backend.solve(m, settings).objective == pytest.approx(10.0)  # x=1, y=3
+    solver = backend._instance()
+    sent = []
+    update_parameters = solver.update_parameters
+
+    def counting():
+        sent.append(1)
+        return update_parameters()
+
+    monkeypatch.setattr(solver, "update_parameters", counting)
+    m.cap = 9.0
+    assert backend.solve(m, settings).objective == pytest.approx(13.0)  # x=1, y=4
+    assert len(sent) == 1
+    m.y.setub(2)
+    assert backend.solve(m, settings).objective == pytest.approx(11.0)  # x=5, y=2
+    m.d = pyo.Constraint(expr=m.x <= 3)
+    assert backend.solve(m, settings).objective == pytest.approx(9.0)  # x=3, y=2
+    assert len(sent) == 3

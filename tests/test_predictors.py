@@ -210,3 +210,35 @@ def test_set_input_box_sets_a_networks_layer_bounds():
         before = predictor.output_bounds()
         assert predictor.set_input_box(lo, hi) == 0
         assert predictor.output_bounds() == before
+
+
+def test_bounds_over_a_hull_hold_every_point_of_it_and_tighten_the_box():
+    """With the vertices of a polytope that holds the inputs (PROPLACE's plausible
+    region), the first layer's bounds are the vertices' extremes (exact over the hull,
+    up to the tolerance), every layer's bounds hold at sampled points of the hull, and
+    they are tighter than the box's."""
+    net = cfopt.models.ReLUNetwork.from_parameters(
+        [(w.detach().numpy().astype(np.float64), b.detach().numpy().astype(np.float64))
+         for w, b in ((m.weight, m.bias) for m in train_torch(*data(2), hidden=(12, 8),
+                                                               epochs=50)
+                      if isinstance(m, torch.nn.Linear))])
+    rng = np.random.default_rng(0)
+    vertices = rng.uniform(0.3, 0.7, (5, D))
+    lo, hi = vertices.min(axis=0), vertices.max(axis=0)
+    box = net.box_bounds(lo, hi)
+    bounds = net.box_bounds(lo, hi, hull=vertices)
+    first = vertices @ net.layers[0].weight.T + net.layers[0].bias
+    np.testing.assert_allclose(bounds[0][0], first.min(axis=0), atol=1e-4)
+    np.testing.assert_allclose(bounds[0][1], first.max(axis=0), atol=1e-4)
+    inside = rng.dirichlet(np.ones(len(vertices)), 2000) @ vertices
+    for (lb, ub), (blb, bub), values in zip(bounds, box, net.pre_activations(inside)):
+        assert (values >= lb).all() and (values <= ub).all()
+        assert (lb >= blb).all() and (ub <= bub).all()
+    assert sum((ub - lb).sum() for lb, ub in bounds) < 0.9 * sum((ub - lb).sum()
+                                                                for lb, ub in box)
+    predictor = embed(MODELS["torch-binary"]())  # the encoding takes the same bounds
+    predictor.set_input_box(lo, hi, hull=vertices)
+    expected = predictor.adapter.structure.box_bounds(lo, hi, hull=vertices)
+    for (lb, ub), (elb, eub) in zip(predictor.layer_bounds(), expected):
+        np.testing.assert_allclose(lb, elb, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(ub, eub, rtol=1e-9, atol=1e-9)

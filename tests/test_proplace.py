@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pyomo.environ as pyo
 import pytest
 import torch
 from sklearn.neural_network import MLPRegressor
@@ -16,6 +17,7 @@ import cfopt
 from cfopt.formulations.robustness import (
     AdversaryModel,
     Margin,
+    add_shifted_copy,
     attack,
     max_shift,
     recover_parameters,
@@ -258,6 +260,59 @@ def test_region_cache_pays_once(toy) -> None:
     again = method.explain(queries.iloc[[0]], target=1)
     assert again.details["region_screened"] == 0 and again.details["region_milp_checks"] == 0
     assert again.objective == pytest.approx(first.objective)
+
+
+def _widths(block) -> float:
+    """The summed pre-activation bound widths of a block's network copy."""
+    return sum(v.ub - v.lb for v in block.component_data_objects(pyo.Var)
+               if v.parent_component().local_name == "zhat")
+
+
+def test_the_master_and_its_copies_are_bounded_over_the_plausible_region(toy, monkeypatch
+                                                                       ) -> None:
+    """``query_bounds``: the master's network and each shifted copy get first-layer
+    bounds within their values at the region's points (every master point lies in their
+    convex hull), tighter than over the region's box alone; the answer is the same with
+    ``query_bounds`` off."""
+    X, space, net, queries = toy
+    method = Proplace(net, space, X, delta=0.05, k=10)
+    m, pred = method.milp, method.milp.predictor_constr
+    m.set_factual(queries.iloc[[0]])
+    m.set_target(1)
+    hull, box = method.region.hull(m), method.region.box(m)
+    structure = pred.adapter.structure
+    method.master_box(m, box, True, hull)
+    at_points = hull @ structure.layers[0].weight.T + structure.layers[0].bias
+    (lb, ub), *_ = pred.layer_bounds()
+    assert (lb >= at_points.min(axis=0) - 1e-4).all()
+    assert (ub <= at_points.max(axis=0) + 1e-4).all()
+    with_hull = sum((hi - lo).sum() for lo, hi in pred.layer_bounds())
+    method.master_box(m, box, True)
+    assert with_hull < 0.9 * sum((hi - lo).sum() for lo, hi in pred.layer_bounds())
+    pred.set_layer_bounds(m.global_layer_bounds)
+    shifted = [(w + 0.05, b - 0.05) for w, b in structure.parameters]
+    tight = add_shifted_copy(m, shifted, box, "tight", hull)
+    loose = add_shifted_copy(m, shifted, box, "loose")
+    assert _widths(tight) < 0.9 * _widths(loose)
+    m.del_component(tight)
+    m.del_component(loose)
+    hulls = []
+    box_bounds = ReLUNetwork.box_bounds
+
+    def recording(self, lower, upper, within=None, hull=None):
+        hulls.append(hull is not None)
+        return box_bounds(self, lower, upper, within, hull)
+
+    monkeypatch.setattr(ReLUNetwork, "box_bounds", recording)
+    answers = []
+    for on in (True, False):
+        hulls.clear()
+        answers.append(Proplace(net, space, X, delta=0.05, k=10, query_bounds=on).explain(
+            queries.iloc[[0]], target=1))
+        # the master's network, then each copy the adversary added
+        assert sum(hulls) == (1 + len(answers[-1].certificate.models) if on else 0)
+    assert answers[0].certificate.models and all(r.certified for r in answers)
+    assert answers[0].objective == pytest.approx(answers[1].objective, abs=1e-6)
 
 
 def test_composes_with_immutables_max_changes_rules_and_trust_regions(toy) -> None:

@@ -275,21 +275,23 @@ class ShiftedNetwork(ModelAdapter):
 
 
 def add_shifted_copy(m: CounterfactualModel, params: Parameters,
-                     box: tuple[np.ndarray, np.ndarray], name: str) -> pyo.Block:
-    """One more network copy in the master of Algorithm 1, the block ``m.<name>``
-    (delete it to drop the copy): the shifted model ``params`` embedded with
+                     box: tuple[np.ndarray, np.ndarray], name: str,
+                     hull: np.ndarray | None = None) -> pyo.Block:
+    """One more network copy in the master of Algorithm 1, the block ``m.<name>`` (delete
+    it to drop the copy): the shifted model ``params`` embedded with
     :func:`add_predictor` on the counterfactual's model inputs (``predictor``), its
     big-M constants from interval bounds over the input ``box`` (e.g. the plausible
-    region's bounding box), and the validity constraints of
-    :func:`~cfopt.formulations.validity.add_validity` for the query's target with
-    ``m.margin`` (the master margin σ): target sign x logit ≥ σ, or the target's logit
-    ≥ every other class's + σ."""
+    region's bounding box; with ``hull``, points whose convex hull holds the master's
+    inputs, e.g. the region's, the first layer's within its values at them), and the
+    validity constraints of :func:`~cfopt.formulations.validity.add_validity` for the
+    query's target with ``m.margin`` (the master margin σ): target sign x logit ≥ σ, or
+    the target's logit ≥ every other class's + σ."""
     adapter = ShiftedNetwork(params, m.adapter.decision, m.adapter.classes)
     copy = pyo.Block()
     m.add_component(name, copy)
     pred = add_predictor(copy, adapter, encode_inputs(m, m.space, m.input_specs),
                          name="predictor")
-    pred.set_input_box(*box)
+    pred.set_input_box(*box, hull=hull)
     add_validity(copy, pred.outputs, pred.output_bounds(), adapter, m.margin)
     set_target(copy, adapter, [adapter.class_index(t) for t in m.target])
     return copy

@@ -139,11 +139,14 @@ class RobustMethod(ABC):
         self.time_limit = time_limit
 
     def master_box(self, m: CounterfactualModel, region: tuple[np.ndarray, np.ndarray] | None,
-                   query_bounds: bool) -> tuple[np.ndarray, np.ndarray]:
+                   query_bounds: bool, hull: np.ndarray | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
         """The box of the master's model inputs at this query, to which the master's
         layer bounds are set (interval bounds within its global ones; the caller restores
         ``m.global_layer_bounds``): with ``query_bounds``, :func:`query_input_box`
-        (actionability ∩ ``region``); else ``region`` (e.g. the plausible region's
+        (actionability ∩ ``region``), the first layer's bounds also within their values
+        at the points ``hull`` when given (the master's inputs lie in their convex hull,
+        e.g. the plausible region's); else ``region`` (e.g. the plausible region's
         box), or the whole input box without one (the global bounds kept)."""
         pred = m.predictor_constr
         if query_bounds:
@@ -151,9 +154,9 @@ class RobustMethod(ABC):
         elif region is None:
             return tuple(np.array(side, dtype=float) for side in zip(*pred.input_bounds))
         else:
-            box = region
+            box, hull = region, None
         pred.set_layer_bounds(pred.adapter.structure.box_bounds(
-            *box, within=m.global_layer_bounds))
+            *box, within=m.global_layer_bounds, hull=hull))
         return box
 
     def deadline(self, t0: float) -> Deadline:

@@ -142,7 +142,8 @@ class CombinedRobustExplainer(RobustMethod):
         query_bounds: the big-M constants of the master's network and of every copy
             from the query's own input box (speed lever, sound either way): the master's
             and each shifted copy's over the points that respect actionability (within
-            the plausible region's box), each scenario copy's over that box widened by
+            the plausible region's box, the first layer's also within its values at the
+            region's points), each scenario copy's over that box widened by
             its scenario (:mod:`cfopt.constraints.scenarios`); ``False``: the model's
             global bounds (the region's box with a region).
         warm_start: start every master solve after the first from the last one's point
@@ -229,9 +230,10 @@ class CombinedRobustExplainer(RobustMethod):
                                     [], message=message, details=details, one_off=one_off)
         pred = m.predictor_constr
         global_bounds = m.global_layer_bounds
+        hull = self.region.hull(m) if self.region is not None and self.query_bounds else None
         box = self.master_box(m, None if self.region is None else self.region.box(m),
-                              self.query_bounds)
-        shift = ModelShiftAdversary(self.checker, m, index, need, box, self.lp_screen)
+                              self.query_bounds, hull)
+        shift = ModelShiftAdversary(self.checker, m, index, need, box, self.lp_screen, hull)
         perturb = KNeighbourhoodAdversary(self.k_adversary, self.scenarios, m,
                                           box if self.query_bounds else None)
         master = CombinedMaster(m, self.backend, self.sigma, shift, self.scenarios,

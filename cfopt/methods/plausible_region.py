@@ -78,6 +78,12 @@ class RobustPlausibleRegion(ConvexHull):
             for j in range(points.shape[1]):
                 block.point[i, j] = float(points[i, j])
 
+    def hull(self, m: CounterfactualModel) -> np.ndarray | None:
+        """The current reference points (model inputs, one per row), whose convex hull
+        holds every point of the region; ``None`` with a slack ball (ε > 0), which the
+        hull does not hold."""
+        return None if self.epsilon else self._reference_sets(m)[0]
+
     def box(self, m: CounterfactualModel) -> tuple[np.ndarray, np.ndarray]:
         """The bounding box of the current reference points (model inputs), widened by
         the slack radius: every point of the region lies in it."""

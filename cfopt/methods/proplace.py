@@ -145,8 +145,9 @@ class Proplace(RobustMethod):
         max_iterations: cap on master solves per query.
         query_bounds: the big-M constants of the master's network and of every shifted
             copy from the interval bounds over the query's own input box: the points
-            that respect actionability within the region's box (speed lever, sound
-            either way; ``False``: the region's box alone).
+            that respect actionability within the region's box, the first layer's also
+            within its values at the region's points (exact over the hull; speed lever,
+            sound either way; ``False``: the region's box alone).
         warm_start: start every master solve after the first from the last one's point
             (:class:`ProplaceMaster`; speed lever, sound either way; off by default: the
             last point violates the newest cut, so the start is infeasible and HiGHS
@@ -227,9 +228,10 @@ class Proplace(RobustMethod):
                 details=details, one_off=one_off)
         pred = m.predictor_constr
         global_bounds = m.global_layer_bounds
-        box = self.master_box(m, self.region.box(m), self.query_bounds)
+        hull = self.region.hull(m) if self.query_bounds else None
+        box = self.master_box(m, self.region.box(m), self.query_bounds, hull)
         adversary = ModelShiftAdversary(self.checker, m, target_index(m), need, box,
-                                        self.lp_screen)
+                                        self.lp_screen, hull)
         master = ProplaceMaster(m, self.backend, self.sigma, adversary, self.warm_start)
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
 

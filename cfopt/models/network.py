@@ -9,7 +9,11 @@ outside the MILP is a method here:
   (bounds, heuristics and the robustness checks; verification uses the real model);
 * :meth:`ReLUNetwork.box_bounds` — interval bounds of every layer's pre-activation over
   an input box (interval arithmetic, input to output: :math:`[W^+ l + W^- u + b,\;
-  W^+ u + W^- l + b]`), the big-M constants of the ReLU encoding;
+  W^+ u + W^- l + b]`), the big-M constants of the ReLU encoding; with the vertices
+  :math:`p_1, \dots, p_n` of a polytope known to hold the inputs (PROPLACE's plausible
+  region, a convex hull), the first layer's are also within
+  :math:`[\min_l W p_l + b,\; \max_l W p_l + b]`, exact over the hull (a linear
+  function's extremes over a polytope are at its vertices);
 * :meth:`ReLUNetwork.shifted_bounds` — the same at fixed inputs over the model shift
   :math:`\Delta = \{\Theta' : \|\Theta' - \Theta\|_\infty \le \delta\}` (PROPLACE,
   Jiang et al. 2024, Def. 5-7): post-ReLU values :math:`V \ge 0` give the reachable
@@ -34,6 +38,10 @@ from ..errors import UnsupportedModelError
 Parameters = list[tuple[np.ndarray, np.ndarray]]
 #: per layer, (lower, upper) bounds of its pre-activations
 LayerBounds = list[tuple[np.ndarray, np.ndarray]]
+
+#: relative widening of the first layer's bounds over a hull's vertices (the solvers meet
+#: the hull's equations z = Σ λ_l p_l within their feasibility tolerance)
+HULL_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -144,16 +152,28 @@ class ReLUNetwork:
 
     # ----------------------------------------------------------------- bounds
     def box_bounds(self, lower: np.ndarray, upper: np.ndarray,
-                   within: LayerBounds | None = None) -> LayerBounds:
+                   within: LayerBounds | None = None,
+                   hull: np.ndarray | None = None) -> LayerBounds:
         """Interval bounds of every layer's pre-activation over the input box
         ``[lower, upper]`` (interval arithmetic, input to output; module docstring);
         ``within``: bounds valid over a set containing the box (e.g. the whole feature
-        box's, LP-tightened), intersected with them layer by layer."""
+        box's, LP-tightened), intersected with them layer by layer; ``hull``: points
+        (rows) whose convex hull is known to hold every input too, which bound the first
+        layer's pre-activations by their least and greatest values at the points
+        (widened by :data:`HULL_TOLERANCE` x (1 + |value| + ‖W_j‖₁ max|p|)) before
+        they are propagated."""
         lo, hi = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
         first = self.layers[0]
         wp, wn = np.maximum(first.weight, 0), np.minimum(first.weight, 0)
-        local = self.propagate_bounds(wp @ lo + wn @ hi + first.bias,
-                                      wp @ hi + wn @ lo + first.bias)
+        first_lo, first_hi = wp @ lo + wn @ hi + first.bias, wp @ hi + wn @ lo + first.bias
+        if hull is not None:
+            points = np.atleast_2d(np.asarray(hull, dtype=np.float64))
+            values = points @ first.weight.T + first.bias
+            slack = HULL_TOLERANCE * (1.0 + np.abs(values).max(axis=0) + np.abs(
+                first.weight).sum(axis=1) * max(float(np.abs(points).max()), 1.0))
+            first_lo = np.maximum(first_lo, values.min(axis=0) - slack)
+            first_hi = np.maximum(np.minimum(first_hi, values.max(axis=0) + slack), first_lo)
+        local = self.propagate_bounds(first_lo, first_hi)
         if within is None:
             return local
         return [(np.maximum(gl, ll), np.maximum(np.minimum(gu, lu), np.maximum(gl, ll)))

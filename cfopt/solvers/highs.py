@@ -47,22 +47,23 @@ class HighsBackend(ContribBackend):
 
     HiGHS runs with its own defaults but a MIP feasibility tolerance of 1e-8. HiGHS's
     1e-6 let a network on raw units, logits of magnitude 1e4, prove 0.39668 optimal
-    where 0.39658 is feasible, and with presolve on an XGBoost query prove 2 where 1
-    is (differential seeds 4791, 5259). 1e-7 let its presolve prove 0.25 optimal on a
+    where 0.39658 is feasible, and with presolve on an XGBoost query prove 2 where 1 is
+    (differential seeds 4791, 5259). 1e-7 let its presolve prove 0.25 optimal on a
     3-class LightGBM query whose factual lies 8.3e-8 (in the feature's range units)
     below a split: within that tolerance the factual is on both sides of the split,
     presolve settled it on the wrong one and lost the optimum, 0.175, that keeps the
     feature (seed 75232; right at 3e-8 or below, or with presolve off; no presolve rule
     off fixes it without breaking another seed). 1e-9 is too tight: HiGHS proved the
-    PROPLACE master of two HELOC queries infeasible (Table 1 queries 38 and 44, with
-    one and two shifted copies) that it, and Gurobi, solve at 1e-7 and 1e-8. Its
-    presolve is on: with it off, a logistic model with an integer feature of range 1e6
-    was proven infeasible at 1e-7 (seed 2352). An earlier formulation met wrong optima with presolve on (2 of 250
-    Adult queries); none of 250 does now (``benchmarks/README.md``). Its restarts are
-    off: on a small sklearn MLP (coefficients 1e4 on an input in [0, 1]) the root LP
-    bound was the optimum, 0.099106, and after the restart, which re-presolves with the
-    columns fixed by reduced cost, HiGHS proved 0.099974 (differential seed 21184;
-    right with restarts or presolve off).
+    PROPLACE master of two HELOC queries infeasible (Table 1 queries 38 and 44, with one
+    and two shifted copies) that it, and Gurobi, solve at 1e-7 and 1e-8. Its presolve is
+    on: with it off, a logistic model with an integer feature of range 1e6 was proven
+    infeasible at 1e-7 (seed 2352). An earlier formulation met wrong optima with
+    presolve on (2 of 250 Adult queries); none of 250 does now
+    (``benchmarks/README.md``). Its restarts are off: on a small sklearn MLP
+    (coefficients 1e4 on an input in [0, 1]) the root LP bound was the optimum,
+    0.099106, and after the restart, which re-presolves with the columns fixed by
+    reduced cost, HiGHS proved 0.099974 (differential seed 21184; right with restarts or
+    presolve off).
 
     A solve with a time limit of a model of at least ``ISOLATE_MIN_COLUMNS`` columns runs
     in a forked child that is killed at the limit (plus 0.25 s), keeping the incumbents
@@ -101,8 +102,10 @@ class HighsBackend(ContribBackend):
             return self._solve_isolated(model, settings, settings.time_limit)
         return self._solve_here(model, settings)
 
-    def _solve_here(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
-        """The solve in this process (Pyomo's ``solve``)."""
+    def _solve_here(self, model: pyo.Block, settings: SolverSettings,
+                    updated: bool = False) -> SolveOutcome:
+        """The solve in this process (Pyomo's ``solve``; ``updated``: the loaded model is
+        up to date)."""
         # HiGHS starts one thread scheduler per process and refuses a solve with another
         # thread count ("global scheduler has already been initialized"): restart it
         if _HIGHS_THREADS and _HIGHS_THREADS[0] != settings.threads:
@@ -110,7 +113,7 @@ class HighsBackend(ContribBackend):
 
             highspy.Highs.resetGlobalScheduler(True)
         _HIGHS_THREADS[:] = [settings.threads]
-        return super()._solve(model, settings)
+        return super()._solve(model, settings, updated)
 
     def _solve_isolated(self, model: pyo.Block, settings: SolverSettings, limit: float
                         ) -> SolveOutcome:
@@ -136,7 +139,7 @@ class HighsBackend(ContribBackend):
             raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         highs = solver._solver_model
         if self.isolate is None and highs.getNumCol() < self.ISOLATE_MIN_COLUMNS:
-            return self._solve_here(model, settings)
+            return self._solve_here(model, settings, updated=True)
         deadline = t0 + limit
         left = deadline - time.perf_counter()
         if left <= 0:

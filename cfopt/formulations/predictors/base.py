@@ -126,13 +126,15 @@ class PredictorConstr:
         neurons (none by default: an encoding without layers has nothing to set)."""
         return 0
 
-    def set_input_box(self, lower: np.ndarray, upper: np.ndarray) -> int:
-        """Set the encoding's internal bounds to those valid over the box ``[lower, upper]``
-        of the model inputs (raw model-input units, within :attr:`input_bounds`), replacing
+    def set_input_box(self, lower: np.ndarray, upper: np.ndarray,
+                      hull: np.ndarray | None = None) -> int:
+        """Set the encoding's internal bounds to those valid over the box ``[lower,
+        upper]`` of the model inputs (raw model-input units, within
+        :attr:`input_bounds`) and, with ``hull``, the convex hull of its rows, replacing
         the current ones (ReLU networks: every layer's pre-activation bounds by interval
-        arithmetic, :meth:`set_layer_bounds`); returns the number of stable hidden
-        neurons (none by default: an encoding without internal bounds has nothing to
-        set)."""
+        arithmetic, the first layer's also within its values at the hull's points,
+        :meth:`set_layer_bounds`); returns the number of stable hidden neurons (none by
+        default: an encoding without internal bounds has nothing to set)."""
         return 0
 
     def set_neuron_bounds(self, k: int, j: int, lb: float, ub: float) -> None:

@@ -84,12 +84,15 @@ class NetworkPredictorConstr(PredictorConstr):
             self.outputs[j].setub(float(last_ub[j]))
         return stable
 
-    def set_input_box(self, lower: np.ndarray, upper: np.ndarray) -> int:
+    def set_input_box(self, lower: np.ndarray, upper: np.ndarray,
+                      hull: np.ndarray | None = None) -> int:
         """Every layer's pre-activation bounds by interval arithmetic over the box
-        ``[lower, upper]`` of the model inputs
+        ``[lower, upper]`` of the model inputs, the first layer's also within its values
+        at the points ``hull`` when every input lies in their convex hull
         (:meth:`~cfopt.models.network.ReLUNetwork.box_bounds`), replacing the current
         ones; returns the number of stable hidden neurons."""
-        return self.set_layer_bounds(self.adapter.structure.box_bounds(lower, upper))
+        return self.set_layer_bounds(self.adapter.structure.box_bounds(lower, upper,
+                                                                       hull=hull))
 
     def set_neuron_bounds(self, k: int, j: int, lb: float, ub: float) -> None:
         """Bounds of neuron ``j`` of layer ``k`` in the block's units: its

@@ -321,7 +321,8 @@ class ModelShiftAdversary(Adversary):
     """The Δ-adversary of PROPLACE's Algorithm 1 at one query: it checks the master's
     point at ``threshold`` (σ - t) and adds each worst shifted model it finds to the
     master ``m`` as a network copy (:func:`~cfopt.formulations.robustness.add_shifted_copy`,
-    big-M constants from interval bounds over ``box``), until :meth:`remove_cuts`.
+    big-M constants from interval bounds over ``box``, and ``hull``), until
+    :meth:`remove_cuts`.
 
     Args:
         checker: the network's checker at δ.
@@ -330,6 +331,10 @@ class ModelShiftAdversary(Adversary):
         threshold: the level the proven bound must reach.
         box: bounds of the master's model inputs (e.g. the plausible region's box);
             ``None``: the copies cannot be added (a check-only adversary).
+        hull: points whose convex hull holds the master's model inputs (e.g. the
+            plausible region's), which bound each copy's first layer too
+            (:meth:`~cfopt.models.network.ReLUNetwork.box_bounds`); ``None``: the box
+            alone.
         lp_screen: screen each check with the LP relaxation between the interval screen
             and the exact MILP (:meth:`RobustnessChecker.check`; speed lever, sound
             either way).
@@ -339,9 +344,9 @@ class ModelShiftAdversary(Adversary):
 
     def __init__(self, checker: RobustnessChecker, m: CounterfactualModel, target: int,
                  threshold: float, box: tuple[np.ndarray, np.ndarray] | None = None,
-                 lp_screen: bool = False) -> None:
+                 lp_screen: bool = False, hull: np.ndarray | None = None) -> None:
         self.checker, self.m, self.target, self.threshold = checker, m, target, threshold
-        self.box, self.lp_screen = box, lp_screen
+        self.box, self.lp_screen, self.hull = box, lp_screen, hull
         #: the shifted models added to the master, in order
         self.models: list[Parameters] = []
         self._copies: list[pyo.Block] = []
@@ -363,7 +368,7 @@ class ModelShiftAdversary(Adversary):
         if self.box is None:
             raise ValueError("this model-shift adversary has no input box for the copies")
         self._copies.append(add_shifted_copy(self.m, check.counterexample, self.box,
-                                             f"shifted_{len(self._copies) + 1}"))
+                                             f"shifted_{len(self._copies) + 1}", self.hull))
         self.models.append(check.counterexample)
 
     def remove_cuts(self) -> None:
