@@ -6,8 +6,10 @@ two on):
 
 * ``query_bounds``: the big-M constants of the master's network and of every shifted
   or scenario copy from the query's own input box (actionability ∩ the plausible
-  region's box; each K-scenario copy's widened by its scenario) instead of the
-  model's global bounds (the region's box with a region);
+  region's box; each K-scenario copy's widened by its scenario), and within a
+  plausible region the first layer's of the master's network and of every shifted
+  copy also within its values at the region's points (exact over their hull),
+  instead of the model's global bounds (the region's box with a region);
 * ``warm_start``: every master solve after the first starts from the last point;
 * ``lp_screen``: the Δ-adversary's LP relaxation between its interval screen and its
   exact MILP, certifying when its bound reaches σ - t.
