@@ -315,6 +315,38 @@ def test_the_master_and_its_copies_are_bounded_over_the_plausible_region(toy, mo
     assert answers[0].objective == pytest.approx(answers[1].objective, abs=1e-6)
 
 
+def test_a_failed_row_is_its_status_and_the_batch_goes_on(toy, monkeypatch) -> None:
+    """A solver failure on one row of ``explain_many`` (Gurobi's size-limited licence
+    refusing a master its cuts grew: COMPAS Table 1 on Gurobi) is that row's ``ERROR``
+    with the error as its message; the rows after it get the answers they get alone, and
+    ``errors="raise"`` raises it naming the row."""
+    X, space, net, queries = toy
+    method = Proplace(net, space, X, delta=0.05, k=10)
+    alone = method.explain(queries.iloc[[2]], target=1)
+    solve, calls = method.backend.solve, []
+
+    def refusing(model, settings=None, start=None):
+        calls.append(1)
+        if len(calls) == 2:  # the second master solve: the first row's second iteration
+            raise cfopt.SolverLicenseError("Gurobi refused the model: size-limited licence")
+        return solve(model, settings, start)
+
+    monkeypatch.setattr(method.backend, "solve", refusing)
+    batch = queries.set_axis(["a", "b", "c"])
+    first, second, third = method.explain_many(batch, target=1)
+    assert first.status is RobustStatus.ERROR and not first.found and not first.certified
+    assert "row 'a': SolverLicenseError" in first.message and "size-limited" in first.message
+    assert first.factual.equals(method.space.validate(batch.iloc[[0]]).reset_index(drop=True))
+    assert second.certified and third.certified
+    assert third.objective == pytest.approx(alone.objective, abs=1e-7)
+    calls.clear()
+    with pytest.raises(cfopt.SolverLicenseError) as raised:
+        method.explain_many(batch, target=1, errors="raise")
+    assert "in explain_many, row 'a' of X" in raised.value.__notes__
+    with pytest.raises(ValueError, match="errors must be"):
+        method.explain_many(batch, errors="ignore")
+
+
 def test_composes_with_immutables_max_changes_rules_and_trust_regions(toy) -> None:
     X, _, net, queries = toy
     space = cfopt.FeatureSpace.from_frame(X).immutable("d").increase_only("a")

@@ -8,7 +8,7 @@ import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -24,6 +24,7 @@ from ..results.robust import (
     RobustnessVerdict,
     RobustStatus,
 )
+from ..results.serialize import json_value
 from ..solvers import SolverBackend, SolverSettings, make_solver
 from ..space.space import FeatureSpace
 from ..space.validate import as_frame
@@ -199,16 +200,46 @@ class RobustMethod(ABC):
             optimal=optimal and status is RobustStatus.CERTIFIED, **extra)
 
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,
+                     errors: Literal["raise", "record"] = "record",
                      progress: bool | None = None) -> list[RobustCounterfactual]:
-        """:meth:`explain` for every row of ``X`` (``progress``: a tqdm bar; ``None``:
-        ``CFOPT_PROGRESS`` if set, else only when stderr is a terminal or in a notebook)."""
+        """:meth:`explain` for every row of ``X``. A row whose query fails (a bad value, a
+        solver failure such as a size-limited licence refusing a master grown by its
+        cuts) gets the status ``ERROR`` with the error as its message, and the batch
+        goes on (``errors="raise"``: the error is raised, naming the row's index label);
+        Ctrl-C ends the batch. ``progress``: a tqdm bar (``None``: ``CFOPT_PROGRESS`` if
+        set, else only when stderr is a terminal or in a notebook)."""
+        if errors not in ("raise", "record"):
+            raise ValueError(f"errors must be 'raise' or 'record', got {errors!r}")
         frame = as_frame(X)
         out = []
         with progress_bar(len(frame), f"{self.method} counterfactuals", progress) as bar:
             for i in range(len(frame)):
-                out.append(self.explain(frame.iloc[[i]], target))
+                out.append(self._answer(frame.iloc[[i]], target, errors))
                 bar.update(1)
         return out
+
+    def _answer(self, row: pd.DataFrame, target: Any, errors: str) -> RobustCounterfactual:
+        """One row of :meth:`explain_many`: its answer, or its failure as its status."""
+        label = json_value(row.index[0])
+        t0 = time.perf_counter()
+        try:
+            return self.explain(row, target)
+        except Exception as exc:  # the row's own failure (the method cleans up its cuts)
+            if errors == "raise":
+                exc.add_note(f"in explain_many, row {label!r} of X")
+                raise
+            try:
+                factual = self.space.validate(row)
+            except ValueError:  # a bad row keeps its raw values
+                factual = row
+            return self.result_type(
+                method=self.method, status=RobustStatus.ERROR,
+                factual=factual.reset_index(drop=True), counterfactual=None, target=(),
+                predicted_class=None, verified=False, objective=None, bound=None,
+                distances={}, certificate=RobustnessCertificate(self.delta, None, None, 0.0,
+                                                                None),
+                total_time=time.perf_counter() - t0, solver=self.backend.name,
+                message=f"row {label!r}: {type(exc).__name__}: {exc}", space=self.space)
 
     @abstractmethod
     def explain(self, x: pd.DataFrame | pd.Series | Mapping,
