@@ -329,13 +329,10 @@ def _answer(explainer: Explainer, row: pd.DataFrame, target: Any, errors: str,
 
 def _empty(explainer: Explainer, row: pd.DataFrame, status: Status, message: str,
            target: tuple, factual_class: Any) -> Counterfactual:
-    try:
-        factual = explainer.space.validate(row)
-    except ValueError:  # a bad row keeps its raw values
-        factual = row
     return Counterfactual(
-        factual=factual.reset_index(drop=True), counterfactual=None, target=target,
-        factual_class=factual_class, predicted_class=None, status=status, verified=False,
+        factual=explainer.space.validate_or_keep(row).reset_index(drop=True),
+        counterfactual=None, target=target, factual_class=factual_class,
+        predicted_class=None, status=status, verified=False,
         objective=None, bound=None, solver=explainer.backend.name, margin=explainer.margin,
         message=message)
 

@@ -228,13 +228,10 @@ class RobustMethod(ABC):
             if errors == "raise":
                 exc.add_note(f"in explain_many, row {label!r} of X")
                 raise
-            try:
-                factual = self.space.validate(row)
-            except ValueError:  # a bad row keeps its raw values
-                factual = row
             return self.result_type(
                 method=self.method, status=RobustStatus.ERROR,
-                factual=factual.reset_index(drop=True), counterfactual=None, target=(),
+                factual=self.space.validate_or_keep(row).reset_index(drop=True),
+                counterfactual=None, target=(),
                 predicted_class=None, verified=False, objective=None, bound=None,
                 distances={}, certificate=RobustnessCertificate(self.delta, None, None, 0.0,
                                                                 None),

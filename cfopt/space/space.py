@@ -314,6 +314,14 @@ class FeatureSpace:
                                             check_bounds) for f in self}
         return pd.DataFrame(columns, index=frame.index, columns=self.names)
 
+    def validate_or_keep(self, X: pd.DataFrame) -> pd.DataFrame:
+        """``X`` :meth:`validate`-d, or as given when it is not valid: the factual a
+        failed row's answer reports."""
+        try:
+            return self.validate(X)
+        except ValueError:  # a bad row keeps its raw values
+            return X
+
     # ------------------------------------------------------------ serialization
     def to_dict(self) -> dict[str, Any]:
         return {"features": [f.to_dict() for f in self]}
