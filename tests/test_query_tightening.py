@@ -4,6 +4,7 @@ counterfactual within the radius, and the optimum never changes."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pyomo.environ as pyo
 import pytest
 import torch
@@ -49,7 +50,9 @@ def objective_values(m, rows) -> np.ndarray:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), row=st.integers(0, 399),
-       objective=st.sampled_from(["l1", "linf", {"l1": 1.0, "l0": 0.3}, {"l1": 0.5, "linf": 2.0}]),
+       objective=st.sampled_from(["l1", "linf", "l0", {"l1": 1.0, "l0": 0.3},
+                                  {"l1": 0.5, "linf": 2.0}, {"l1": 1.0, "l0": 1.0},
+                                  {"l1": 1.0, "l0": 1.0, "linf": 0.5}]),
        quantile=st.floats(0.05, 0.9))
 def test_region_bounds_contain_every_point_within_radius(toy, seed, row, objective, quantile):
     frame, _ = toy
@@ -76,10 +79,49 @@ def test_region_bounds_contain_every_point_within_radius(toy, seed, row, objecti
         assert (pre >= lb - 1e-9).all() and (pre <= ub + 1e-9).all()
 
 
-def test_l0_objective_has_no_radius_bounds(german, german_model):
-    net, space = german_model
-    m = cfopt.build(net, space, german.X.iloc[[1]], target=1, objective="l0")
-    assert radius_bounds(m, 1.0) is None
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), row=st.integers(0, 399),
+       objective=st.sampled_from(["l0", {"l1": 1.0, "l0": 1.0}, {"l1": 0.2, "l0": 1.0},
+                                  {"l1": 1.0, "l0": 0.5, "linf": 1.0}]),
+       quantile=st.floats(0.05, 0.9))
+def test_copy_bounds_contain_every_point_within_radius(toy, seed, row, objective, quantile):
+    """A network copy seeing the factual with some inputs replaced (a K-scenario's base)
+    wherever the counterfactual keeps the factual's value: its bounds around that base
+    hold every point of objective ≤ r, with a target set (one change at least)."""
+    frame, _ = toy
+    space = cfopt.FeatureSpace.from_frame(frame).increase_only("b")
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 7), torch.nn.ReLU(),
+                              torch.nn.Linear(7, 1))
+    m = cfopt.build(net, space, objective=objective)
+    factual = frame.iloc[[row]]
+    m.set_factual(factual)
+    m.set_target(1 - int(m.predict(factual)[0]))
+    candidates = sample_rows(space, 3000, seed=seed)
+    rng = np.random.default_rng(seed)
+    keep = rng.random(candidates.shape) < 0.7
+    for k, name in enumerate(space.names):
+        candidates.loc[keep[:, k], name] = frame.iloc[row][name]
+    candidates = candidates[candidates["b"] >= frame.iloc[row]["b"]]
+    values = objective_values(m, candidates)
+    changed = values > 0  # the factual itself is not a counterfactual
+    candidates, values = candidates[changed], values[changed]
+    radius = float(np.quantile(values, quantile))
+    inside = candidates[values <= radius].reset_index(drop=True)
+    scenario = sample_rows(space, 1, seed=seed + 1).iloc[0]
+    seen = inside.copy()
+    for name in space.names:  # a kept feature takes the scenario's value
+        kept = seen[name] == factual.iloc[0][name]
+        seen.loc[kept, name] = scenario[name]
+    base = space.transform(pd.DataFrame([scenario]), check_bounds=False)[0]
+    bounds = radius_bounds(m, radius, base=base)
+    Z = space.transform(seen, check_bounds=False)
+    for pre, (lb, ub) in zip(preactivations(m.adapter.structure, Z), bounds):
+        assert (pre >= lb - 1e-9).all() and (pre <= ub + 1e-9).all()
+    if objective == {"l1": 1.0, "l0": 1.0} and radius < 2:  # one change: tighter than the box
+        box = m.adapter.structure.box_bounds(*zip(*space.input_bounds()))
+        assert (bounds[0][1] - bounds[0][0]).sum() < (box[0][1] - box[0][0]).sum()
 
 
 @pytest.mark.parametrize("objective, cap", [("l1", None), ("linf", None),

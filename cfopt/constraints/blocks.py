@@ -12,15 +12,19 @@ sub-block of the :class:`~cfopt.CounterfactualModel` named after it (``m.<name>`
 * :meth:`feature_intervals` (optional) confines decoding to where the block's own
   discrete choices hold (an embedded tree ensemble's split sides);
 * :meth:`objective_term` (optional) returns a cost added to the distance minimised,
-  and :meth:`cost` its exact value at a raw row.
+  and :meth:`cost` its exact value at a raw row;
+* :meth:`within_radius` (optional) tightens what the block adds (e.g. its copies of the
+  model) to the points of objective at most a radius, for a restricted solve.
 
 Each block is one constraint group for the infeasibility diagnosis.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -72,6 +76,14 @@ class ConstraintBlock(ABC):
         in the solver's solution hold exactly (e.g. the split sides of an embedded tree
         ensemble); decoding moves the solver's point into it. None by default."""
         return {}
+
+    def within_radius(self, m: CounterfactualModel, radius: float
+                      ) -> AbstractContextManager[None]:
+        """Restrict what the block adds to the points of objective ≤ ``radius`` while
+        the context is entered, restoring it on exit (the restricted solves of
+        :mod:`cfopt.query`: such a point meets every restriction). Nothing by
+        default."""
+        return contextlib.nullcontext()
 
     @abstractmethod
     def violations(self, m: CounterfactualModel, factual: pd.Series,

@@ -30,6 +30,8 @@ The exact K-adversary whose counterexamples become scenarios, and the loop, are 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -49,6 +51,7 @@ from .diversity_cuts import (
 )
 
 if TYPE_CHECKING:
+    from ..formulations.predictors import PredictorConstr
     from ..problem import CounterfactualModel
     from ..space.space import FeatureSpace
 
@@ -73,12 +76,19 @@ class KScenarios(ConstraintBlock):
                              f"{min_change!r}")
         self.min_change = float(min_change)
         self._scenarios: list[dict[str, Any]] = []
+        self._copies: list[tuple[PredictorConstr, np.ndarray]] = []  # network, its base
 
     @property
     def scenarios(self) -> list[dict[str, Any]]:
         """The scenarios of the current query: feature → the value a K-perturbation gives
         it while the feature is kept."""
         return [dict(s) for s in self._scenarios]
+
+    @property
+    def copies(self) -> list[PredictorConstr]:
+        """The network copies of the current query's scenarios (ReLU networks on the
+        space's own encoding; those :meth:`within_radius` restricts)."""
+        return [pred for pred, _ in self._copies]
 
     @staticmethod
     def _perturbed(space: FeatureSpace) -> list[str]:
@@ -98,6 +108,7 @@ class KScenarios(ConstraintBlock):
         for k in range(1, len(self._scenarios) + 1):
             block.del_component(f"scenario_{k}")
         self._scenarios.clear()
+        self._copies.clear()
 
     def add_scenario(self, m: CounterfactualModel, scenario: dict[str, Any],
                      box: tuple[np.ndarray, np.ndarray] | None = None) -> pyo.Block:
@@ -144,16 +155,41 @@ class KScenarios(ConstraintBlock):
         add_validity(sc, pred.outputs, pred.output_bounds(), m.adapter, m.margin)
         set_target(sc, m.adapter, [m.adapter.class_index(t) for t in m.target])
         self._scenarios.append(dict(scenario))
+        if m.global_layer_bounds and m.uses_space_encoding:
+            self._copies.append((pred, self.scenario_inputs(m, scenario)))
         return sc
+
+    def scenario_inputs(self, m: CounterfactualModel, scenario: dict[str, Any]) -> np.ndarray:
+        """The model inputs of ``scenario``'s copy when the counterfactual changes no
+        feature: the factual with the scenario's values."""
+        factual = m.factual.iloc[0]
+        return encode(m.space, m.input_specs,
+                      self.apply(factual, factual, scenario).to_frame().T)[0]
+
+    @contextlib.contextmanager
+    def within_radius(self, m: CounterfactualModel, radius: float) -> Iterator[None]:
+        """Each network copy's bounds over the points of objective ≤ ``radius`` (module
+        docstring): a changed feature's inputs are the counterfactual's own, the others
+        the scenario's, so the copy sees its base point with at most as many features
+        moved as such a point changes, each within its reach
+        (:func:`~cfopt.query.restrictions.relu.radius_bounds` with ``base``)."""
+        from ..query.restrictions.relu import radius_bounds
+
+        saved = [pred.layer_bounds() for pred, _ in self._copies]
+        try:
+            for (pred, base), current in zip(self._copies, saved):
+                pred.set_layer_bounds(radius_bounds(m, radius, base=base, within=current))
+            yield
+        finally:
+            for (pred, _), current in zip(self._copies, saved):
+                pred.set_layer_bounds(current)
 
     def scenario_box(self, m: CounterfactualModel, scenario: dict[str, Any],
                      box: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """The input box of ``scenario``'s copy: the master's ``box`` with the inputs of
         the scenario's features widened to the factual-with-the-scenario's inputs
         (module docstring)."""
-        factual = m.factual.iloc[0]
-        point = encode(m.space, m.input_specs,
-                       self.apply(factual, factual, scenario).to_frame().T)[0]
+        point = self.scenario_inputs(m, scenario)
         lo, hi = np.array(box[0], dtype=float), np.array(box[1], dtype=float)
         for k, spec in enumerate(m.input_specs):
             if spec.feature in scenario:

@@ -26,6 +26,7 @@ module only composes blocks and runs the loop; the algebra is in
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -164,14 +165,22 @@ class PerturbationRobustExplainer:
 
 class ExplainerMaster(Master):
     """The master of the K loop: the explainer's answer (solve, verify, decode) under the
-    scenarios collected so far, within the query's deadline."""
+    scenarios collected so far, within the query's deadline.
+
+    Each master only adds scenarios to the last one, so the last proven bound bounds
+    the next optimum from below: each solve after the first climbs from it
+    (:mod:`cfopt.query.ladder`; the explainer's ``tighten_per_query``), with the master's
+    network and every scenario copy bounded over the points within each radius."""
 
     def __init__(self, explainer: Explainer, scenarios: KScenarios | None) -> None:
         self.explainer, self.scenarios = explainer, scenarios
+        self.floor: float | None = None
 
     def solve(self, deadline: Deadline) -> MasterAnswer:
         ce = self.explainer.runner.answer(deadline.settings, deadline.started,
-                                          diagnose_infeasible=False)
+                                          diagnose_infeasible=False, floor=self.floor)
+        if ce.bound is not None and math.isfinite(ce.bound):
+            self.floor = max(ce.bound, self.floor or -math.inf)
         if ce.found:
             return MasterAnswer(ce.status, point=ce.counterfactual, bound=ce.bound,
                                 label=ce.predicted_class, answer=ce)

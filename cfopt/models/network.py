@@ -14,6 +14,13 @@ outside the MILP is a method here:
   region, a convex hull), the first layer's are also within
   :math:`[\min_l W p_l + b,\; \max_l W p_l + b]`, exact over the hull (a linear
   function's extremes over a polytope are at its vertices);
+* :meth:`ReLUNetwork.sparse_bounds` — the first layer's exact bounds when at most
+  :math:`N` groups of inputs leave a base point :math:`\bar z`, group :math:`g` to any
+  point of the convex hull of its options :math:`O_g`: with
+  :math:`c^+_{jg} = \max(0, \max_{o \in O_g} W_{jg}(o - \bar z_g))` (and :math:`c^-_{jg}`
+  the least, ≤ 0), :math:`W_j \bar z + b_j + \sum_{N \text{ largest}} c^+_{jg}` above
+  and the :math:`N` most negative :math:`c^-_{jg}` below (a counterfactual of objective
+  ≤ r changes at most r / (its L0 coefficient) features), propagated by intervals;
 * :meth:`ReLUNetwork.shifted_bounds` — the same at fixed inputs over the model shift
   :math:`\Delta = \{\Theta' : \|\Theta' - \Theta\|_\infty \le \delta\}` (PROPLACE,
   Jiang et al. 2024, Def. 5-7): post-ReLU values :math:`V \ge 0` give the reachable
@@ -173,11 +180,35 @@ class ReLUNetwork:
                 first.weight).sum(axis=1) * max(float(np.abs(points).max()), 1.0))
             first_lo = np.maximum(first_lo, values.min(axis=0) - slack)
             first_hi = np.maximum(np.minimum(first_hi, values.max(axis=0) + slack), first_lo)
-        local = self.propagate_bounds(first_lo, first_hi)
-        if within is None:
-            return local
-        return [(np.maximum(gl, ll), np.maximum(np.minimum(gu, lu), np.maximum(gl, ll)))
-                for (gl, gu), (ll, lu) in zip(within, local)]
+        return _within(self.propagate_bounds(first_lo, first_hi), within)
+
+    def sparse_bounds(self, base: np.ndarray,
+                      moves: Sequence[tuple[slice, np.ndarray]], most: float,
+                      within: LayerBounds | None = None) -> LayerBounds:
+        """Bounds of every layer's pre-activation when the input is ``base`` with at
+        most ``most`` of the groups ``moves`` moved (module docstring): each is
+        ``(inputs, options)``, the group's input positions and a (k, width) array of
+        points whose convex hull holds every value the group takes when it moves (e.g.
+        a numeric input's two ends, a categorical's one-hot rows); inputs of no group
+        stay at ``base``. The first layer's bounds are exact, widened by
+        :data:`HULL_TOLERANCE` x (1 + |value|); ``within`` as :meth:`box_bounds`."""
+        base = np.asarray(base, dtype=np.float64)
+        first = self.layers[0]
+        centre = first.weight @ base + first.bias
+        gains, losses = [], []
+        for inputs, options in moves:
+            steps = np.atleast_2d(np.asarray(options, dtype=np.float64)) - base[inputs]
+            change = first.weight[:, inputs] @ steps.T  # (width, k)
+            gains.append(np.maximum(change.max(axis=1), 0.0))
+            losses.append(np.minimum(change.min(axis=1), 0.0))
+        lo, hi = centre.copy(), centre.copy()
+        if gains and most >= 1:
+            count = len(gains) if not np.isfinite(most) else int(most)
+            hi += -np.sort(-np.column_stack(gains), axis=1)[:, :count].sum(axis=1)
+            lo += np.sort(np.column_stack(losses), axis=1)[:, :count].sum(axis=1)
+        lo = lo - HULL_TOLERANCE * (1.0 + np.abs(lo))
+        hi = hi + HULL_TOLERANCE * (1.0 + np.abs(hi))
+        return _within(self.propagate_bounds(lo, hi), within)
 
     def propagate_bounds(self, lower: np.ndarray, upper: np.ndarray) -> LayerBounds:
         """Interval bounds of every layer's pre-activation from bounds ``[lower, upper]``
@@ -216,3 +247,12 @@ class ReLUNetwork:
             upper = hi @ np.maximum(c, 0).T + lo @ np.minimum(c, 0).T + b + r
             out.append((lower, upper))
         return out
+
+
+def _within(local: LayerBounds, within: LayerBounds | None) -> LayerBounds:
+    """``local`` intersected layer by layer with ``within`` (when given); an empty
+    intersection (numerics) keeps the lower end."""
+    if within is None:
+        return local
+    return [(np.maximum(gl, ll), np.maximum(np.minimum(gu, lu), np.maximum(gl, ll)))
+            for (gl, gu), (ll, lu) in zip(within, local)]

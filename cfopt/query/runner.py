@@ -14,6 +14,7 @@ and diagnoses an infeasible query (:mod:`.diagnosis`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import time
@@ -35,6 +36,7 @@ from ..solvers.cpsat import CpSatBackend, check_supported
 from .claims import claim
 from .diagnosis import diagnose
 from .inner_radius import after, inner_stage, with_floor
+from .ladder import blocks_within_radius, can_climb, climb
 from .restrictions import Restriction, restriction_of
 from .restrictions.relu import objective_value
 from .restrictions.trees import build_box_region, build_query_region, per_query
@@ -105,8 +107,13 @@ class QueryRunner:
         return settings
 
     def answer(self, settings: SolverSettings, t0: float, *,
-               diagnose_infeasible: bool = True) -> Counterfactual:
+               diagnose_infeasible: bool = True, floor: float | None = None
+               ) -> Counterfactual:
         """Solve the model as it stands (factual and target set), verify and decode.
+
+        ``floor``: a proven lower bound on the optimum (a cutting-set loop's previous
+        master); the solve then climbs a ladder of radii from it (:mod:`.ladder`) when
+        ``tighten_per_query`` is on and the predictor allows.
 
         ``t0`` is when the query started (for the total time, and the start of
         ``settings.time_limit``, which every solve of the query shares). An infeasible model
@@ -142,7 +149,8 @@ class QueryRunner:
                 if self.cpsat:
                     outcome, row = self._solve_cpsat(m, settings, t0, details, heuristic)
                 else:
-                    outcome, row = self._solve(m, settings, t0, details, heuristic), None
+                    outcome, row = self._solve(m, settings, t0, details, heuristic,
+                                               floor), None
                 outcomes.append(outcome)
                 if not outcome.status.has_solution:
                     break
@@ -178,7 +186,8 @@ class QueryRunner:
             details=details, space=m.space)
 
     def _solve(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
-               details: dict[str, Any], heuristic: list[Verification]) -> SolveOutcome:
+               details: dict[str, Any], heuristic: list[Verification],
+               lower: float | None = None) -> SolveOutcome:
         """One solve within the time left of the query started at ``t0``, restricted
         around a heuristic counterfactual of objective ``r`` when possible
         (:mod:`cfopt.query.restrictions`; trees built per query from the inside out,
@@ -189,7 +198,12 @@ class QueryRunner:
         infeasible or its best point lies beyond ``r`` (the heuristic point broke a
         constraint raw rows cannot show, e.g. a raw Pyomo one). Out of time for that, the
         restricted point is kept with the bound ``min(bound, r)``, valid for the full
-        problem."""
+        problem. With a proven lower bound ``lower``, the solve climbs from it instead
+        (:func:`.ladder.climb`)."""
+        if self.tighten_per_query and can_climb(m, lower):
+            assert lower is not None
+            return climb(m, self.backend, lambda: self._budget(m, settings, t0), lower,
+                         details)
         limit = settings.time_limit
         deadline = math.inf if limit is None else t0 + limit
         no_time = SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit")
@@ -215,7 +229,8 @@ class QueryRunner:
         if budget is None:
             return with_floor(no_time, floor, radius)
         start = start_of(m, heuristic[0].row) if heuristic else None  # within the radius
-        with restriction:
+        with restriction, (blocks_within_radius(m, radius) if math.isfinite(radius)
+                           else contextlib.nullcontext()):
             outcome = after(first, self.backend.solve(m, budget, start))
         details["restricted"] = True
         beyond = outcome.objective is not None and outcome.objective > radius * (

@@ -27,6 +27,9 @@ class Restricted:
 class Restriction(ABC):
     """How one predictor kind restricts a query around a heuristic counterfactual."""
 
+    #: :meth:`within_radius` restricts without a heuristic point
+    by_radius: bool = False
+
     def applies(self, m: CounterfactualModel) -> bool:
         """Whether ``m`` can be restricted at all (else no heuristic is sought)."""
         return True
@@ -42,6 +45,13 @@ class Restriction(ABC):
         actionability only) around ``candidate`` (``verified``: the real model verified
         a heuristic point of the query), or ``None``; what it did goes into ``details``;
         anything built must be done by ``deadline``."""
+
+    def within_radius(self, m: CounterfactualModel, radius: float,
+                      details: dict[str, Any]) -> AbstractContextManager[None] | None:
+        """The restriction to the points of objective at most ``radius`` with no
+        heuristic point (a solve up a ladder of radii, :mod:`cfopt.query.ladder`), or
+        ``None`` when this kind has none (:attr:`by_radius` false)."""
+        return None
 
 
 RESTRICTIONS: dict[type, Restriction] = {}

@@ -9,14 +9,22 @@ optimal counterfactual lies close to the factual :math:`\hat x`. For one query:
    to distance cost, or switches the category with the best exact gain per cost,
    until the target wins by twice the margin. Its objective value is :math:`r`.
 2. **Region bounds** (:func:`radius_bounds`): every counterfactual at least as good
-   satisfies :math:`\text{objective} \le r`, hence (for an objective
-   :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}`) :math:`\text{L1} \le r/a` and
-   :math:`\text{L∞} \le r/c`. The first layer's pre-activation :math:`w^\top z + b`
-   over the box ∩ that weighted-L1 ball ∩ the actionability constraints is bounded
-   exactly by a fractional knapsack (items: coordinate moves, cost :math:`w_f
-   \cdot \text{scale}_f` per model-input unit, and category switches, cost
-   :math:`w_f`); deeper layers follow by interval propagation; all intersected with the
-   model's global bounds.
+   satisfies :math:`\text{objective} \le r`. For an objective
+   :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}` (declared blocks' costs are
+   ≥ 0), a changed feature costs at least :math:`b + (a + c) w_f |\Delta_f|`, so each
+   moves by :math:`w_f |\Delta_f| \le (r - b)/(a + c)` at most, at most
+   :math:`\lfloor r/b \rfloor` features change, and the weighted L1 spent is at most
+   :math:`(r - b)/a` (:math:`r/a` if the factual could be its own answer)
+   (:func:`radius_moves`). The first layer's pre-activation :math:`w^\top z + b` is
+   bounded two ways, both exact for their relaxation: by a fractional knapsack over
+   that L1 budget (items: coordinate moves within each feature's reach, cost
+   :math:`w_f \cdot \text{scale}_f` per model-input unit, and affordable category
+   switches, cost :math:`w_f`), and by the sum of the :math:`\lfloor r/b \rfloor`
+   largest single-feature moves
+   (:meth:`~cfopt.models.network.ReLUNetwork.sparse_bounds`); deeper layers follow by
+   interval propagation; all intersected with the model's global bounds. A copy of the
+   network at the factual with some inputs replaced (a K-scenario's) gets the second
+   bound around its own base point.
 3. The MILP is solved with these bounds (no row :math:`\text{objective} \le r`:
    parallel to the objective, it made solvers prove wrong optima). The bounds hold
    for every point of objective :math:`\le r` and are exact inside them, so that
@@ -31,6 +39,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -165,51 +175,98 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
     return row
 
 
-def radius_bounds(m: CounterfactualModel, radius: float
-                  ) -> list[tuple[np.ndarray, np.ndarray]] | None:
-    """Pre-activation bounds valid for every counterfactual of objective ≤ ``radius``
-    (see the module docstring), or ``None`` when the objective has no L1/L∞ term."""
+@dataclass(frozen=True)
+class RadiusMoves:
+    """What a counterfactual of objective ≤ ``radius`` can change (module docstring,
+    step 2): per mutable feature, its model inputs and the points whose convex hull
+    holds them when it changes (a numeric input's two reachable ends, the one-hot rows
+    of the categories it can afford), and the most features it changes."""
+
+    moves: dict[str, tuple[slice, np.ndarray]]
+    most: float
+    budget: float  # weighted L1 a counterfactual can spend on its moves
+
+
+def radius_moves(m: CounterfactualModel, radius: float) -> RadiusMoves:
+    r"""The :class:`RadiusMoves` of the current query: a change of feature :math:`f`
+    costs at least :math:`b + (a + c) w_f |\Delta_f|` for the objective
+    :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}` (declared blocks' costs are
+    ≥ 0), so it moves by :math:`w_f |\Delta_f| \le (r - b)/(a + c)` at most, a category
+    switch is affordable only when :math:`b + (a + c) w_f \le r`; at most
+    :math:`\lfloor r / b \rfloor` features change (and at most ``max_changes``); the L1
+    spent is at most :math:`(r - b)/a` when the factual is not a counterfactual (one
+    change at least), else :math:`r / a`."""
     terms = m.objective_terms
-    if "l1" not in terms and "linf" not in terms:
-        return None
-    net = m.adapter.structure
-    budget = radius / terms["l1"] if "l1" in terms else np.inf
-    linf_cap = radius / terms["linf"] if "linf" in terms else np.inf
+    a, b, c = (terms.get(k, 0.0) for k in ("l1", "l0", "linf"))
+    radius = radius * (1 + 1e-9) + 1e-12  # a point at the radius stays inside (rounding)
     space, weights = m.space, m.weights
     z0 = space.encode(m.factual)[0]
     slices = space.input_slices()
-    w1, b1 = net.layers[0].weight, net.layers[0].bias
-    n = w1.shape[0]
-    values: list[np.ndarray] = []  # per item: value of taking it fully, (2, n) for max/min
-    costs: list[float] = []
+    spend = radius - (b if m.target and not m.is_target(m.factual_class) else 0.0)
+    cap = (radius - b) / (a + c) if a + c > 0 else np.inf  # weighted move of one feature
+    moves: dict[str, tuple[slice, np.ndarray]] = {}
     for f in space:
-        if f.immutable:
+        if f.immutable or radius < b:
             continue
         sl = slices[f.name]
         if f.is_onehot:
-            if weights[f.name] > linf_cap:
-                continue
-            a = int(np.argmax(z0[sl]))
-            block = w1[:, sl]
-            delta = block - block[:, [a]]  # gain of switching to each level
-            values.append(np.stack([delta.max(axis=1), (-delta).max(axis=1)]).clip(min=0))
-            costs.append(weights[f.name])
+            if weights[f.name] <= cap:
+                moves[f.name] = (sl, np.eye(sl.stop - sl.start))
             continue
         j = sl.start
         lo, hi = (f.lower - f.shift) / f.scale, (f.upper - f.shift) / f.scale
         per_unit = weights[f.name] * f.scale
-        reach = linf_cap / per_unit if per_unit > 0 else np.inf
-        up = min(hi - z0[j], reach) if f.direction != "decrease" else 0.0
-        down = min(z0[j] - lo, reach) if f.direction != "increase" else 0.0
+        reach = cap / per_unit if per_unit > 0 else np.inf
+        up = z0[j] + min(hi - z0[j], reach) if f.direction != "decrease" else z0[j]
+        down = z0[j] - min(z0[j] - lo, reach) if f.direction != "increase" else z0[j]
+        moves[f.name] = (slice(j, j + 1), np.array([[down], [up]]))
+    most = min(np.floor(radius / b) if b > 0 else np.inf, m.change_cap)
+    return RadiusMoves(moves, most, spend / a if a > 0 else np.inf)
+
+
+def radius_bounds(m: CounterfactualModel, radius: float, base: np.ndarray | None = None,
+                  within: list[tuple[np.ndarray, np.ndarray]] | None = None
+                  ) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Pre-activation bounds valid for every counterfactual of objective ≤ ``radius``
+    (module docstring), within ``within`` (default: the model's global bounds).
+
+    ``base``: the model inputs a copy of the network sees when no feature changes (a
+    K-scenario copy: the factual with the scenario's values), each changed feature's
+    inputs being the counterfactual's own; then only the bound of the few moves
+    (:meth:`~cfopt.models.network.ReLUNetwork.sparse_bounds`) applies. Default: the
+    factual's, where the L1 knapsack bounds the first layer too."""
+    net = m.adapter.structure
+    reach = radius_moves(m, radius)
+    within = m.global_layer_bounds if within is None else within
+    z0 = m.space.encode(m.factual)[0]
+    few = net.sparse_bounds(z0 if base is None else base, list(reach.moves.values()),
+                            reach.most, within)
+    if base is not None:
+        return few
+    w1, b1 = net.layers[0].weight, net.layers[0].bias
+    n = w1.shape[0]
+    values: list[np.ndarray] = []  # per item: value of taking it fully, (2, n) for max/min
+    costs: list[float] = []
+    for name, (sl, options) in reach.moves.items():
+        f = m.space[name]
+        if f.is_onehot:
+            a = int(np.argmax(z0[sl]))
+            block = w1[:, sl]
+            delta = block - block[:, [a]]  # gain of switching to each level
+            values.append(np.stack([delta.max(axis=1), (-delta).max(axis=1)]).clip(min=0))
+            costs.append(m.weights[name])
+            continue
+        j = sl.start
+        per_unit = m.weights[name] * f.scale
         col = w1[:, j]
         # max: move up where w > 0, down where w < 0; min: the opposite
-        for room, sign in ((up, 1.0), (down, -1.0)):
+        for room, sign in ((options[1, 0] - z0[j], 1.0), (z0[j] - options[0, 0], -1.0)):
             if room <= 0:
                 continue
             gain = sign * col * room
             values.append(np.stack([gain.clip(min=0), (-gain).clip(min=0)]))
             costs.append(per_unit * room)
-    base = w1 @ z0 + b1
+    base_value = w1 @ z0 + b1
     if values:
         V = np.stack(values, axis=2)  # (2, n, items)
         C = np.broadcast_to(np.asarray(costs, dtype=float), V.shape)
@@ -221,14 +278,14 @@ def radius_bounds(m: CounterfactualModel, radius: float
         Cs = np.take_along_axis(C, order, axis=2)
         spent = np.cumsum(Cs, axis=2) - Cs
         with np.errstate(divide="ignore", invalid="ignore"):
-            take = np.where(Cs > 0, np.clip((budget - spent) / np.where(Cs > 0, Cs, 1.0), 0, 1),
-                            1.0)
+            take = np.where(Cs > 0, np.clip((reach.budget - spent) / np.where(Cs > 0, Cs, 1.0),
+                                            0, 1), 1.0)
         gain = (take * Vs).sum(axis=2)
     else:
         gain = np.zeros((2, n))
     out = []
-    for (lb, ub), (glb, gub) in zip(net.propagate_bounds(base - gain[1], base + gain[0]),
-                                    m.global_layer_bounds):
+    for (lb, ub), (glb, gub) in zip(net.propagate_bounds(base_value - gain[1],
+                                                         base_value + gain[0]), few):
         tol_lb = 1e-6 * (1.0 + np.abs(lb))
         tol_ub = 1e-6 * (1.0 + np.abs(ub))
         new_lb = np.maximum(lb - tol_lb, glb)
@@ -257,6 +314,8 @@ class ReluRestriction(Restriction):
     """A ReLU network's layer bounds within the radius of a greedy counterfactual (module
     docstring); needs the model's global layer bounds and the space's own encoding."""
 
+    by_radius = True
+
     def applies(self, m: CounterfactualModel) -> bool:
         return bool(m.global_layer_bounds) and m.uses_space_encoding
 
@@ -265,8 +324,13 @@ class ReluRestriction(Restriction):
 
     def restrict(self, m: CounterfactualModel, candidate: pd.DataFrame | None, radius: float,
                  details: dict[str, Any], deadline: float, verified: bool) -> Restricted | None:
-        bounds = radius_bounds(m, radius) if candidate is not None else None
-        return None if bounds is None else Restricted(_relu_bounds(m, bounds, details))
+        if candidate is None:
+            return None
+        return Restricted(_relu_bounds(m, radius_bounds(m, radius), details))
+
+    def within_radius(self, m: CounterfactualModel, radius: float,
+                      details: dict[str, Any]) -> AbstractContextManager[None] | None:
+        return _relu_bounds(m, radius_bounds(m, radius), details)
 
 
 register_restriction(NetworkPredictorConstr, ReluRestriction())

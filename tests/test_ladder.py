@@ -1,0 +1,100 @@
+"""A solve up the ladder of radii (cfopt.query.ladder) keeps the declared problem's
+optimum, from any proven lower bound, and K-robust masters climb from the last one."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import cfopt
+from cfopt.constraints.scenarios import KScenarios
+
+from .test_perturbations import PERTURBED, grid_space, k_neighbours, l1, predict, trained
+
+OBJECTIVE = {"l1": 1.0, "l0": 0.5}
+
+
+def rejected(explainer: cfopt.Explainer, X, n: int) -> list[int]:
+    pred = explainer.milp.predict(X)
+    return [i for i in range(len(X)) if pred[i] == 0][:n]
+
+
+@pytest.mark.parametrize("share", [0.3, 0.8, 0.99])
+def test_a_climb_from_any_lower_bound_keeps_the_optimum(german, german_model, share):
+    """From a bound a little or far below the optimum: several rungs fail (no point
+    within them), the last one holds the optimum, and the bound stays below it."""
+    net, space = german_model
+    plain = cfopt.Explainer(net, space, objective=OBJECTIVE, tighten_per_query=False,
+                            mip_gap=1e-9)
+    climbing = cfopt.Explainer(net, space, objective=OBJECTIVE, mip_gap=1e-9)
+    rungs = []
+    for i in rejected(plain, german.X, 4):
+        x = german.X.iloc[[i]]
+        want = plain.explain(x)
+        settings = climbing.runner.start(x, None, {})
+        got = climbing.runner.answer(settings, time.perf_counter(),
+                                     floor=share * want.objective)
+        assert got.status is cfopt.Status.OPTIMAL and got.verified
+        assert got.objective == pytest.approx(want.objective, rel=1e-6, abs=1e-9)
+        assert share * want.objective <= got.bound <= got.objective + 1e-9
+        rungs.append(len(got.details["ladder"]))
+    # far below, the first rungs hold no point: the solve climbs; just below, it does not
+    assert max(rungs) > 1 if share < 0.9 else max(rungs) == 1
+
+
+@pytest.mark.parametrize("seed", [3, 5])
+def test_k_robust_masters_climb_and_the_optimum_equals_brute_force(seed):
+    """With an L1 + L0 cost (at most r / 0.5 changed features within a radius r), each
+    master after the first climbs from the last bound, its scenario copies bounded
+    within each radius, and the loop's optimum is the cheapest K-robust grid point."""
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, seed)
+    labels = predict(model, space, rows)
+    ex = cfopt.PerturbationRobustExplainer(model, space, robustness="K", margin=1e-4,
+                                           objective=OBJECTIVE)
+    climbed = 0
+    for i in np.flatnonzero(labels == 0)[::61][:4]:
+        x = rows.iloc[[i]].reset_index(drop=True)
+        result = ex.explain(x, 1)
+        best = np.inf
+        for k in np.flatnonzero(labels == 1):
+            z = rows.iloc[[k]].reset_index(drop=True)
+            if (predict(model, space, k_neighbours(space, x.iloc[0], z.iloc[0])) == 1).all():
+                changed = sum(z.iloc[0][n] != x.iloc[0][n] for n in space.names)
+                best = min(best, l1(space, x.iloc[0], z)[0] + 0.5 * changed)
+        if not np.isfinite(best):
+            assert result.status is cfopt.RobustStatus.INFEASIBLE
+            continue
+        assert result.certified and result.optimal, result.message
+        assert result.objective == pytest.approx(best, abs=1e-6)
+        if result.iterations > 1:
+            assert result.answer.details["ladder"]
+            climbed += 1
+    assert climbed >= 1
+
+
+def test_scenario_copies_are_bounded_within_the_radius_and_restored():
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, 3)
+    labels = predict(model, space, rows)
+    ex = cfopt.PerturbationRobustExplainer(model, space, robustness="K", objective=OBJECTIVE)
+    m = ex.milp
+    x = rows.iloc[[int(np.flatnonzero(labels == 0)[0])]].reset_index(drop=True)
+    ex.explainer.runner.start(x, 1, {})
+    scenarios = m.constraints["k_scenarios"]
+    assert isinstance(scenarios, KScenarios)
+    scenarios.add_scenario(m, {"a": 6, "d": "r"})
+    (copy,) = scenarios.copies
+
+    def widths() -> list[np.ndarray]:
+        return [hi - lo for lo, hi in copy.layer_bounds()]
+
+    before = widths()
+    with scenarios.within_radius(m, 0.6):  # one change at most, by 0.1 of a range
+        inside = widths()
+    assert sum(w.sum() for w in inside) < 0.5 * sum(w.sum() for w in before)
+    assert all(np.array_equal(b, a) for b, a in zip(before, widths()))
+    scenarios.remove_scenarios(m)
+    assert scenarios.copies == []
