@@ -14,7 +14,8 @@ sub-block of the :class:`~cfopt.CounterfactualModel` named after it (``m.<name>`
 * :meth:`objective_term` (optional) returns a cost added to the distance minimised,
   and :meth:`cost` its exact value at a raw row;
 * :meth:`within_radius` (optional) tightens what the block adds (e.g. its copies of the
-  model) to the points of objective at most a radius, for a restricted solve.
+  model) to the points of objective at most a radius (and changing only some
+  features), for a restricted solve.
 
 Each block is one constraint group for the infeasibility diagnosis.
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
@@ -77,12 +79,13 @@ class ConstraintBlock(ABC):
         ensemble); decoding moves the solver's point into it. None by default."""
         return {}
 
-    def within_radius(self, m: CounterfactualModel, radius: float
+    def within_radius(self, m: CounterfactualModel, radius: float,
+                      support: Collection[str] | None = None
                       ) -> AbstractContextManager[None]:
-        """Restrict what the block adds to the points of objective ≤ ``radius`` while
-        the context is entered, restoring it on exit (the restricted solves of
-        :mod:`cfopt.query`: such a point meets every restriction). Nothing by
-        default."""
+        """Restrict what the block adds to the points of objective ≤ ``radius`` that
+        change only features of ``support`` (default: any) while the context is
+        entered, restoring it on exit (the restricted solves of :mod:`cfopt.query`:
+        such a point meets every restriction). Nothing by default."""
         return contextlib.nullcontext()
 
     @abstractmethod

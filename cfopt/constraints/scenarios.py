@@ -31,7 +31,7 @@ The exact K-adversary whose counterexamples become scenarios, and the loop, are 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -167,18 +167,21 @@ class KScenarios(ConstraintBlock):
                       self.apply(factual, factual, scenario).to_frame().T)[0]
 
     @contextlib.contextmanager
-    def within_radius(self, m: CounterfactualModel, radius: float) -> Iterator[None]:
-        """Each network copy's bounds over the points of objective ≤ ``radius`` (module
-        docstring): a changed feature's inputs are the counterfactual's own, the others
-        the scenario's, so the copy sees its base point with at most as many features
-        moved as such a point changes, each within its reach
+    def within_radius(self, m: CounterfactualModel, radius: float,
+                      support: Collection[str] | None = None) -> Iterator[None]:
+        """Each network copy's bounds over the points of objective ≤ ``radius`` that
+        change only features of ``support`` (module docstring): a changed feature's
+        inputs are the counterfactual's own, the others the scenario's, so the copy
+        sees its base point with at most as many features moved as such a point
+        changes, each within its reach
         (:func:`~cfopt.query.restrictions.relu.radius_bounds` with ``base``)."""
         from ..query.restrictions.relu import radius_bounds
 
         saved = [pred.layer_bounds() for pred, _ in self._copies]
         try:
             for (pred, base), current in zip(self._copies, saved):
-                pred.set_layer_bounds(radius_bounds(m, radius, base=base, within=current))
+                pred.set_layer_bounds(radius_bounds(m, radius, base=base, within=current,
+                                                    support=support))
             yield
         finally:
             for (pred, _), current in zip(self._copies, saved):

@@ -27,6 +27,9 @@ own preprocessing (an sklearn Pipeline), that preprocessing's input specs
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+
 import pyomo.environ as pyo
 
 from ..space.encoding import InputSpec, space_specs
@@ -75,6 +78,32 @@ def code_variable(m: pyo.Block, space: FeatureSpace, name: str
     if space[name].is_integral:
         return m.x_steps[name], space[name].lower, 1.0
     return m.x_unit[name], space[name].lower, width(space, name)
+
+
+@contextmanager
+def hold_at_factual(m: pyo.Block, space: FeatureSpace, free: Collection[str]
+                    ) -> Iterator[None]:
+    """Every feature not in ``free`` fixed at the factual (``x0``, ``onehot0``) while
+    entered; a variable fixed before stays as it was."""
+    held: list[pyo.Var] = []
+    try:
+        for f in space:
+            if f.name in free:
+                continue
+            if f.is_onehot:
+                pairs = [(m.onehot[f.name, level], pyo.value(m.onehot0[f.name, level]))
+                         for level in f.categories]
+            else:
+                var, offset, scale = code_variable(m, space, f.name)
+                pairs = [(var, (pyo.value(m.x0[f.name]) - offset) / scale)]
+            for var, value in pairs:
+                if not var.fixed:
+                    var.fix(value)
+                    held.append(var)
+        yield
+    finally:
+        for var in held:
+            var.unfix()
 
 
 def encode_inputs(m: pyo.Block, space: FeatureSpace, specs: list[InputSpec]) -> list:

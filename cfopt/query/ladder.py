@@ -10,9 +10,10 @@ copy of it a declared block adds* (:meth:`~cfopt.constraints.ConstraintBlock.wit
 can be those over that small set. For :math:`r = L \cdot \rho` with :math:`\rho` in
 :data:`RUNGS`:
 
-1. solve the problem :math:`P_r` with those bounds. :math:`P_r` holds every point of
-   the declared problem of objective :math:`\le r`, and only points of the declared
-   problem (tighter bounds on the pre-activations only remove points);
+1. solve the problem :math:`P_r` with those bounds (split by the few features a point
+   within :math:`r` can change when that pays: :mod:`.supports`). :math:`P_r` holds
+   every point of the declared problem of objective :math:`\le r`, and only points of
+   the declared problem (tighter bounds on the pre-activations only remove points);
 2. if :math:`P_r` is infeasible, or its proven bound is :math:`\ge r`, no point of
    objective :math:`\le r` exists: :math:`r` is the new lower bound; climb to the next
    rung, or to the objective :math:`U` of the point :math:`P_r`'s solve found when that
@@ -28,7 +29,7 @@ Past the last rung, the declared problem is solved with the bound climbed so far
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ from ..results.status import Status
 from ..solvers import SolveOutcome, SolverBackend, SolverSettings
 from .inner_radius import after, with_floor
 from .restrictions import restriction_of
+from .supports import solve_split, supports
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel
@@ -55,24 +57,45 @@ def can_climb(m: CounterfactualModel, floor: float | None) -> bool:
 
 
 @contextmanager
-def within_radius(m: CounterfactualModel, radius: float, details: dict[str, Any]
-                  ) -> Iterator[None]:
+def within_radius(m: CounterfactualModel, radius: float, details: dict[str, Any],
+                  support: Collection[str] | None = None) -> Iterator[None]:
     """The predictor's radius restriction and every declared block's (module
-    docstring, step 1), while entered."""
+    docstring, step 1), over the points changing only features of ``support`` (default:
+    any), while entered."""
     restriction = restriction_of(m)
-    own = None if restriction is None else restriction.within_radius(m, radius, details)
-    with own if own is not None else nullcontext(), blocks_within_radius(m, radius):
+    own = None if restriction is None else restriction.within_radius(m, radius, details,
+                                                                     support)
+    with own if own is not None else nullcontext(), blocks_within_radius(m, radius, support):
         yield
 
 
 @contextmanager
-def blocks_within_radius(m: CounterfactualModel, radius: float) -> Iterator[None]:
+def blocks_within_radius(m: CounterfactualModel, radius: float,
+                         support: Collection[str] | None = None) -> Iterator[None]:
     """Every declared block's radius restriction
     (:meth:`~cfopt.constraints.ConstraintBlock.within_radius`), while entered."""
     with ExitStack() as stack:
         for block in m.constraints.values():
-            stack.enter_context(block.within_radius(m, radius))
+            stack.enter_context(block.within_radius(m, radius, support))
         yield
+
+
+def solve_within(m: CounterfactualModel, backend: SolverBackend,
+                 budget: Callable[[], SolverSettings | None], radius: float,
+                 details: dict[str, Any]) -> SolveOutcome:
+    """Solve :math:`P_r` (module docstring, step 1): split by the features it may change
+    when that pays (:mod:`.supports`), else whole; ``NO_SOLUTION`` when no time is
+    left."""
+    sets = supports(m, radius)
+    if sets is not None:
+        details["split"] = details.get("split", 0) + len(sets)
+        return solve_split(m, backend, budget, sets,
+                           lambda support: within_radius(m, radius, details, support))
+    settings = budget()
+    if settings is None:
+        return NO_TIME
+    with within_radius(m, radius, details):
+        return backend.solve(m, settings)
 
 
 def climb(m: CounterfactualModel, backend: SolverBackend,
@@ -83,11 +106,7 @@ def climb(m: CounterfactualModel, backend: SolverBackend,
     known, spent, found = floor, None, math.inf  # found: a point's objective
     for factor in RUNGS:
         radius = min(floor * factor, found * (1 + 1e-6))
-        settings = budget()
-        if settings is None:
-            return with_floor(after(spent, NO_TIME), known, radius)
-        with within_radius(m, radius, details):
-            alone = backend.solve(m, settings)
+        alone = solve_within(m, backend, budget, radius, details)
         details.setdefault("ladder", []).append((radius, alone.status.value, alone.wall_time))
         outcome = after(spent, alone)
         above = outcome.status is Status.INFEASIBLE or (

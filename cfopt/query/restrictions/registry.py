@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Collection
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -46,11 +47,13 @@ class Restriction(ABC):
         a heuristic point of the query), or ``None``; what it did goes into ``details``;
         anything built must be done by ``deadline``."""
 
-    def within_radius(self, m: CounterfactualModel, radius: float,
-                      details: dict[str, Any]) -> AbstractContextManager[None] | None:
+    def within_radius(self, m: CounterfactualModel, radius: float, details: dict[str, Any],
+                      support: Collection[str] | None = None
+                      ) -> AbstractContextManager[None] | None:
         """The restriction to the points of objective at most ``radius`` with no
-        heuristic point (a solve up a ladder of radii, :mod:`cfopt.query.ladder`), or
-        ``None`` when this kind has none (:attr:`by_radius` false)."""
+        heuristic point (a solve up a ladder of radii, :mod:`cfopt.query.ladder`) that
+        change only features of ``support`` (default: any; :mod:`cfopt.query.supports`),
+        or ``None`` when this kind has none (:attr:`by_radius` false)."""
         return None
 
 

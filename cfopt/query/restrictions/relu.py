@@ -38,7 +38,7 @@ optimal counterfactual lies close to the factual :math:`\hat x`. For one query:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -187,7 +187,8 @@ class RadiusMoves:
     budget: float  # weighted L1 a counterfactual can spend on its moves
 
 
-def radius_moves(m: CounterfactualModel, radius: float) -> RadiusMoves:
+def radius_moves(m: CounterfactualModel, radius: float,
+                 support: Collection[str] | None = None) -> RadiusMoves:
     r"""The :class:`RadiusMoves` of the current query: a change of feature :math:`f`
     costs at least :math:`b + (a + c) w_f |\Delta_f|` for the objective
     :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}` (declared blocks' costs are
@@ -195,7 +196,10 @@ def radius_moves(m: CounterfactualModel, radius: float) -> RadiusMoves:
     switch is affordable only when :math:`b + (a + c) w_f \le r`; at most
     :math:`\lfloor r / b \rfloor` features change (and at most ``max_changes``); the L1
     spent is at most :math:`(r - b)/a` when the factual is not a counterfactual (one
-    change at least), else :math:`r / a`."""
+    change at least), else :math:`r / a`.
+
+    ``support``: only these features may change (the others held at the factual, a
+    split solve of :mod:`cfopt.query.supports`), so at most ``len(support)`` do."""
     terms = m.objective_terms
     a, b, c = (terms.get(k, 0.0) for k in ("l1", "l0", "linf"))
     radius = radius * (1 + 1e-9) + 1e-12  # a point at the radius stays inside (rounding)
@@ -206,7 +210,7 @@ def radius_moves(m: CounterfactualModel, radius: float) -> RadiusMoves:
     cap = (radius - b) / (a + c) if a + c > 0 else np.inf  # weighted move of one feature
     moves: dict[str, tuple[slice, np.ndarray]] = {}
     for f in space:
-        if f.immutable or radius < b:
+        if f.immutable or radius < b or (support is not None and f.name not in support):
             continue
         sl = slices[f.name]
         if f.is_onehot:
@@ -220,15 +224,18 @@ def radius_moves(m: CounterfactualModel, radius: float) -> RadiusMoves:
         up = z0[j] + min(hi - z0[j], reach) if f.direction != "decrease" else z0[j]
         down = z0[j] - min(z0[j] - lo, reach) if f.direction != "increase" else z0[j]
         moves[f.name] = (slice(j, j + 1), np.array([[down], [up]]))
-    most = min(np.floor(radius / b) if b > 0 else np.inf, m.change_cap)
+    most = min(np.floor(radius / b) if b > 0 else np.inf, m.change_cap,
+               np.inf if support is None else len(support))
     return RadiusMoves(moves, most, spend / a if a > 0 else np.inf)
 
 
 def radius_bounds(m: CounterfactualModel, radius: float, base: np.ndarray | None = None,
-                  within: list[tuple[np.ndarray, np.ndarray]] | None = None
+                  within: list[tuple[np.ndarray, np.ndarray]] | None = None,
+                  support: Collection[str] | None = None
                   ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Pre-activation bounds valid for every counterfactual of objective ≤ ``radius``
-    (module docstring), within ``within`` (default: the model's global bounds).
+    (module docstring), within ``within`` (default: the model's global bounds), that
+    changes only features of ``support`` (default: any).
 
     ``base``: the model inputs a copy of the network sees when no feature changes (a
     K-scenario copy: the factual with the scenario's values), each changed feature's
@@ -236,7 +243,7 @@ def radius_bounds(m: CounterfactualModel, radius: float, base: np.ndarray | None
     (:meth:`~cfopt.models.network.ReLUNetwork.sparse_bounds`) applies. Default: the
     factual's, where the L1 knapsack bounds the first layer too."""
     net = m.adapter.structure
-    reach = radius_moves(m, radius)
+    reach = radius_moves(m, radius, support)
     within = m.global_layer_bounds if within is None else within
     z0 = m.space.encode(m.factual)[0]
     few = net.sparse_bounds(z0 if base is None else base, list(reach.moves.values()),
@@ -328,9 +335,10 @@ class ReluRestriction(Restriction):
             return None
         return Restricted(_relu_bounds(m, radius_bounds(m, radius), details))
 
-    def within_radius(self, m: CounterfactualModel, radius: float,
-                      details: dict[str, Any]) -> AbstractContextManager[None] | None:
-        return _relu_bounds(m, radius_bounds(m, radius), details)
+    def within_radius(self, m: CounterfactualModel, radius: float, details: dict[str, Any],
+                      support: Collection[str] | None = None
+                      ) -> AbstractContextManager[None] | None:
+        return _relu_bounds(m, radius_bounds(m, radius, support=support), details)
 
 
 register_restriction(NetworkPredictorConstr, ReluRestriction())
