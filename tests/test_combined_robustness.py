@@ -21,6 +21,7 @@ from cfopt.methods import (
     Proplace,
     RobustnessChecker,
 )
+from cfopt.methods import proplace as proplace_module
 from cfopt.methods.base import query_input_box
 from cfopt.models.network import ReLUNetwork
 from cfopt.query.solution import start_of
@@ -94,14 +95,16 @@ def assert_survives(model, space: cfopt.FeatureSpace, r, delta: float, target: i
 
 
 def brute_force(model, space: cfopt.FeatureSpace, rows: pd.DataFrame, x: pd.DataFrame,
-                delta: float, target: int, label, weights=None) -> tuple[float, float]:
+                delta: float, target: int, label, weights=None, l0: float = 0.0
+                ) -> tuple[float, float]:
     """The cheapest grid point that is Δ-robust and K-robust, at two levels: every
     margin ≥ σ (the master's: a lower cost than the answer's is impossible), and the
     least the certificates allow (nominal ≥ σ, Δ ≥ σ - t, K > 0, the real model's
-    labels). ``weights``: add the setback cost with these L1 weights."""
+    labels). ``weights``: add the setback cost with these L1 weights; ``l0``: add this
+    much per changed feature."""
     net = structure(model)
     Z = space.encode(rows)
-    costs = l1(space, x.iloc[0], rows)
+    costs = l1(space, x.iloc[0], rows) + l0 * (rows != x.iloc[0]).sum(axis=1).to_numpy()
     if weights is not None:
         costs = costs + np.array([P.setback_cost(space, weights, x, rows.iloc[[k]])
                                   for k in range(len(rows))])
@@ -131,7 +134,8 @@ def optimal_and_unflippable(method: CombinedRobustExplainer, model, space, rows,
     one."""
     r = method.explain(x, label)
     strict, loose = brute_force(model, space, rows, x, delta, target, label,
-                                method.milp.weights if setback else None)
+                                method.milp.weights if setback else None,
+                                method.milp.objective_terms.get("l0", 0.0))
     assert strict == loose  # the instance pins the optimum down (no margin in between)
     if not np.isfinite(strict):
         assert r.status is RobustStatus.INFEASIBLE and r.counterfactual is None
@@ -139,6 +143,7 @@ def optimal_and_unflippable(method: CombinedRobustExplainer, model, space, rows,
     assert r.status is RobustStatus.CERTIFIED, r.message
     assert r.certified and r.certificate.robust and r.k_verdict.robust
     assert r.objective == pytest.approx(strict, abs=1e-6)
+    assert r.bound is not None and r.bound <= r.objective + 1e-6
     if setback:
         assert r.setback_cost == pytest.approx(
             P.setback_cost(space, method.milp.weights, x, r.counterfactual))
@@ -160,6 +165,38 @@ def test_optimum_equals_brute_force_and_no_certified_point_flips(seed, delta, se
                                        setback)
                for i in np.flatnonzero(labels == 0)[::173][:3])
     assert done >= 2
+
+
+@pytest.mark.parametrize("seed,delta", [(0, 0.05), (3, 0.02), (5, 0.03)])
+def test_the_ladder_keeps_the_brute_force_optimum_with_a_cost_per_change(seed, delta,
+                                                                         monkeypatch):
+    """L1 + L0 (one per changed feature): the first master climbs from one change's
+    cost and each later one from the last bound, split by the features a point within
+    each radius can change; the optimum is the brute force's with the ladder on and
+    off."""
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, seed)
+    labels = predict(model, space, rows)
+    climbs: list[float] = []
+    climb = proplace_module.climb
+
+    def counting(m, backend, budget, floor, details, parts=()):
+        climbs.append(floor)
+        return climb(m, backend, budget, floor, details, parts)
+
+    monkeypatch.setattr(proplace_module, "climb", counting)
+    rng = np.random.default_rng(seed)
+    for ladder in (True, False):
+        method = CombinedRobustExplainer(model, space, delta=delta, sigma=SIGMA,
+                                         tolerance=TOLERANCE, ladder=ladder,
+                                         objective={"l1": 1.0, "l0": 1.0})
+        done = sum(optimal_and_unflippable(method, model, space, rows,
+                                           rows.iloc[[i]].reset_index(drop=True), delta, 1,
+                                           1, rng)
+                   for i in np.flatnonzero(labels == 0)[::173][:3])
+        assert done >= 2
+        assert bool(climbs) == ladder and (not climbs or min(climbs) == 1.0)
+        climbs.clear()
 
 
 def test_delta_alone_and_k_alone_are_cheaper_and_differ():
@@ -372,12 +409,13 @@ def test_the_master_gets_the_bounds_of_the_query_box():
 
 @pytest.mark.parametrize("warm", [True, False])
 def test_each_master_solve_after_the_first_starts_from_the_last_point(warm, monkeypatch):
-    """``warm_start``: the master's second and later solves get the last point's feature
-    values as a MIP start (off: none); the answer is the same."""
+    """``warm_start`` (without the ladder, whose masters after the first climb from a
+    bound): the master's second and later solves get the last point's feature values
+    as a MIP start (off: none); the answer is the same."""
     space = grid_space(PERTURBED)
     model, rows = trained(space, 0)
     x = rows.iloc[[0]].reset_index(drop=True)
-    method = CombinedRobustExplainer(model, space, delta=0.05, warm_start=warm)
+    method = CombinedRobustExplainer(model, space, delta=0.05, warm_start=warm, ladder=False)
     starts, points = [], []
     solve = method.backend.solve
 

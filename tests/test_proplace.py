@@ -23,7 +23,10 @@ from cfopt.formulations.robustness import (
     recover_parameters,
 )
 from cfopt.methods import MILPR, RNCE, NonRobustMILP, Proplace, RobustnessChecker
+from cfopt.methods.adversaries.model_shift import ModelShiftAdversary
+from cfopt.methods.cutting_set import Check
 from cfopt.models.network import ReLUNetwork
+from cfopt.query.ladder import within_radius
 from cfopt.results.robust import RobustStatus
 
 from .conftest import train_torch
@@ -291,8 +294,8 @@ def test_the_master_and_its_copies_are_bounded_over_the_plausible_region(toy, mo
     assert with_hull < 0.9 * sum((hi - lo).sum() for lo, hi in pred.layer_bounds())
     pred.set_layer_bounds(m.global_layer_bounds)
     shifted = [(w + 0.05, b - 0.05) for w, b in structure.parameters]
-    tight = add_shifted_copy(m, shifted, box, "tight", hull)
-    loose = add_shifted_copy(m, shifted, box, "loose")
+    tight, _ = add_shifted_copy(m, shifted, box, "tight", hull)
+    loose, _ = add_shifted_copy(m, shifted, box, "loose")
     assert _widths(tight) < 0.9 * _widths(loose)
     m.del_component(tight)
     m.del_component(loose)
@@ -313,6 +316,42 @@ def test_the_master_and_its_copies_are_bounded_over_the_plausible_region(toy, mo
         assert sum(hulls) == (1 + len(answers[-1].certificate.models) if on else 0)
     assert answers[0].certificate.models and all(r.certified for r in answers)
     assert answers[0].objective == pytest.approx(answers[1].objective, abs=1e-6)
+
+
+def test_the_ladder_bounds_the_master_and_its_copies_within_a_radius(toy) -> None:
+    """``ladder``: within a radius, the master's network and each shifted copy are bounded
+    over the points of at most that L1 cost (tighter than the region's hull bounds), and
+    on leaving, each gets back the bounds it had (the hull's, not the global ones); the
+    answer is the one without the ladder, and its bound is at most its objective."""
+    X, space, net, queries = toy
+    method = Proplace(net, space, X, delta=0.05, k=10)
+    m, pred = method.milp, method.milp.predictor_constr
+    m.set_factual(queries.iloc[[0]])
+    m.set_target(1)
+    hull, box = method.region.hull(m), method.region.box(m)
+    method.master_box(m, box, True, hull)
+    shifted = [(w + 0.05, b - 0.05) for w, b in pred.adapter.structure.parameters]
+    adversary = ModelShiftAdversary(method.checker, m, 1, 0.005, box, hull=hull)
+    adversary.add_cut(Check(False, None, None, counterexample=shifted))
+    (_, copy), = adversary._copies
+    before = [pred.layer_bounds(), copy.layer_bounds()]
+
+    def width(bounds) -> float:
+        return sum(float((hi - lo).sum()) for lo, hi in bounds)
+
+    with within_radius(m, 0.05, {}, parts=[adversary]):
+        inside = [pred.layer_bounds(), copy.layer_bounds()]
+    for was, now in zip(before, inside):
+        assert width(now) < 0.7 * width(was)
+    for was, after in zip(before, [pred.layer_bounds(), copy.layer_bounds()]):
+        assert all(np.allclose(a, b) for pa, pb in zip(was, after) for a, b in zip(pa, pb))
+    adversary.remove_cuts()
+    pred.set_layer_bounds(m.global_layer_bounds)
+    on, off = (Proplace(net, space, X, delta=0.05, k=10, ladder=flag).explain(
+        queries.iloc[[1]], target=1) for flag in (True, False))
+    assert on.certified and off.certified and on.certificate.models
+    assert on.objective == pytest.approx(off.objective, abs=1e-6)
+    assert on.bound <= on.objective + 1e-9
 
 
 def _random_instance(seed: int):

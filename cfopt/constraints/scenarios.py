@@ -30,8 +30,8 @@ The exact K-adversary whose counterexamples become scenarios, and the loop, are 
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -166,26 +166,18 @@ class KScenarios(ConstraintBlock):
         return encode(m.space, m.input_specs,
                       self.apply(factual, factual, scenario).to_frame().T)[0]
 
-    @contextlib.contextmanager
     def within_radius(self, m: CounterfactualModel, radius: float,
-                      support: Collection[str] | None = None) -> Iterator[None]:
+                      support: Collection[str] | None = None
+                      ) -> AbstractContextManager[None]:
         """Each network copy's bounds over the points of objective ≤ ``radius`` that
         change only features of ``support`` (module docstring): a changed feature's
         inputs are the counterfactual's own, the others the scenario's, so the copy
         sees its base point with at most as many features moved as such a point
         changes, each within its reach
-        (:func:`~cfopt.query.restrictions.relu.radius_bounds` with ``base``)."""
-        from ..query.restrictions.relu import radius_bounds
+        (:func:`~cfopt.query.restrictions.relu.copies_within_radius` with each base)."""
+        from ..query.restrictions.relu import copies_within_radius
 
-        saved = [pred.layer_bounds() for pred, _ in self._copies]
-        try:
-            for (pred, base), current in zip(self._copies, saved):
-                pred.set_layer_bounds(radius_bounds(m, radius, base=base, within=current,
-                                                    support=support))
-            yield
-        finally:
-            for (pred, _), current in zip(self._copies, saved):
-                pred.set_layer_bounds(current)
+        return copies_within_radius(m, radius, self._copies, support)
 
     def scenario_box(self, m: CounterfactualModel, scenario: dict[str, Any],
                      box: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

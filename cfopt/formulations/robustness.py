@@ -69,7 +69,7 @@ from ..models import ModelAdapter, ReLUNetwork, parse_model
 from ..models.base import Decision, decide
 from ..models.network import Parameters
 from .features import encode_inputs
-from .predictors import add_predictor
+from .predictors import PredictorConstr, add_predictor
 from .predictors.network import build_shifted_network
 from .validity import add_validity, set_target
 
@@ -276,7 +276,7 @@ class ShiftedNetwork(ModelAdapter):
 
 def add_shifted_copy(m: CounterfactualModel, params: Parameters,
                      box: tuple[np.ndarray, np.ndarray], name: str,
-                     hull: np.ndarray | None = None) -> pyo.Block:
+                     hull: np.ndarray | None = None) -> tuple[pyo.Block, PredictorConstr]:
     """One more network copy in the master of Algorithm 1, the block ``m.<name>`` (delete
     it to drop the copy): the shifted model ``params`` embedded with
     :func:`add_predictor` on the counterfactual's model inputs (``predictor``), its
@@ -285,7 +285,7 @@ def add_shifted_copy(m: CounterfactualModel, params: Parameters,
     inputs, e.g. the region's, the first layer's within its values at them), and the
     validity constraints of :func:`~cfopt.formulations.validity.add_validity` for the
     query's target with ``m.margin`` (the master margin σ): target sign x logit ≥ σ, or
-    the target's logit ≥ every other class's + σ."""
+    the target's logit ≥ every other class's + σ. Returns the block and its predictor."""
     adapter = ShiftedNetwork(params, m.adapter.decision, m.adapter.classes)
     copy = pyo.Block()
     m.add_component(name, copy)
@@ -294,4 +294,4 @@ def add_shifted_copy(m: CounterfactualModel, params: Parameters,
     pred.set_input_box(*box, hull=hull)
     add_validity(copy, pred.outputs, pred.output_bounds(), adapter, m.margin)
     set_target(copy, adapter, [adapter.class_index(t) for t in m.target])
-    return copy
+    return copy, pred

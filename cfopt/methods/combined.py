@@ -90,8 +90,8 @@ class CombinedMaster(ProplaceMaster):
 
     def __init__(self, m: CounterfactualModel, backend: SolverBackend, sigma: float,
                  adversary: ModelShiftAdversary, scenarios: KScenarios,
-                 region: bool = False, warm_start: bool = False) -> None:
-        super().__init__(m, backend, sigma, adversary, warm_start)
+                 region: bool = False, warm_start: bool = False, ladder: bool = False) -> None:
+        super().__init__(m, backend, sigma, adversary, warm_start, ladder)
         self.scenarios, self.region = scenarios, region
 
     def infeasible(self) -> str:
@@ -146,6 +146,11 @@ class CombinedRobustExplainer(RobustMethod):
             region's points), each scenario copy's over that box widened by
             its scenario (:mod:`cfopt.constraints.scenarios`); ``False``: the model's
             global bounds (the region's box with a region).
+        ladder: solve each master up a ladder of radii from the greatest proven bound
+            so far, bounding the master's network, every shifted copy and every
+            scenario copy within each radius, split by the features a point within it
+            can change (:class:`~cfopt.methods.proplace.ProplaceMaster`; speed lever,
+            sound either way).
         warm_start: start every master solve after the first from the last one's point
             (:class:`~cfopt.methods.proplace.ProplaceMaster`; speed lever, sound either
             way; off by default, as :class:`~cfopt.methods.proplace.Proplace`).
@@ -164,7 +169,8 @@ class CombinedRobustExplainer(RobustMethod):
                  delta: float, k: int = 20, labels: Any = None, setback: bool = False,
                  sigma: float = 0.01, tolerance: float = 0.005, k_tolerance: float = 1e-6,
                  min_change: float = MIN_CHANGE, query_bounds: bool = True,
-                 warm_start: bool = False, lp_screen: bool = True, max_iterations: int = 50,
+                 ladder: bool = True, warm_start: bool = False, lp_screen: bool = True,
+                 max_iterations: int = 50,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
@@ -179,6 +185,7 @@ class CombinedRobustExplainer(RobustMethod):
         k_tolerance = check_positive("k_tolerance", k_tolerance)
         self.max_iterations = check_count("max_iterations", max_iterations)
         self.query_bounds = check_switch("query_bounds", query_bounds)
+        self.ladder = check_switch("ladder", ladder)
         self.warm_start = check_switch("warm_start", warm_start)
         self.lp_screen = check_switch("lp_screen", lp_screen)
         if data is None and labels is not None:
@@ -237,7 +244,8 @@ class CombinedRobustExplainer(RobustMethod):
         perturb = KNeighbourhoodAdversary(self.k_adversary, self.scenarios, m,
                                           box if self.query_bounds else None)
         master = CombinedMaster(m, self.backend, self.sigma, shift, self.scenarios,
-                                region=self.region is not None, warm_start=self.warm_start)
+                                region=self.region is not None, warm_start=self.warm_start,
+                                ladder=self.ladder)
         try:
             loop = CuttingSet(self.max_iterations).run(master, [shift, perturb],
                                                        self.deadline(t0))

@@ -46,9 +46,10 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -56,6 +57,9 @@ from ..results.robust import RobustStatus
 from ..results.status import Status
 from ..solvers import SolverSettings
 from ..solvers.base import time_left
+
+if TYPE_CHECKING:
+    from ..problem import CounterfactualModel
 
 #: what a loop cut short says of its last candidate
 UNCERTIFIED = ("the last point is returned without the loop's certificate (the answer's "
@@ -170,6 +174,15 @@ class Adversary(ABC):
     def add_cut(self, check: Check) -> None:
         """Add ``check.counterexample`` to the master: every later candidate must meet
         it."""
+
+    def within_radius(self, m: CounterfactualModel, radius: float,
+                      support: Collection[str] | None = None
+                      ) -> AbstractContextManager[None]:
+        """The cuts added to the master ``m`` restricted to the points of objective
+        ≤ ``radius`` that change only features of ``support`` while entered (a master
+        solve up a ladder of radii, :mod:`cfopt.query.ladder`); nothing by default (a
+        cut held by a declared block restricts itself, e.g. a K-scenario)."""
+        return nullcontext()
 
 
 @dataclass

@@ -28,6 +28,7 @@ solver's proven bound (or the interval screen), never an incumbent.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -37,6 +38,7 @@ import pandas as pd
 from ..constraints.blocks import ConstraintBlock
 from ..problem import CounterfactualModel
 from ..progress import progress_enabled
+from ..query.ladder import can_climb, climb, first_floor
 from ..query.solution import Verification, start_of, verified_solution
 from ..results.robust import (
     RobustCounterfactual,
@@ -73,7 +75,13 @@ class ProplaceMaster(Master):
     """The master of Algorithm 1: the counterfactual MILP ``m`` (plausible region,
     margin σ) with the shifted copies ``adversary`` has added.
 
-    ``warm_start``: every solve after the first starts from the last solve's point
+    ``ladder``: every solve climbs a ladder of radii from the greatest proven bound so
+    far (the first from :func:`~cfopt.query.ladder.first_floor`), with the master's
+    network and every shifted copy bounded over the points within each radius and the
+    solve split by the features such a point can change (:mod:`cfopt.query.ladder`,
+    :mod:`cfopt.query.supports`); the copies only cut, so that bound holds for every
+    later master. ``warm_start`` (without the ladder, or before a floor is known):
+    every solve after the first starts from the last solve's point
     (its feature values, :func:`~cfopt.query.solution.start_of`: a partial MIP start
     the backend completes, :meth:`SolverBackend.solve
     <cfopt.solvers.SolverBackend.solve>`). The cut added since violates that point as a
@@ -83,11 +91,14 @@ class ProplaceMaster(Master):
     never changes what the solve proves."""
 
     def __init__(self, m: CounterfactualModel, backend: SolverBackend, sigma: float,
-                 adversary: ModelShiftAdversary, warm_start: bool = False) -> None:
+                 adversary: ModelShiftAdversary, warm_start: bool = False,
+                 ladder: bool = False) -> None:
         self.m, self.backend, self.sigma, self.adversary = m, backend, sigma, adversary
-        self.warm_start = warm_start
+        self.warm_start, self.ladder = warm_start, ladder
         #: the proven bound of the last solve that gave a point
         self.bound: float | None = None
+        #: the greatest proven bound so far: every later master only has more cuts
+        self.floor: float | None = None
         self.found = False
         self._last: pd.DataFrame | None = None
 
@@ -96,9 +107,16 @@ class ProplaceMaster(Master):
         if settings is None:
             return MasterAnswer(Status.NO_SOLUTION, solved=False,
                                 message="time limit reached before a certificate")
-        start = (start_of(self.m, self._last) if self.warm_start and self._last is not None
-                 else None)
-        outcome = self.backend.solve(self.m, settings, start)
+        floor = self.floor if self.floor is not None else first_floor(self.m)
+        if self.ladder and can_climb(self.m, floor):
+            assert floor is not None
+            outcome = climb(self.m, self.backend, deadline.left, floor, {}, [self.adversary])
+        else:
+            start = (start_of(self.m, self._last) if self.warm_start and
+                     self._last is not None else None)
+            outcome = self.backend.solve(self.m, settings, start)
+        if outcome.bound is not None and math.isfinite(outcome.bound):
+            self.floor = max(outcome.bound, -math.inf if self.floor is None else self.floor)
         if outcome.status is Status.INFEASIBLE:
             return MasterAnswer(Status.INFEASIBLE, message=self.infeasible())
         if not outcome.status.has_solution:  # the last point (if any) is kept
@@ -148,6 +166,10 @@ class Proplace(RobustMethod):
             that respect actionability within the region's box, the first layer's also
             within its values at the region's points (exact over the hull; speed lever,
             sound either way; ``False``: the region's box alone).
+        ladder: solve each master up a ladder of radii from the greatest proven bound
+            of the query's masters so far, bounding the master's network and every
+            shifted copy within each radius (:class:`ProplaceMaster`; speed lever,
+            sound either way).
         warm_start: start every master solve after the first from the last one's point
             (:class:`ProplaceMaster`; speed lever, sound either way; off by default: the
             last point violates the newest cut, so the start is infeasible and HiGHS
@@ -174,7 +196,7 @@ class Proplace(RobustMethod):
     def __init__(self, model: Any, space: FeatureSpace, data: pd.DataFrame, *,
                  delta: float, k: int = 20, labels: Any = None, sigma: float = 0.01,
                  tolerance: float = 0.005, max_iterations: int = 50, query_bounds: bool = True,
-                 warm_start: bool = False, lp_screen: bool = True,
+                 ladder: bool = True, warm_start: bool = False, lp_screen: bool = True,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
@@ -190,6 +212,7 @@ class Proplace(RobustMethod):
         self.sigma, self.tolerance = check_sigma_tolerance(sigma, tolerance)
         self.max_iterations = check_count("max_iterations", max_iterations)
         self.query_bounds = check_switch("query_bounds", query_bounds)
+        self.ladder = check_switch("ladder", ladder)
         self.warm_start = check_switch("warm_start", warm_start)
         self.lp_screen = check_switch("lp_screen", lp_screen)
         self.region = RobustPlausibleRegion(data, self.delta, k, labels=labels,
@@ -232,7 +255,8 @@ class Proplace(RobustMethod):
         box = self.master_box(m, self.region.box(m), self.query_bounds, hull)
         adversary = ModelShiftAdversary(self.checker, m, target_index(m), need, box,
                                         self.lp_screen, hull)
-        master = ProplaceMaster(m, self.backend, self.sigma, adversary, self.warm_start)
+        master = ProplaceMaster(m, self.backend, self.sigma, adversary, self.warm_start,
+                                self.ladder)
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
 
         def observe(answer: MasterAnswer, _: Adversary, check: Check) -> None:

@@ -29,9 +29,9 @@ Past the last rung, the declared problem is solved with the bound climbed so far
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterator
-from contextlib import ExitStack, contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..results.status import Status
 from ..solvers import SolveOutcome, SolverBackend, SolverSettings
@@ -48,6 +48,17 @@ RUNGS = (1.125, 1.5, 3.0)
 NO_TIME = SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit")
 
 
+def first_floor(m: CounterfactualModel) -> float | None:
+    """A proven lower bound on the optimum before any solve: a counterfactual of a
+    factual the model does not classify as a target changes at least one feature,
+    which costs the L0 coefficient (every other term is ≥ 0); ``None`` without an L0
+    term or when the factual is a target."""
+    b = m.objective_terms.get("l0", 0.0)
+    if b <= 0 or not m.target or m.is_target(m.factual_class):
+        return None
+    return b
+
+
 def can_climb(m: CounterfactualModel, floor: float | None) -> bool:
     """Whether a solve of ``m`` can go up the ladder from ``floor``: a positive finite
     lower bound, and a predictor kind with a radius restriction (ReLU networks)."""
@@ -56,33 +67,50 @@ def can_climb(m: CounterfactualModel, floor: float | None) -> bool:
             and restriction is not None and restriction.by_radius and restriction.applies(m))
 
 
+class RadiusRestrictable(Protocol):
+    """What adds network copies to the counterfactual MILP and can bound them over the
+    points within a radius (a declared :class:`~cfopt.constraints.ConstraintBlock`, a
+    cutting-set adversary's cuts)."""
+
+    def within_radius(self, m: CounterfactualModel, radius: float,
+                      support: Collection[str] | None = None
+                      ) -> AbstractContextManager[None]:
+        """The copies bounded over the points of objective ≤ ``radius`` that change
+        only features of ``support`` while entered, restored on exit."""
+
+
 @contextmanager
 def within_radius(m: CounterfactualModel, radius: float, details: dict[str, Any],
-                  support: Collection[str] | None = None) -> Iterator[None]:
-    """The predictor's radius restriction and every declared block's (module
-    docstring, step 1), over the points changing only features of ``support`` (default:
-    any), while entered."""
+                  support: Collection[str] | None = None,
+                  parts: Sequence[RadiusRestrictable] = ()) -> Iterator[None]:
+    """The predictor's radius restriction, every declared block's and every one of
+    ``parts`` (module docstring, step 1), over the points changing only features of
+    ``support`` (default: any), while entered."""
     restriction = restriction_of(m)
     own = None if restriction is None else restriction.within_radius(m, radius, details,
                                                                      support)
-    with own if own is not None else nullcontext(), blocks_within_radius(m, radius, support):
+    with ExitStack() as stack:
+        if own is not None:
+            stack.enter_context(own)
+        for part in [*m.constraints.values(), *parts]:
+            stack.enter_context(part.within_radius(m, radius, support))
         yield
 
 
 @contextmanager
-def blocks_within_radius(m: CounterfactualModel, radius: float,
-                         support: Collection[str] | None = None) -> Iterator[None]:
+def blocks_within_radius(m: CounterfactualModel, radius: float) -> Iterator[None]:
     """Every declared block's radius restriction
     (:meth:`~cfopt.constraints.ConstraintBlock.within_radius`), while entered."""
     with ExitStack() as stack:
         for block in m.constraints.values():
-            stack.enter_context(block.within_radius(m, radius, support))
+            stack.enter_context(block.within_radius(m, radius))
         yield
 
 
 def solve_within(m: CounterfactualModel, backend: SolverBackend,
                  budget: Callable[[], SolverSettings | None], radius: float,
-                 details: dict[str, Any]) -> SolveOutcome:
+                 details: dict[str, Any], parts: Sequence[RadiusRestrictable] = ()
+                 ) -> SolveOutcome:
     """Solve :math:`P_r` (module docstring, step 1): split by the features it may change
     when that pays (:mod:`.supports`), else whole; ``NO_SOLUTION`` when no time is
     left."""
@@ -90,23 +118,26 @@ def solve_within(m: CounterfactualModel, backend: SolverBackend,
     if sets is not None:
         details["split"] = details.get("split", 0) + len(sets)
         return solve_split(m, backend, budget, sets,
-                           lambda support: within_radius(m, radius, details, support))
+                           lambda support: within_radius(m, radius, details, support, parts))
     settings = budget()
     if settings is None:
         return NO_TIME
-    with within_radius(m, radius, details):
+    with within_radius(m, radius, details, parts=parts):
         return backend.solve(m, settings)
 
 
 def climb(m: CounterfactualModel, backend: SolverBackend,
           budget: Callable[[], SolverSettings | None], floor: float,
-          details: dict[str, Any]) -> SolveOutcome:
+          details: dict[str, Any], parts: Sequence[RadiusRestrictable] = ()
+          ) -> SolveOutcome:
     """Solve ``m`` up the ladder from the proven lower bound ``floor`` (module
-    docstring); ``budget`` gives each solve's settings (``None``: no time left)."""
+    docstring); ``budget`` gives each solve's settings (``None``: no time left);
+    ``parts``: more copies of the network to bound within each radius (a cutting-set
+    adversary's cuts)."""
     known, spent, found = floor, None, math.inf  # found: a point's objective
     for factor in RUNGS:
         radius = min(floor * factor, found * (1 + 1e-6))
-        alone = solve_within(m, backend, budget, radius, details)
+        alone = solve_within(m, backend, budget, radius, details, parts)
         details.setdefault("ladder", []).append((radius, alone.status.value, alone.wall_time))
         outcome = after(spent, alone)
         above = outcome.status is Status.INFEASIBLE or (

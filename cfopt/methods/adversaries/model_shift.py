@@ -25,6 +25,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Collection
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +36,7 @@ import pyomo.environ as pyo
 from scipy.spatial import cKDTree
 
 from ...formulations.bound_tightening import relax_integrality
+from ...formulations.predictors import PredictorConstr
 from ...formulations.robustness import (
     AdversaryModel,
     Margin,
@@ -49,6 +52,7 @@ from ...formulations.robustness import (
 )
 from ...models.network import ReLUNetwork
 from ...problem import CounterfactualModel
+from ...query.restrictions.relu import copies_within_radius
 from ...results.robust import RobustnessVerdict
 from ...results.status import Status
 from ...solvers import SolverBackend, SolverSettings, make_solver
@@ -349,7 +353,7 @@ class ModelShiftAdversary(Adversary):
         self.box, self.lp_screen, self.hull = box, lp_screen, hull
         #: the shifted models added to the master, in order
         self.models: list[Parameters] = []
-        self._copies: list[pyo.Block] = []
+        self._copies: list[tuple[pyo.Block, PredictorConstr]] = []
 
     def verdict(self, point: pd.DataFrame, deadline: Deadline) -> RobustnessVerdict:
         """The checker's verdict on a raw row, within the deadline's time left."""
@@ -371,8 +375,17 @@ class ModelShiftAdversary(Adversary):
                                              f"shifted_{len(self._copies) + 1}", self.hull))
         self.models.append(check.counterexample)
 
+    def within_radius(self, m: CounterfactualModel, radius: float,
+                      support: Collection[str] | None = None
+                      ) -> AbstractContextManager[None]:
+        """Each shifted copy bounded over the points of objective ≤ ``radius`` (its own
+        network on the master's inputs: :func:`~cfopt.query.restrictions.relu.
+        copies_within_radius`)."""
+        return copies_within_radius(m, radius, [(pred, None) for _, pred in self._copies],
+                                    support)
+
     def remove_cuts(self) -> None:
         """Delete every network copy this adversary added to the master."""
-        for copy in self._copies:
+        for copy, _ in self._copies:
             self.m.del_component(copy)
         self._copies.clear()

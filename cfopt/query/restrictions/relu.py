@@ -38,7 +38,7 @@ optimal counterfactual lies close to the factual :math:`\hat x`. For one query:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
 
-from ...formulations.predictors import NetworkPredictorConstr
+from ...formulations.predictors import NetworkPredictorConstr, PredictorConstr
 from ...models.network import ReLUNetwork
 from .registry import Restricted, Restriction, register_restriction
 
@@ -231,18 +231,19 @@ def radius_moves(m: CounterfactualModel, radius: float,
 
 def radius_bounds(m: CounterfactualModel, radius: float, base: np.ndarray | None = None,
                   within: list[tuple[np.ndarray, np.ndarray]] | None = None,
-                  support: Collection[str] | None = None
+                  support: Collection[str] | None = None, net: ReLUNetwork | None = None
                   ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Pre-activation bounds valid for every counterfactual of objective ≤ ``radius``
     (module docstring), within ``within`` (default: the model's global bounds), that
-    changes only features of ``support`` (default: any).
+    changes only features of ``support`` (default: any), of the model's network or of
+    ``net`` on the same inputs (e.g. a shifted copy of it).
 
     ``base``: the model inputs a copy of the network sees when no feature changes (a
     K-scenario copy: the factual with the scenario's values), each changed feature's
     inputs being the counterfactual's own; then only the bound of the few moves
     (:meth:`~cfopt.models.network.ReLUNetwork.sparse_bounds`) applies. Default: the
     factual's, where the L1 knapsack bounds the first layer too."""
-    net = m.adapter.structure
+    net = m.adapter.structure if net is None else net
     reach = radius_moves(m, radius, support)
     within = m.global_layer_bounds if within is None else within
     z0 = m.space.encode(m.factual)[0]
@@ -307,14 +308,27 @@ def radius_bounds(m: CounterfactualModel, radius: float, base: np.ndarray | None
 # is left out: parallel to the objective, it made HiGHS and CBC prove wrong optima (HiGHS
 # 0.39668 where 0.39658 is feasible; CBC 1.0 where 0.374 is; differential seeds 4791, 1025).
 @contextlib.contextmanager
-def _relu_bounds(m: CounterfactualModel, bounds: list, details: dict[str, Any]
-                 ) -> Iterator[None]:
-    """Layer bounds valid within the heuristic's radius of the factual."""
+def copies_within_radius(m: CounterfactualModel, radius: float,
+                         copies: Sequence[tuple[PredictorConstr, np.ndarray | None]],
+                         support: Collection[str] | None = None,
+                         details: dict[str, Any] | None = None) -> Iterator[None]:
+    """Each network ``copies[i] = (predictor, base)`` bounded over the points of
+    objective ≤ ``radius`` that change only features of ``support``
+    (:func:`radius_bounds` with its own network and ``base``), within its current
+    bounds, while entered; the current bounds are restored on exit. ``details``: the
+    stable neurons of the first copy go into ``details["stable_neurons"]``."""
+    saved = [pred.layer_bounds() for pred, _ in copies]
     try:
-        details["stable_neurons"] = m.predictor_constr.set_layer_bounds(bounds)
+        for k, ((pred, base), current) in enumerate(zip(copies, saved)):
+            stable = pred.set_layer_bounds(radius_bounds(
+                m, radius, base=base, within=current, support=support,
+                net=pred.adapter.structure))
+            if k == 0 and details is not None:
+                details["stable_neurons"] = stable
         yield
     finally:
-        m.predictor_constr.set_layer_bounds(m.global_layer_bounds)
+        for (pred, _), current in zip(copies, saved):
+            pred.set_layer_bounds(current)
 
 
 class ReluRestriction(Restriction):
@@ -333,12 +347,13 @@ class ReluRestriction(Restriction):
                  details: dict[str, Any], deadline: float, verified: bool) -> Restricted | None:
         if candidate is None:
             return None
-        return Restricted(_relu_bounds(m, radius_bounds(m, radius), details))
+        return Restricted(copies_within_radius(m, radius, [(m.predictor_constr, None)],
+                                               details=details))
 
     def within_radius(self, m: CounterfactualModel, radius: float, details: dict[str, Any],
                       support: Collection[str] | None = None
                       ) -> AbstractContextManager[None] | None:
-        return _relu_bounds(m, radius_bounds(m, radius, support=support), details)
+        return copies_within_radius(m, radius, [(m.predictor_constr, None)], support, details)
 
 
 register_restriction(NetworkPredictorConstr, ReluRestriction())
