@@ -10,6 +10,8 @@ import pytest
 
 import cfopt
 from cfopt.constraints.scenarios import KScenarios
+from cfopt.query.ladder import RUNGS, _rungs
+from cfopt.query.restrictions.relu import radius_moves
 
 from .test_perturbations import PERTURBED, grid_space, k_neighbours, l1, predict, trained
 
@@ -39,9 +41,13 @@ def test_a_climb_from_any_lower_bound_keeps_the_optimum(german, german_model, sh
         assert got.status is cfopt.Status.OPTIMAL and got.verified
         assert got.objective == pytest.approx(want.objective, rel=1e-6, abs=1e-9)
         assert share * want.objective <= got.bound <= got.objective + 1e-9
-        rungs.append(len(got.details["ladder"]))
-    # far below, the first rungs hold no point: the solve climbs; just below, it does not
-    assert max(rungs) > 1 if share < 0.9 else max(rungs) == 1
+        radii = [radius for radius, *_ in got.details["ladder"]]
+        # the ladder climbs past radii below the optimum only, and stops at one above it
+        assert radii == sorted(radii) and all(r < want.objective for r in radii[:-1])
+        assert radii[-1] >= want.objective * (1 - 1e-6)
+        rungs.append(len(radii))
+    # far below, the first rungs hold no point: the solve climbs
+    assert share > 0.9 or max(rungs) > 1
 
 
 @pytest.mark.parametrize("seed", [3, 5])
@@ -98,3 +104,20 @@ def test_scenario_copies_are_bounded_within_the_radius_and_restored():
     assert all(np.array_equal(b, a) for b, a in zip(before, widths()))
     scenarios.remove_scenarios(m)
     assert scenarios.copies == []
+
+
+def test_rungs_stop_just_below_each_count_of_changes_they_pass(german, german_model):
+    """With a cost b per change, the ladder tries the radius just below every multiple
+    k b it passes (at most k - 1 changes, a far smaller problem) before going past it;
+    without an L0 term, the rungs are the floor's multiples only."""
+    net, space = german_model
+    with_l0 = cfopt.build(net, space, objective={"l1": 1.0, "l0": 0.5})
+    assert _rungs(with_l0, 0.9) == pytest.approx(
+        [1.0 * (1 - 1e-6), 0.9 * 1.125, 0.9 * 1.5, 1.5 * (1 - 1e-6), 2.0 * (1 - 1e-6),
+         2.5 * (1 - 1e-6), 0.9 * 3], rel=1e-12)
+    with_l0.set_factual(german.X.iloc[[1]])
+    with_l0.set_target(1 - int(with_l0.predict(german.X.iloc[[1]])[0]))
+    for radius, changes in ((1.5 * (1 - 1e-6), 2), (2.0 * (1 - 1e-6), 3)):
+        assert radius_moves(with_l0, radius).most == changes
+    plain = cfopt.build(net, space, objective="l1")
+    assert _rungs(plain, 0.9) == pytest.approx([0.9 * f for f in RUNGS])

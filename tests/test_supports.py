@@ -75,27 +75,39 @@ def test_the_sets_cover_every_point_within_the_radius_and_bound_it(toy, seed, ro
                 assert (pre >= lb - 1e-9).all() and (pre <= ub + 1e-9).all()
 
 
-def test_sets_of_two_cover_every_point_changing_two_features(toy):
-    """Within a radius of 2.5 at one per change and 0.2 per unit of move, every point
-    of the whole grid within the radius (some change two features) lies in a set."""
+@pytest.mark.parametrize("objective, radius, sizes", [
+    ({"l1": 0.2, "l0": 1.0}, 2.5, {2}),       # every pair affordable
+    ({"l1": 1.0, "l0": 0.7}, 2.0, {1, 2}),    # the two integers together, c or d alone
+    ({"l1": 1.0, "l0": 1.0}, 2.5, {1}),       # two changes allowed, no pair affordable
+    ({"l1": 1.0, "l0": 0.7, "linf": 0.5}, 2.0, {1}),  # L∞ makes the pair too dear
+    ({"l1": 0.5, "l0": 1.0}, 1.2, {1}),       # whole units of a or b; no c or d
+])
+def test_the_sets_cover_every_point_of_the_grid_within_the_radius(toy, objective, radius,
+                                                                 sizes):
+    """The maximal affordable sets: every point of the whole grid within the radius
+    changes a subset of one of them, each is affordable and none holds another."""
     frame, _ = toy
     space = cfopt.FeatureSpace.from_frame(frame)
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 5), torch.nn.ReLU(),
                               torch.nn.Linear(5, 1))
-    m = cfopt.build(net, space, objective={"l1": 0.2, "l0": 1.0})
+    m = cfopt.build(net, space, objective=objective)
     factual = frame.iloc[[0]]
     m.set_factual(factual)
     m.set_target(1 - int(m.predict(factual)[0]))
-    sets = supports(m, 2.5)
-    assert sets is not None and len(sets) == 6 and all(len(s) == 2 for s in sets)
+    sets = supports(m, radius)
+    assert sets is not None and {len(s) for s in sets} == sizes
+    assert not any(set(s) < set(t) for s in sets for t in sets)
     grid = pd.DataFrame(list(itertools.product(range(5), range(4), ["red", "green", "blue"],
                                                range(2))), columns=space.names)
-    inside = grid[objective_values(m, grid) <= 2.5]
+    values = objective_values(m, grid)
+    inside = grid[values <= radius]
     changes = [{n for n in space.names if p[n] != factual.iloc[0][n]}
                for _, p in inside.iterrows()]
-    assert max(len(c) for c in changes) == 2
+    assert max(len(c) for c in changes) == max(sizes)
     assert all(any(c <= set(s) for s in sets) for c in changes)
+    for s in sets:  # on the grid, each maximal set is changed by a point within r
+        assert any(c == set(s) for c in changes), s
 
 
 @pytest.mark.parametrize("share", [0.5, 0.97])

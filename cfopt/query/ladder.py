@@ -126,6 +126,26 @@ def solve_within(m: CounterfactualModel, backend: SolverBackend,
         return backend.solve(m, settings)
 
 
+def _rungs(m: CounterfactualModel, floor: float) -> list[float]:
+    r"""The radii :math:`L\rho`, :math:`\rho \in` :data:`RUNGS`, and before each, just
+    below every multiple :math:`k b` of the L0 coefficient it passes: a radius below
+    :math:`k b` admits :math:`k - 1` changed features, a far smaller problem
+    (:mod:`.supports`) that often holds the optimum."""
+    b = m.objective_terms.get("l0", 0.0)
+    rungs: list[float] = []
+    for factor in RUNGS:
+        top = floor * factor
+        if b > 0:
+            k = math.floor(max([floor, *rungs[-1:]]) / b) + 1
+            while k * b < top:
+                below = k * b * (1 - 1e-6)
+                if below > max([floor, *rungs[-1:]]):
+                    rungs.append(below)
+                k += 1
+        rungs.append(top)
+    return rungs
+
+
 def climb(m: CounterfactualModel, backend: SolverBackend,
           budget: Callable[[], SolverSettings | None], floor: float,
           details: dict[str, Any], parts: Sequence[RadiusRestrictable] = ()
@@ -135,8 +155,8 @@ def climb(m: CounterfactualModel, backend: SolverBackend,
     ``parts``: more copies of the network to bound within each radius (a cutting-set
     adversary's cuts)."""
     known, spent, found = floor, None, math.inf  # found: a point's objective
-    for factor in RUNGS:
-        radius = min(floor * factor, found * (1 + 1e-6))
+    for rung in _rungs(m, floor):
+        radius = min(rung, found * (1 + 1e-6))
         alone = solve_within(m, backend, budget, radius, details, parts)
         details.setdefault("ladder", []).append((radius, alone.status.value, alone.wall_time))
         outcome = after(spent, alone)

@@ -1,32 +1,36 @@
 r"""A solve within a radius, split by the features it may change (issue 21).
 
 Within an objective radius :math:`r` (a rung of :mod:`.ladder`) a counterfactual
-changes at most :math:`N = \min(\lfloor r / b \rfloor, \text{max\_changes})` features,
-for the L0 coefficient :math:`b` (:func:`~.restrictions.relu.radius_moves`), and only
-features whose cheapest change fits in :math:`r`: the set :math:`F_r`. So the restricted
-problem :math:`P_r` (every point of objective :math:`\le r`, network bounds over them)
-is covered by the problems :math:`P_r^S`, one per set :math:`S \subseteq F_r` of
-:math:`N` features, in which the features outside :math:`S` are held at the factual
-(:func:`~cfopt.formulations.features.hold_at_factual`): a point of objective
-:math:`\le r` changes a subset of :math:`F_r` of at most :math:`N` features, which lies
-in some :math:`S`. Each :math:`P_r^S` bounds the network and every copy a declared
-block adds over the moves of :math:`S` alone (the first layer exactly:
-:meth:`~cfopt.models.network.ReLUNetwork.sparse_bounds`), far tighter than over the
-moves of all of :math:`F_r`: on the K-robust masters of the garments MLP (32-16, four
-scenario copies, one changed feature) HiGHS took 16-24 s on :math:`P_r` and 0.6 s on
-its seven :math:`P_r^{\{f\}}`.
+changes at most :math:`N = \min(\lfloor r / b \rfloor, \text{max\_changes})` features
+for the L0 coefficient :math:`b`, each of the features :math:`F_r` whose cheapest change
+fits in :math:`r` (:func:`~.restrictions.relu.radius_moves`). Changing a set :math:`C`
+costs at least :math:`\kappa(C) = \sum_{f \in C} (b + a\,\ell_f) + c \max_{f \in C}
+\ell_f` for the objective :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}`, with
+:math:`\ell_f` the least weighted move of a change of :math:`f` (a category switch or
+one raw unit of an integral feature: :math:`w_f`; a continuous one: 0). So the sets a
+point within :math:`r` can change are the *affordable* ones, :math:`|C| \le N` and
+:math:`\kappa(C) \le r`, a family closed under subsets, and each lies in one of its
+maximal members :math:`S`. The restricted problem :math:`P_r` (every point of objective
+:math:`\le r`, network bounds over them) is therefore covered by the problems
+:math:`P_r^S`, one per maximal affordable set, in which the features outside :math:`S`
+are held at the factual (:func:`~cfopt.formulations.features.hold_at_factual`). Each
+bounds the network and every copy a declared block or an adversary adds over the moves
+of :math:`S` alone (the first layer exactly:
+:meth:`~cfopt.models.network.ReLUNetwork.sparse_bounds`), far tighter than over those of
+all of :math:`F_r`: on the K-robust masters of the garments MLP (32-16, four scenario
+copies, one changed feature) HiGHS took 16-24 s on :math:`P_r` and 0.6 s on its seven
+:math:`P_r^{\{f\}}`.
 
 Every point of a :math:`P_r^S` is a point of the declared problem (tighter bounds and
 held features only remove points). So the least optimum over the sets is the optimum
 of :math:`P_r`, and the least of their proven bounds (:math:`+\infty` for a set proven
 infeasible) bounds it from below; a set not solved to the end (time, an error) leaves
 the bound unknown. The split is used when there are at most :data:`MAX_SUPPORTS` sets
-and more than one feature of :math:`F_r` is held in each.
+and none is all of :math:`F_r`.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -49,18 +53,39 @@ Support = tuple[str, ...]
 
 
 def supports(m: CounterfactualModel, radius: float) -> list[Support] | None:
-    """The sets :math:`S` of the module docstring for the current query, or ``None``
-    when :math:`P_r` is better solved whole (no cap on the changes, every feature of
-    :math:`F_r` in one set, or more than :data:`MAX_SUPPORTS` sets)."""
+    """The maximal affordable sets of the module docstring for the current query, or
+    ``None`` when :math:`P_r` is better solved whole (no cap on the changes, one set
+    holding every feature of :math:`F_r`, or more than :data:`MAX_SUPPORTS` sets)."""
     reach = radius_moves(m, radius)
-    movable = list(reach.moves)
-    if not math.isfinite(reach.most) or reach.most >= len(movable) - 1:
+    if not math.isfinite(reach.most):
         return None
-    size = int(reach.most)
-    if math.comb(len(movable), size) > MAX_SUPPORTS:
-        return None
-    return list(itertools.combinations(movable, size))
+    terms = m.objective_terms
+    a, b, c = (terms.get(k, 0.0) for k in ("l1", "l0", "linf"))
+    limit = radius * (1 + 1e-9) + 1e-12  # as radius_moves: a point at r stays inside
+    movable = sorted(reach.moves, key=str)
 
+    def affordable(chosen: tuple[str, ...]) -> bool:
+        moves = [reach.least[f] for f in chosen]
+        return len(chosen) <= reach.most and \
+            b * len(chosen) + a * sum(moves) + c * max(moves, default=0.0) <= limit
+
+    family: list[Support] = [()]
+    frontier: list[Support] = [()]
+    while frontier:  # grow each affordable set by the features after its last one
+        grown: list[Support] = []
+        for chosen in frontier:
+            start = movable.index(chosen[-1]) + 1 if chosen else 0
+            larger = [chosen + (f,) for f in movable[start:] if affordable(chosen + (f,))]
+            grown.extend(larger)
+            if len(family) + len(grown) > 16 * MAX_SUPPORTS:
+                return None
+        family.extend(grown)
+        frontier = grown
+    maximal = [s for s in family
+               if not any(affordable(s + (f,)) for f in movable if f not in s)]
+    if len(maximal) > MAX_SUPPORTS or any(len(s) == len(movable) for s in maximal):
+        return None
+    return maximal
 
 def solve_split(m: CounterfactualModel, backend: SolverBackend,
                 budget: Callable[[], SolverSettings | None], sets: list[Support],

@@ -177,12 +177,15 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
 
 @dataclass(frozen=True)
 class RadiusMoves:
-    """What a counterfactual of objective ≤ ``radius`` can change (module docstring,
+    r"""What a counterfactual of objective ≤ ``radius`` can change (module docstring,
     step 2): per mutable feature, its model inputs and the points whose convex hull
     holds them when it changes (a numeric input's two reachable ends, the one-hot rows
-    of the categories it can afford), and the most features it changes."""
+    of the categories it can afford), the least weighted move :math:`w_f |\Delta_f|` of
+    a change of each (a category switch's or one raw unit of an integral feature:
+    :math:`w_f`; a continuous feature's: 0), and the most features it changes."""
 
     moves: dict[str, tuple[slice, np.ndarray]]
+    least: dict[str, float]
     most: float
     budget: float  # weighted L1 a counterfactual can spend on its moves
 
@@ -192,8 +195,9 @@ def radius_moves(m: CounterfactualModel, radius: float,
     r"""The :class:`RadiusMoves` of the current query: a change of feature :math:`f`
     costs at least :math:`b + (a + c) w_f |\Delta_f|` for the objective
     :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}` (declared blocks' costs are
-    ≥ 0), so it moves by :math:`w_f |\Delta_f| \le (r - b)/(a + c)` at most, a category
-    switch is affordable only when :math:`b + (a + c) w_f \le r`; at most
+    ≥ 0), so it moves by :math:`w_f |\Delta_f| \le (r - b)/(a + c)` at most (an
+    integral feature by whole raw units), a category switch is affordable only when
+    :math:`b + (a + c) w_f \le r`; at most
     :math:`\lfloor r / b \rfloor` features change (and at most ``max_changes``); the L1
     spent is at most :math:`(r - b)/a` when the factual is not a counterfactual (one
     change at least), else :math:`r / a`.
@@ -209,6 +213,7 @@ def radius_moves(m: CounterfactualModel, radius: float,
     spend = radius - (b if m.target and not m.is_target(m.factual_class) else 0.0)
     cap = (radius - b) / (a + c) if a + c > 0 else np.inf  # weighted move of one feature
     moves: dict[str, tuple[slice, np.ndarray]] = {}
+    least: dict[str, float] = {}
     for f in space:
         if f.immutable or radius < b or (support is not None and f.name not in support):
             continue
@@ -216,17 +221,23 @@ def radius_moves(m: CounterfactualModel, radius: float,
         if f.is_onehot:
             if weights[f.name] <= cap:
                 moves[f.name] = (sl, np.eye(sl.stop - sl.start))
+                least[f.name] = weights[f.name]
             continue
         j = sl.start
         lo, hi = (f.lower - f.shift) / f.scale, (f.upper - f.shift) / f.scale
         per_unit = weights[f.name] * f.scale
         reach = cap / per_unit if per_unit > 0 else np.inf
+        if f.is_integral and np.isfinite(reach):  # whole raw units: reach x scale of them
+            reach = np.floor(reach * f.scale * (1 + 1e-9)) / f.scale
+            if reach <= 0:
+                continue
         up = z0[j] + min(hi - z0[j], reach) if f.direction != "decrease" else z0[j]
         down = z0[j] - min(z0[j] - lo, reach) if f.direction != "increase" else z0[j]
         moves[f.name] = (slice(j, j + 1), np.array([[down], [up]]))
+        least[f.name] = weights[f.name] if f.is_integral else 0.0
     most = min(np.floor(radius / b) if b > 0 else np.inf, m.change_cap,
                np.inf if support is None else len(support))
-    return RadiusMoves(moves, most, spend / a if a > 0 else np.inf)
+    return RadiusMoves(moves, least, most, spend / a if a > 0 else np.inf)
 
 
 def radius_bounds(m: CounterfactualModel, radius: float, base: np.ndarray | None = None,
