@@ -58,10 +58,12 @@ import numpy as np
 import pandas as pd
 
 import cfopt
+from cfopt.query import ladder
+from cfopt.query.ladder import first_floor
 
 from .differential_instances import CASES, Instance, make_instance
 from .differential_linear import linear_reference
-from .differential_models import FAMILIES, TREE_FAMILIES
+from .differential_models import FAMILIES, NETWORK_FAMILIES, TREE_FAMILIES
 from .differential_reference import (
     Reference,
     admissible,
@@ -79,9 +81,13 @@ __all__ = ["CASES", "CHECKS", "COUNTERS", "FAMILIES", "SOLVERS", "Claim", "Insta
            "available_solvers", "check_claim", "disagreements", "evaluate", "make_instance",
            "reference_for", "run_instance", "solve", "summarize"]
 
-SOLVERS = ("highs", "cbc", "gurobi", "cpsat")
+SOLVERS = ("highs", "cbc", "gurobi", "cpsat", "highs-ladder")
 #: solvers of tree ensembles only (``"skipped"`` on the other families)
 TREE_SOLVERS = frozenset({"cpsat"})
+#: HiGHS up the ladder of radii from one change's cost (:mod:`cfopt.query.ladder`, split
+#: by the features a point within each radius changes: :mod:`cfopt.query.supports`), as
+#: the robust loops' masters solve: ReLU networks with an L0 objective only
+LADDER = "highs-ladder"
 CHECKS = ("wrong_optimal", "false_infeasible", "unverified_returned", "invalid_bound",
           "solver_disagreements")
 COUNTERS = CHECKS + ("crashes", "harness_bugs")
@@ -112,11 +118,22 @@ def available_solvers(solvers: tuple[str, ...] = SOLVERS) -> list[str]:
     out = []
     for name in solvers:
         try:
-            if cfopt.solvers.make_solver(name).available():
+            if cfopt.solvers.make_solver(name.removesuffix("-ladder")).available():
                 out.append(name)
         except cfopt.SolverNotAvailableError:
             continue
     return out
+
+
+@contextlib.contextmanager
+def gate_off() -> Iterator[None]:
+    """Within: every problem climbs the ladder, however few its unstable neurons."""
+    saved = ladder.HARD_NEURONS
+    ladder.HARD_NEURONS = -1
+    try:
+        yield
+    finally:
+        ladder.HARD_NEURONS = saved
 
 
 @contextlib.contextmanager
@@ -137,16 +154,24 @@ def solve(inst: Instance, solver: str) -> Claim:
     """Explain the instance's factual with one solver."""
     if solver in TREE_SOLVERS and inst.family not in TREE_FAMILIES:
         return Claim(solver, "skipped", message=f"{solver} solves tree ensembles only")
+    if solver == LADDER and (inst.family not in NETWORK_FAMILIES or inst.objective != "l0"):
+        return Claim(solver, "skipped", message="the ladder: ReLU networks, L0 objective")
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with trees_per_query(inst.per_query_trees):
                 explainer = cfopt.Explainer(
-                    inst.model, inst.space, solver=solver, objective=inst.objective,
-                    max_changes=inst.max_changes, margin=inst.margin, mip_gap=inst.mip_gap,
-                    time_limit=inst.time_limit)
-                ce = explainer.explain(inst.x, target=inst.target)
+                    inst.model, inst.space, solver=solver.removesuffix("-ladder"),
+                    objective=inst.objective, max_changes=inst.max_changes,
+                    margin=inst.margin, mip_gap=inst.mip_gap, time_limit=inst.time_limit)
+                if solver == LADDER:  # even these small networks climb (no gate)
+                    settings = explainer.runner.start(inst.x, inst.target, {})
+                    with gate_off():
+                        ce = explainer.runner.answer(settings, t0,
+                                                     floor=first_floor(explainer.milp))
+                else:
+                    ce = explainer.explain(inst.x, target=inst.target)
     except cfopt.InfeasibleError as exc:
         return Claim(solver, "infeasible", message=str(exc)[:300],
                      seconds=time.perf_counter() - t0)

@@ -10,7 +10,8 @@ import pytest
 
 import cfopt
 from cfopt.constraints.scenarios import KScenarios
-from cfopt.query.ladder import RUNGS, _rungs
+from cfopt.query import ladder
+from cfopt.query.ladder import RUNGS, _rungs, within_radius
 from cfopt.query.restrictions.relu import radius_moves
 
 from .test_perturbations import PERTURBED, grid_space, k_neighbours, l1, predict, trained
@@ -24,9 +25,11 @@ def rejected(explainer: cfopt.Explainer, X, n: int) -> list[int]:
 
 
 @pytest.mark.parametrize("share", [0.3, 0.8, 0.99])
-def test_a_climb_from_any_lower_bound_keeps_the_optimum(german, german_model, share):
+def test_a_climb_from_any_lower_bound_keeps_the_optimum(german, german_model, share,
+                                                        monkeypatch):
     """From a bound a little or far below the optimum: several rungs fail (no point
     within them), the last one holds the optimum, and the bound stays below it."""
+    monkeypatch.setattr(ladder, "HARD_NEURONS", -1)  # the gate would solve these whole
     net, space = german_model
     plain = cfopt.Explainer(net, space, objective=OBJECTIVE, tighten_per_query=False,
                             mip_gap=1e-9)
@@ -51,10 +54,12 @@ def test_a_climb_from_any_lower_bound_keeps_the_optimum(german, german_model, sh
 
 
 @pytest.mark.parametrize("seed", [3, 5])
-def test_k_robust_masters_climb_and_the_optimum_equals_brute_force(seed):
+def test_k_robust_masters_climb_and_the_optimum_equals_brute_force(seed, monkeypatch):
     """With an L1 + L0 cost (at most r / 0.5 changed features within a radius r), each
-    master after the first climbs from the last bound, its scenario copies bounded
-    within each radius, and the loop's optimum is the cheapest K-robust grid point."""
+    master after the first climbs from the last bound (even these small ones: the gate
+    on unstable neurons is off), its scenario copies bounded within each radius, and
+    the loop's optimum is the cheapest K-robust grid point."""
+    monkeypatch.setattr(ladder, "HARD_NEURONS", -1)
     space = grid_space(PERTURBED)
     model, rows = trained(space, seed)
     labels = predict(model, space, rows)
@@ -92,18 +97,20 @@ def test_scenario_copies_are_bounded_within_the_radius_and_restored():
     scenarios = m.constraints["k_scenarios"]
     assert isinstance(scenarios, KScenarios)
     scenarios.add_scenario(m, {"a": 6, "d": "r"})
-    (copy,) = scenarios.copies
+    ((copy, base),) = scenarios.network_copies(m)
+    assert np.allclose(base, m.space.encode(scenarios.apply(x.iloc[0], x.iloc[0],
+                                                            {"a": 6, "d": "r"}).to_frame().T)[0])
 
     def widths() -> list[np.ndarray]:
         return [hi - lo for lo, hi in copy.layer_bounds()]
 
     before = widths()
-    with scenarios.within_radius(m, 0.6):  # one change at most, by 0.1 of a range
+    with within_radius(m, 0.6, {}):  # one change at most, by 0.1 of a range
         inside = widths()
     assert sum(w.sum() for w in inside) < 0.5 * sum(w.sum() for w in before)
     assert all(np.array_equal(b, a) for b, a in zip(before, widths()))
     scenarios.remove_scenarios(m)
-    assert scenarios.copies == []
+    assert scenarios.network_copies(m) == []
 
 
 def test_rungs_stop_just_below_each_count_of_changes_they_pass(german, german_model):
@@ -121,3 +128,21 @@ def test_rungs_stop_just_below_each_count_of_changes_they_pass(german, german_mo
         assert radius_moves(with_l0, radius).most == changes
     plain = cfopt.build(net, space, objective="l1")
     assert _rungs(plain, 0.9) == pytest.approx([0.9 * f for f in RUNGS])
+
+
+def test_a_small_problem_is_solved_whole_and_a_large_one_climbs(german, german_model,
+                                                                monkeypatch):
+    """The gate: with at most HARD_NEURONS unstable neurons (the German 10-10 network:
+    20) the solve does not climb; with the gate below that, the same query climbs, to
+    the same optimum."""
+    net, space = german_model
+    ex = cfopt.Explainer(net, space, objective=OBJECTIVE, mip_gap=1e-9)
+    x = german.X.iloc[[rejected(ex, german.X, 1)[0]]]
+    answers = []
+    for gate in (ladder.HARD_NEURONS, 10):
+        monkeypatch.setattr(ladder, "HARD_NEURONS", gate)
+        settings = ex.runner.start(x, None, {})
+        floor = ladder.first_floor(ex.milp)
+        answers.append(ex.runner.answer(settings, time.perf_counter(), floor=floor))
+    assert "ladder" not in answers[0].details and answers[1].details["ladder"]
+    assert answers[0].objective == pytest.approx(answers[1].objective, rel=1e-6)

@@ -13,20 +13,17 @@ sub-block of the :class:`~cfopt.CounterfactualModel` named after it (``m.<name>`
   discrete choices hold (an embedded tree ensemble's split sides);
 * :meth:`objective_term` (optional) returns a cost added to the distance minimised,
   and :meth:`cost` its exact value at a raw row;
-* :meth:`within_radius` (optional) tightens what the block adds (e.g. its copies of the
-  model) to the points of objective at most a radius (and changing only some
-  features), for a restricted solve.
+* :meth:`network_copies` (optional) lists the copies of the model's network the block
+  adds, which a restricted solve bounds over the points within a radius
+  (:mod:`cfopt.query.ladder`).
 
 Each block is one constraint group for the infeasibility diagnosis.
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Collection
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -35,6 +32,7 @@ import pyomo.environ as pyo
 from ..space.space import FeatureSpace
 
 if TYPE_CHECKING:
+    from ..formulations.predictors import NetworkCopy
     from ..problem import CounterfactualModel
 
 #: tolerance, relative to a feature's range, of checks on decoded raw points
@@ -79,14 +77,13 @@ class ConstraintBlock(ABC):
         ensemble); decoding moves the solver's point into it. None by default."""
         return {}
 
-    def within_radius(self, m: CounterfactualModel, radius: float,
-                      support: Collection[str] | None = None
-                      ) -> AbstractContextManager[None]:
-        """Restrict what the block adds to the points of objective ≤ ``radius`` that
-        change only features of ``support`` (default: any) while the context is
-        entered, restoring it on exit (the restricted solves of :mod:`cfopt.query`:
-        such a point meets every restriction). Nothing by default."""
-        return contextlib.nullcontext()
+    def network_copies(self, m: CounterfactualModel) -> list[NetworkCopy]:
+        """The copies of the model's network the block adds to ``m``, each with the model
+        inputs it sees when the counterfactual changes no feature (``None``: the
+        counterfactual's own), so that a restricted solve can bound them over the
+        points within a radius (:func:`~cfopt.query.restrictions.relu.
+        copies_within_radius`). None by default."""
+        return []
 
     @abstractmethod
     def violations(self, m: CounterfactualModel, factual: pd.Series,

@@ -30,8 +30,6 @@ The exact K-adversary whose counterexamples become scenarios, and the loop, are 
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,7 +49,7 @@ from .diversity_cuts import (
 )
 
 if TYPE_CHECKING:
-    from ..formulations.predictors import PredictorConstr
+    from ..formulations.predictors import NetworkCopy
     from ..problem import CounterfactualModel
     from ..space.space import FeatureSpace
 
@@ -76,7 +74,7 @@ class KScenarios(ConstraintBlock):
                              f"{min_change!r}")
         self.min_change = float(min_change)
         self._scenarios: list[dict[str, Any]] = []
-        self._copies: list[tuple[PredictorConstr, np.ndarray]] = []  # network, its base
+        self._copies: list[NetworkCopy] = []  # network, its base
 
     @property
     def scenarios(self) -> list[dict[str, Any]]:
@@ -84,11 +82,6 @@ class KScenarios(ConstraintBlock):
         it while the feature is kept."""
         return [dict(s) for s in self._scenarios]
 
-    @property
-    def copies(self) -> list[PredictorConstr]:
-        """The network copies of the current query's scenarios (ReLU networks on the
-        space's own encoding; those :meth:`within_radius` restricts)."""
-        return [pred for pred, _ in self._copies]
 
     @staticmethod
     def _perturbed(space: FeatureSpace) -> list[str]:
@@ -166,18 +159,13 @@ class KScenarios(ConstraintBlock):
         return encode(m.space, m.input_specs,
                       self.apply(factual, factual, scenario).to_frame().T)[0]
 
-    def within_radius(self, m: CounterfactualModel, radius: float,
-                      support: Collection[str] | None = None
-                      ) -> AbstractContextManager[None]:
-        """Each network copy's bounds over the points of objective ≤ ``radius`` that
-        change only features of ``support`` (module docstring): a changed feature's
-        inputs are the counterfactual's own, the others the scenario's, so the copy
-        sees its base point with at most as many features moved as such a point
-        changes, each within its reach
-        (:func:`~cfopt.query.restrictions.relu.copies_within_radius` with each base)."""
-        from ..query.restrictions.relu import copies_within_radius
-
-        return copies_within_radius(m, radius, self._copies, support)
+    def network_copies(self, m: CounterfactualModel) -> list[NetworkCopy]:
+        """The network copies of the current query's scenarios (ReLU networks on the
+        space's own encoding), each with its base: the factual with the scenario's
+        values. A changed feature's inputs are the counterfactual's own, the others the
+        scenario's, so a copy sees its base with at most as many features moved as the
+        counterfactual changes, each within its reach."""
+        return list(self._copies)
 
     def scenario_box(self, m: CounterfactualModel, scenario: dict[str, Any],
                      box: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

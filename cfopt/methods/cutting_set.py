@@ -46,8 +46,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +58,7 @@ from ..solvers import SolverSettings
 from ..solvers.base import time_left
 
 if TYPE_CHECKING:
+    from ..formulations.predictors import NetworkCopy
     from ..problem import CounterfactualModel
 
 #: what a loop cut short says of its last candidate
@@ -175,14 +175,13 @@ class Adversary(ABC):
         """Add ``check.counterexample`` to the master: every later candidate must meet
         it."""
 
-    def within_radius(self, m: CounterfactualModel, radius: float,
-                      support: Collection[str] | None = None
-                      ) -> AbstractContextManager[None]:
-        """The cuts added to the master ``m`` restricted to the points of objective
-        ≤ ``radius`` that change only features of ``support`` while entered (a master
-        solve up a ladder of radii, :mod:`cfopt.query.ladder`); nothing by default (a
-        cut held by a declared block restricts itself, e.g. a K-scenario)."""
-        return nullcontext()
+    def network_copies(self, m: CounterfactualModel) -> list[NetworkCopy]:
+        """The copies of the model's network the cuts added to the master ``m`` (as
+        :meth:`ConstraintBlock.network_copies <cfopt.constraints.ConstraintBlock.
+        network_copies>`: a master solve up a ladder of radii bounds them,
+        :mod:`cfopt.query.ladder`); none by default (cuts held by a declared block are
+        the block's, e.g. K-scenarios)."""
+        return []
 
 
 @dataclass

@@ -108,9 +108,10 @@ class ProplaceMaster(Master):
             return MasterAnswer(Status.NO_SOLUTION, solved=False,
                                 message="time limit reached before a certificate")
         floor = self.floor if self.floor is not None else first_floor(self.m)
-        if self.ladder and can_climb(self.m, floor):
+        copies = self.adversary.network_copies(self.m)
+        if self.ladder and can_climb(self.m, floor, copies):
             assert floor is not None
-            outcome = climb(self.m, self.backend, deadline.left, floor, {}, [self.adversary])
+            outcome = climb(self.m, self.backend, deadline.left, floor, {}, copies)
         else:
             start = (start_of(self.m, self._last) if self.warm_start and
                      self._last is not None else None)

@@ -30,20 +30,28 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from contextlib import contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 from ..results.status import Status
 from ..solvers import SolveOutcome, SolverBackend, SolverSettings
 from .inner_radius import after, with_floor
 from .restrictions import restriction_of
+from .restrictions.relu import network_copies, unstable_neurons
 from .supports import solve_split, supports
 
 if TYPE_CHECKING:
+    from ..formulations.predictors import NetworkCopy
     from ..problem import CounterfactualModel
 
 #: the radii tried, as multiples of the lower bound, before the declared problem
 RUNGS = (1.125, 1.5, 3.0)
+
+#: the most unstable neurons (binaries) a problem solved whole rather than up the ladder
+#: holds: a South German credit master (16 hidden neurons, three copies) took 0.6-1.0 s
+#: whole and 2.8 s up the ladder; a garments one (48, five copies) 24 s whole, 0.6 s up
+#: the ladder (``benchmarks/combined_robustness.py``)
+HARD_NEURONS = 64
 
 NO_TIME = SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit")
 
@@ -59,57 +67,37 @@ def first_floor(m: CounterfactualModel) -> float | None:
     return b
 
 
-def can_climb(m: CounterfactualModel, floor: float | None) -> bool:
-    """Whether a solve of ``m`` can go up the ladder from ``floor``: a positive finite
-    lower bound, and a predictor kind with a radius restriction (ReLU networks)."""
+def can_climb(m: CounterfactualModel, floor: float | None,
+              copies: Sequence[NetworkCopy] = ()) -> bool:
+    """Whether a solve of ``m`` should go up the ladder from ``floor``: a positive finite
+    lower bound, a predictor kind with a radius restriction (ReLU networks), and more
+    than :data:`HARD_NEURONS` unstable neurons in the model's network, the copies of it
+    the declared blocks add and ``copies`` (a smaller problem is solved whole faster than
+    the ladder climbs)."""
     restriction = restriction_of(m)
     return (floor is not None and math.isfinite(floor) and floor > 0
-            and restriction is not None and restriction.by_radius and restriction.applies(m))
-
-
-class RadiusRestrictable(Protocol):
-    """What adds network copies to the counterfactual MILP and can bound them over the
-    points within a radius (a declared :class:`~cfopt.constraints.ConstraintBlock`, a
-    cutting-set adversary's cuts)."""
-
-    def within_radius(self, m: CounterfactualModel, radius: float,
-                      support: Collection[str] | None = None
-                      ) -> AbstractContextManager[None]:
-        """The copies bounded over the points of objective ≤ ``radius`` that change
-        only features of ``support`` while entered, restored on exit."""
+            and restriction is not None and restriction.by_radius and restriction.applies(m)
+            and unstable_neurons([*network_copies(m), *copies]) > HARD_NEURONS)
 
 
 @contextmanager
 def within_radius(m: CounterfactualModel, radius: float, details: dict[str, Any],
                   support: Collection[str] | None = None,
-                  parts: Sequence[RadiusRestrictable] = ()) -> Iterator[None]:
-    """The predictor's radius restriction, every declared block's and every one of
-    ``parts`` (module docstring, step 1), over the points changing only features of
-    ``support`` (default: any), while entered."""
+                  copies: Sequence[NetworkCopy] = ()) -> Iterator[None]:
+    """The predictor's radius restriction (module docstring, step 1) of the model's
+    network, every copy the declared blocks add and ``copies`` (e.g. a cutting-set
+    adversary's), over the points changing only features of ``support`` (default:
+    any), while entered."""
     restriction = restriction_of(m)
     own = None if restriction is None else restriction.within_radius(m, radius, details,
-                                                                     support)
-    with ExitStack() as stack:
-        if own is not None:
-            stack.enter_context(own)
-        for part in [*m.constraints.values(), *parts]:
-            stack.enter_context(part.within_radius(m, radius, support))
-        yield
-
-
-@contextmanager
-def blocks_within_radius(m: CounterfactualModel, radius: float) -> Iterator[None]:
-    """Every declared block's radius restriction
-    (:meth:`~cfopt.constraints.ConstraintBlock.within_radius`), while entered."""
-    with ExitStack() as stack:
-        for block in m.constraints.values():
-            stack.enter_context(block.within_radius(m, radius))
+                                                                     support, copies)
+    with own if own is not None else nullcontext():
         yield
 
 
 def solve_within(m: CounterfactualModel, backend: SolverBackend,
                  budget: Callable[[], SolverSettings | None], radius: float,
-                 details: dict[str, Any], parts: Sequence[RadiusRestrictable] = ()
+                 details: dict[str, Any], copies: Sequence[NetworkCopy] = ()
                  ) -> SolveOutcome:
     """Solve :math:`P_r` (module docstring, step 1): split by the features it may change
     when that pays (:mod:`.supports`), else whole; ``NO_SOLUTION`` when no time is
@@ -118,11 +106,11 @@ def solve_within(m: CounterfactualModel, backend: SolverBackend,
     if sets is not None:
         details["split"] = details.get("split", 0) + len(sets)
         return solve_split(m, backend, budget, sets,
-                           lambda support: within_radius(m, radius, details, support, parts))
+                           lambda support: within_radius(m, radius, details, support, copies))
     settings = budget()
     if settings is None:
         return NO_TIME
-    with within_radius(m, radius, details, parts=parts):
+    with within_radius(m, radius, details, copies=copies):
         return backend.solve(m, settings)
 
 
@@ -148,16 +136,16 @@ def _rungs(m: CounterfactualModel, floor: float) -> list[float]:
 
 def climb(m: CounterfactualModel, backend: SolverBackend,
           budget: Callable[[], SolverSettings | None], floor: float,
-          details: dict[str, Any], parts: Sequence[RadiusRestrictable] = ()
+          details: dict[str, Any], copies: Sequence[NetworkCopy] = ()
           ) -> SolveOutcome:
     """Solve ``m`` up the ladder from the proven lower bound ``floor`` (module
     docstring); ``budget`` gives each solve's settings (``None``: no time left);
-    ``parts``: more copies of the network to bound within each radius (a cutting-set
+    ``copies``: more copies of the network to bound within each radius (a cutting-set
     adversary's cuts)."""
     known, spent, found = floor, None, math.inf  # found: a point's objective
     for rung in _rungs(m, floor):
         radius = min(rung, found * (1 + 1e-6))
-        alone = solve_within(m, backend, budget, radius, details, parts)
+        alone = solve_within(m, backend, budget, radius, details, copies)
         details.setdefault("ladder", []).append((radius, alone.status.value, alone.wall_time))
         outcome = after(spent, alone)
         above = outcome.status is Status.INFEASIBLE or (

@@ -14,7 +14,6 @@ and diagnoses an infeasible query (:mod:`.diagnosis`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import time
@@ -36,7 +35,7 @@ from ..solvers.cpsat import CpSatBackend, check_supported
 from .claims import claim
 from .diagnosis import diagnose
 from .inner_radius import after, inner_stage, with_floor
-from .ladder import blocks_within_radius, can_climb, climb
+from .ladder import can_climb, climb
 from .restrictions import Restriction, restriction_of
 from .restrictions.relu import objective_value
 from .restrictions.trees import build_box_region, build_query_region, per_query
@@ -229,8 +228,7 @@ class QueryRunner:
         if budget is None:
             return with_floor(no_time, floor, radius)
         start = start_of(m, heuristic[0].row) if heuristic else None  # within the radius
-        with restriction, (blocks_within_radius(m, radius) if math.isfinite(radius)
-                           else contextlib.nullcontext()):
+        with restriction:
             outcome = after(first, self.backend.solve(m, budget, start))
         details["restricted"] = True
         beyond = outcome.objective is not None and outcome.objective > radius * (

@@ -21,9 +21,9 @@ raw magnitude: HiGHS's presolve proved a wrong bound on a model input of magnitu
 """
 
 from . import network, trees  # noqa: F401  (register the formulations)
-from .base import PredictorConstr, add_predictor, register_formulation
+from .base import NetworkCopy, PredictorConstr, add_predictor, register_formulation
 from .network import NetworkPredictorConstr
 from .trees import TreePredictorConstr
 
-__all__ = ["NetworkPredictorConstr", "PredictorConstr", "TreePredictorConstr",
+__all__ = ["NetworkCopy", "NetworkPredictorConstr", "PredictorConstr", "TreePredictorConstr",
            "add_predictor", "register_formulation"]

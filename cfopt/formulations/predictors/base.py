@@ -194,6 +194,12 @@ class PredictorConstr:
         return worst
 
 
+#: a copy of the model's network in a counterfactual MILP (e.g. a K-scenario's, a
+#: shifted model's) and the model inputs it sees when the counterfactual changes no
+#: feature (``None``: the counterfactual's own inputs)
+NetworkCopy = tuple[PredictorConstr, "np.ndarray | None"]
+
+
 @dataclass(frozen=True)
 class Formulation:
     """A registered formulation: the builder of a parsed structure type's blocks (it

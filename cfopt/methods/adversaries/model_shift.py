@@ -25,8 +25,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Collection
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +34,7 @@ import pyomo.environ as pyo
 from scipy.spatial import cKDTree
 
 from ...formulations.bound_tightening import relax_integrality
-from ...formulations.predictors import PredictorConstr
+from ...formulations.predictors import NetworkCopy, PredictorConstr
 from ...formulations.robustness import (
     AdversaryModel,
     Margin,
@@ -52,7 +50,6 @@ from ...formulations.robustness import (
 )
 from ...models.network import ReLUNetwork
 from ...problem import CounterfactualModel
-from ...query.restrictions.relu import copies_within_radius
 from ...results.robust import RobustnessVerdict
 from ...results.status import Status
 from ...solvers import SolverBackend, SolverSettings, make_solver
@@ -375,14 +372,9 @@ class ModelShiftAdversary(Adversary):
                                              f"shifted_{len(self._copies) + 1}", self.hull))
         self.models.append(check.counterexample)
 
-    def within_radius(self, m: CounterfactualModel, radius: float,
-                      support: Collection[str] | None = None
-                      ) -> AbstractContextManager[None]:
-        """Each shifted copy bounded over the points of objective ≤ ``radius`` (its own
-        network on the master's inputs: :func:`~cfopt.query.restrictions.relu.
-        copies_within_radius`)."""
-        return copies_within_radius(m, radius, [(pred, None) for _, pred in self._copies],
-                                    support)
+    def network_copies(self, m: CounterfactualModel) -> list[NetworkCopy]:
+        """Each shifted copy: its own network on the master's inputs."""
+        return [(pred, None) for _, pred in self._copies]
 
     def remove_cuts(self) -> None:
         """Delete every network copy this adversary added to the master."""

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 if TYPE_CHECKING:
-    from ...formulations.predictors import PredictorConstr
+    from ...formulations.predictors import NetworkCopy, PredictorConstr
     from ...problem import CounterfactualModel
 
 
@@ -48,12 +48,14 @@ class Restriction(ABC):
         anything built must be done by ``deadline``."""
 
     def within_radius(self, m: CounterfactualModel, radius: float, details: dict[str, Any],
-                      support: Collection[str] | None = None
+                      support: Collection[str] | None = None, copies: Sequence[NetworkCopy] = ()
                       ) -> AbstractContextManager[None] | None:
         """The restriction to the points of objective at most ``radius`` with no
         heuristic point (a solve up a ladder of radii, :mod:`cfopt.query.ladder`) that
         change only features of ``support`` (default: any; :mod:`cfopt.query.supports`),
-        or ``None`` when this kind has none (:attr:`by_radius` false)."""
+        of the model, the copies of it the declared blocks add and ``copies`` (e.g. a
+        cutting-set adversary's), or ``None`` when this kind has none (:attr:`by_radius`
+        false)."""
         return None
 
 

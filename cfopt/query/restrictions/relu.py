@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
 
-from ...formulations.predictors import NetworkPredictorConstr, PredictorConstr
+from ...formulations.predictors import NetworkCopy, NetworkPredictorConstr
 from ...models.network import ReLUNetwork
 from .registry import Restricted, Restriction, register_restriction
 
@@ -318,9 +318,23 @@ def radius_bounds(m: CounterfactualModel, radius: float, base: np.ndarray | None
 # problem when the optimum lies beyond ``r``). The row ``objective <= r`` they once added
 # is left out: parallel to the objective, it made HiGHS and CBC prove wrong optima (HiGHS
 # 0.39668 where 0.39658 is feasible; CBC 1.0 where 0.374 is; differential seeds 4791, 1025).
+def network_copies(m: CounterfactualModel) -> list[NetworkCopy]:
+    """The model's network in ``m`` and every copy of it the declared blocks add
+    (:meth:`~cfopt.constraints.ConstraintBlock.network_copies`)."""
+    return [(m.predictor_constr, None),
+            *(c for block in m.constraints.values() for c in block.network_copies(m))]
+
+
+def unstable_neurons(copies: Sequence[NetworkCopy]) -> int:
+    """Hidden neurons of ``copies`` whose current bounds straddle 0 (each a binary of
+    the big-M ReLU encoding)."""
+    return sum(int(((lo < 0) & (hi > 0)).sum()) for pred, _ in copies
+               for lo, hi in pred.layer_bounds()[:-1])
+
+
 @contextlib.contextmanager
 def copies_within_radius(m: CounterfactualModel, radius: float,
-                         copies: Sequence[tuple[PredictorConstr, np.ndarray | None]],
+                         copies: Sequence[NetworkCopy],
                          support: Collection[str] | None = None,
                          details: dict[str, Any] | None = None) -> Iterator[None]:
     """Each network ``copies[i] = (predictor, base)`` bounded over the points of
@@ -358,13 +372,13 @@ class ReluRestriction(Restriction):
                  details: dict[str, Any], deadline: float, verified: bool) -> Restricted | None:
         if candidate is None:
             return None
-        return Restricted(copies_within_radius(m, radius, [(m.predictor_constr, None)],
-                                               details=details))
+        return Restricted(copies_within_radius(m, radius, network_copies(m), details=details))
 
     def within_radius(self, m: CounterfactualModel, radius: float, details: dict[str, Any],
-                      support: Collection[str] | None = None
+                      support: Collection[str] | None = None, copies: Sequence[NetworkCopy] = ()
                       ) -> AbstractContextManager[None] | None:
-        return copies_within_radius(m, radius, [(m.predictor_constr, None)], support, details)
+        return copies_within_radius(m, radius, [*network_copies(m), *copies], support,
+                                    details)
 
 
 register_restriction(NetworkPredictorConstr, ReluRestriction())
