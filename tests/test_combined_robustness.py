@@ -337,6 +337,11 @@ def test_bad_input_names_the_option():
         CombinedRobustExplainer(model, space, delta=0.05, k_tolerance=0)
     with pytest.raises(ValueError, match="delta"):
         CombinedRobustExplainer(model, space, delta=-1)
+    for method in (lambda **kw: CombinedRobustExplainer(model, space, delta=0.05, **kw),
+                   lambda **kw: PerturbationRobustExplainer(model, space, robustness="K",
+                                                            **kw)):
+        with pytest.raises(TypeError, match="ladder"):
+            method(ladder="yes")
 
 
 def big_m_widths(block) -> tuple[float, int]:

@@ -65,6 +65,8 @@ def test_k_robust_masters_climb_and_the_optimum_equals_brute_force(seed, monkeyp
     labels = predict(model, space, rows)
     ex = cfopt.PerturbationRobustExplainer(model, space, robustness="K", margin=1e-4,
                                            objective=OBJECTIVE)
+    flat = cfopt.PerturbationRobustExplainer(model, space, robustness="K", margin=1e-4,
+                                             objective=OBJECTIVE, ladder=False)
     climbed = 0
     for i in np.flatnonzero(labels == 0)[::61][:4]:
         x = rows.iloc[[i]].reset_index(drop=True)
@@ -80,6 +82,9 @@ def test_k_robust_masters_climb_and_the_optimum_equals_brute_force(seed, monkeyp
             continue
         assert result.certified and result.optimal, result.message
         assert result.objective == pytest.approx(best, abs=1e-6)
+        without = flat.explain(x, 1)  # the switch off: no master climbs, same optimum
+        assert "ladder" not in without.answer.details
+        assert without.objective == pytest.approx(best, abs=1e-6)
         if result.iterations > 1:
             assert result.answer.details["ladder"]
             climbed += 1

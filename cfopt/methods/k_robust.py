@@ -67,6 +67,13 @@ class PerturbationRobustExplainer:
             input box: the points that respect actionability, widened by the scenario
             (:mod:`cfopt.constraints.scenarios`; speed lever, sound either way;
             ``False``: the model's global bounds).
+        ladder: each master after the first climbs a ladder of radii from the last
+            master's proven bound (the scenarios only cut, so it bounds the next
+            optimum), the network and every scenario copy bounded over the points
+            within each radius and each rung split by the features such a point can
+            change (:mod:`cfopt.query.ladder`, :mod:`cfopt.query.supports`; ReLU
+            networks with more than ``HARD_NEURONS`` unstable neurons; speed lever, sound
+            either way).
         constraints: more declared constraint blocks (rules, causal equations, trust
             regions) — they compose with both notions.
         **options: options of :class:`~cfopt.Explainer` (solver, objective, weights,
@@ -75,7 +82,7 @@ class PerturbationRobustExplainer:
 
     def __init__(self, model: Any, space: FeatureSpace, *, robustness: str = "CK",
                  max_iterations: int = 20, min_change: float = MIN_CHANGE,
-                 tolerance: float = 1e-6, query_bounds: bool = True,
+                 tolerance: float = 1e-6, query_bounds: bool = True, ladder: bool = True,
                  constraints: Sequence[ConstraintBlock] = (), **options: Any) -> None:
         if robustness not in ROBUSTNESS:
             raise ValueError(f"robustness must be one of {ROBUSTNESS}, got {robustness!r}")
@@ -84,6 +91,7 @@ class PerturbationRobustExplainer:
         self.max_iterations = max_iterations
         self.tolerance = float(tolerance)
         self.query_bounds = check_switch("query_bounds", query_bounds)
+        self.ladder = check_switch("ladder", ladder)
         blocks = list(constraints)
         self._scenarios = KScenarios(min_change) if "K" in robustness else None
         if "C" in robustness:
@@ -148,7 +156,7 @@ class PerturbationRobustExplainer:
                                  f"got {list(m.target)}")
             box = query_input_box(m) if self.query_bounds else None
             adversaries.append(KNeighbourhoodAdversary(self.adversary, self._scenarios, m, box))
-        loop = self.loop.run(ExplainerMaster(ex, self._scenarios), adversaries,
+        loop = self.loop.run(ExplainerMaster(ex, self._scenarios, self.ladder), adversaries,
                              Deadline(settings, t0))
         assert loop.last is not None
         ce: Counterfactual = loop.last.answer
@@ -168,17 +176,20 @@ class ExplainerMaster(Master):
     scenarios collected so far, within the query's deadline.
 
     Each master only adds scenarios to the last one, so the last proven bound bounds
-    the next optimum from below: each solve after the first climbs from it
-    (:mod:`cfopt.query.ladder`; the explainer's ``tighten_per_query``), with the master's
-    network and every scenario copy bounded over the points within each radius."""
+    the next optimum from below: with ``ladder``, each solve after the first climbs
+    from it (:mod:`cfopt.query.ladder`; also needs the explainer's
+    ``tighten_per_query``), with the master's network and every scenario copy bounded
+    over the points within each radius."""
 
-    def __init__(self, explainer: Explainer, scenarios: KScenarios | None) -> None:
-        self.explainer, self.scenarios = explainer, scenarios
+    def __init__(self, explainer: Explainer, scenarios: KScenarios | None,
+                 ladder: bool = True) -> None:
+        self.explainer, self.scenarios, self.ladder = explainer, scenarios, ladder
         self.floor: float | None = None
 
     def solve(self, deadline: Deadline) -> MasterAnswer:
         ce = self.explainer.runner.answer(deadline.settings, deadline.started,
-                                          diagnose_infeasible=False, floor=self.floor)
+                                          diagnose_infeasible=False,
+                                          floor=self.floor if self.ladder else None)
         if ce.bound is not None and math.isfinite(ce.bound):
             self.floor = max(ce.bound, self.floor or -math.inf)
         if ce.found:
