@@ -1,8 +1,8 @@
 """The speed levers of the robust cutting-set loops, each switched off in turn (issue 21).
 
-Three levers, each an option of the robust explainers and sound either way
-(``cfopt.methods``; ``warm_start`` is off by default since this benchmark, the other
-two on):
+Four levers, each an option of the robust explainers and sound either way
+(``cfopt.methods``; ``warm_start`` is off by default since this benchmark, the others
+on):
 
 * ``query_bounds``: the big-M constants of the master's network and of every shifted
   or scenario copy from the query's own input box (actionability ∩ the plausible
@@ -12,7 +12,12 @@ two on):
   instead of the model's global bounds (the region's box with a region);
 * ``warm_start``: every master solve after the first starts from the last point;
 * ``lp_screen``: the Δ-adversary's LP relaxation between its interval screen and its
-  exact MILP, certifying when its bound reaches σ - t.
+  exact MILP, certifying when its bound reaches σ - t;
+* ``ladder``: each master climbs a ladder of radii from the greatest proven bound of
+  the query's masters so far (the first, with an L0 term, from one change's cost), its
+  network and every copy bounded within each radius and each rung split by the features
+  a point within it can change (``cfopt.query.ladder``, ``cfopt.query.supports``;
+  masters with more than ``HARD_NEURONS`` unstable neurons).
 
 Settings: ``all_on``, each lever off alone (``<lever>_off``) and ``all_on_again`` (the
 same as the first, run last: the noise of the timings), on the same queries:
@@ -31,9 +36,9 @@ same as the first, run last: the noise of the timings), on the same queries:
   k = 20; ``combined_robustness.py --region``), where garments' queries end well
   within the limit (without it most stop at the limit, so their times say little);
 * ``k``: :class:`cfopt.PerturbationRobustExplainer` (``robustness="K"``) on the same
-  queries (its only lever: ``query_bounds``), on the ``--k-datasets`` only (default
-  adult, boston: on garments, which has no immutable or monotone feature, the K
-  loop's box is the whole feature box and the lever has nothing to tighten).
+  queries (its levers: ``query_bounds`` and ``ladder``), on the ``--k-datasets`` only
+  (default adult, boston: on garments, which has no immutable or monotone feature, the
+  K loop's box is the whole feature box and ``query_bounds`` has nothing to tighten).
 
 Per setting: ``total_s`` (every query, building the explainer included), ``median_s``
 per query, ``certified`` (answers whose ``certified`` is true), ``certified_status``
@@ -80,11 +85,11 @@ from proplace_table1 import prepare as prepare_proplace  # noqa: E402
 
 import cfopt  # noqa: E402
 
-LEVERS = ("query_bounds", "warm_start", "lp_screen")
+LEVERS = ("query_bounds", "warm_start", "lp_screen", "ladder")
 PARTS = ("proplace", "delta+k", "delta+k-region", "k")
 #: the levers each workload's explainer has
 HAS = {"proplace": LEVERS, "delta+k": LEVERS, "delta+k-region": LEVERS,
-       "k": ("query_bounds",)}
+       "k": ("query_bounds", "ladder")}
 
 
 def settings(part: str) -> dict[str, dict[str, bool]]:

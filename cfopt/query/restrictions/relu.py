@@ -325,11 +325,11 @@ def network_copies(m: CounterfactualModel) -> list[NetworkCopy]:
             *(c for block in m.constraints.values() for c in block.network_copies(m))]
 
 
-def unstable_neurons(copies: Sequence[NetworkCopy]) -> int:
+def unstable_neurons(copies: Sequence[NetworkCopy], first: int = 0) -> int:
     """Hidden neurons of ``copies`` whose current bounds straddle 0 (each a binary of
-    the big-M ReLU encoding)."""
+    the big-M ReLU encoding), in the hidden layers from index ``first`` on."""
     return sum(int(((lo < 0) & (hi > 0)).sum()) for pred, _ in copies
-               for lo, hi in pred.layer_bounds()[:-1])
+               for lo, hi in pred.layer_bounds()[first:-1])
 
 
 @contextlib.contextmanager
