@@ -121,13 +121,15 @@ def test_scenario_copies_are_bounded_within_the_radius_and_restored():
 
 def test_rungs_stop_just_below_each_count_of_changes_they_pass(german, german_model):
     """With a cost b per change, the ladder tries the radius just below every multiple
-    k b it passes (at most k - 1 changes, a far smaller problem) before going past it;
-    without an L0 term, the rungs are the floor's multiples only."""
+    k b it passes (at most k - 1 changes, a far smaller problem; k - 1 up to
+    COUNT_RUNGS) before going past it; without an L0 term, or far above those counts,
+    the rungs are the floor's multiples only."""
     net, space = german_model
     with_l0 = cfopt.build(net, space, objective={"l1": 1.0, "l0": 0.5})
     assert _rungs(with_l0, 0.9) == pytest.approx(
         [1.0 * (1 - 1e-6), 0.9 * 1.125, 0.9 * 1.5, 1.5 * (1 - 1e-6), 2.0 * (1 - 1e-6),
-         2.5 * (1 - 1e-6), 0.9 * 3], rel=1e-12)
+         0.9 * 3], rel=1e-12)  # not below 2.5: at most COUNT_RUNGS = 3 changes
+    assert _rungs(with_l0, 100.0) == pytest.approx([100.0 * f for f in RUNGS])
     with_l0.set_factual(german.X.iloc[[1]])
     with_l0.set_target(1 - int(with_l0.predict(german.X.iloc[[1]])[0]))
     for radius, changes in ((1.5 * (1 - 1e-6), 2), (2.0 * (1 - 1e-6), 3)):

@@ -6,9 +6,12 @@ little above :math:`L` (K-robust masters on the garments MLP: +0.4 % to +12 % pe
 iteration). Every point of objective :math:`\le r` changes few features by little
 (:func:`~cfopt.query.restrictions.relu.radius_bounds`: a feature costs its L0
 coefficient and its weighted move), so the big-M constants of the network *and of every
-copy of it a declared block adds* (:meth:`~cfopt.constraints.ConstraintBlock.within_radius`)
-can be those over that small set. For :math:`r = L \cdot \rho` with :math:`\rho` in
-:data:`RUNGS`:
+copy of it* that a declared block or a cutting-set adversary adds
+(:meth:`~cfopt.constraints.ConstraintBlock.network_copies`) can be those over that small
+set. For :math:`r = L \cdot \rho` with :math:`\rho` in :data:`RUNGS`, and before each,
+with an L0 coefficient :math:`b`, just below each multiple :math:`k b` it passes
+(:math:`k \le` :data:`COUNT_RUNGS` + 1; within it at most :math:`k - 1` features change,
+a far smaller problem):
 
 1. solve the problem :math:`P_r` with those bounds (split by the few features a point
    within :math:`r` can change when that pays: :mod:`.supports`). :math:`P_r` holds
@@ -46,6 +49,9 @@ if TYPE_CHECKING:
 
 #: the radii tried, as multiples of the lower bound, before the declared problem
 RUNGS = (1.125, 1.5, 3.0)
+
+#: the most changed features of a rung just below a multiple of the L0 coefficient
+COUNT_RUNGS = 3
 
 #: the most unstable neurons beyond the first hidden layer (over the model's network and
 #: its copies) of a problem solved whole rather than up the ladder. A radius tightens
@@ -118,16 +124,16 @@ def solve_within(m: CounterfactualModel, backend: SolverBackend,
 
 def _rungs(m: CounterfactualModel, floor: float) -> list[float]:
     r"""The radii :math:`L\rho`, :math:`\rho \in` :data:`RUNGS`, and before each, just
-    below every multiple :math:`k b` of the L0 coefficient it passes: a radius below
-    :math:`k b` admits :math:`k - 1` changed features, a far smaller problem
-    (:mod:`.supports`) that often holds the optimum."""
+    below every multiple :math:`k b \le (` :data:`COUNT_RUNGS` :math:`+ 1) b` of the L0
+    coefficient it passes: a radius below :math:`k b` admits :math:`k - 1` changed
+    features, a far smaller problem (:mod:`.supports`) that often holds the optimum."""
     b = m.objective_terms.get("l0", 0.0)
     rungs: list[float] = []
     for factor in RUNGS:
         top = floor * factor
         if b > 0:
             k = math.floor(max([floor, *rungs[-1:]]) / b) + 1
-            while k * b < top:
+            while k * b < top and k <= COUNT_RUNGS + 1:
                 below = k * b * (1 - 1e-6)
                 if below > max([floor, *rungs[-1:]]):
                     rungs.append(below)

@@ -87,6 +87,7 @@ def supports(m: CounterfactualModel, radius: float) -> list[Support] | None:
         return None
     return maximal
 
+
 def solve_split(m: CounterfactualModel, backend: SolverBackend,
                 budget: Callable[[], SolverSettings | None], sets: list[Support],
                 restrict: Callable[[Support], AbstractContextManager[None]]
