@@ -322,6 +322,23 @@ FINDINGS: list[dict[str, object]] = [
                "its bound (half the cost) is valid (cfopt/formulations/tree_regions.py)",
     },
     {
+        "class": "the ladder's first floor took the factual for no counterfactual at a tie",
+        "seen": "seed 95721 (torch MLP, 4 classes, target set {1, 3}, near_boundary, L0; "
+                "the harness's pseudo-solver highs-ladder, which climbs from one change's "
+                "cost as the robust masters do): OPTIMAL 1 with bound 1 where the factual "
+                "itself (cost 0) is in the target by the library in a batch (run on seeds "
+                "93000-95999, code e7e350c)",
+        "cause": "the factual's float32 logits of classes 0 and 3 tie (-6041.875): alone the "
+                 "model predicts 0, in the harness's batch 3, and the float64 network puts "
+                 "it in the target with score 0.051 above the margin 0.001; first_floor "
+                 "asked the real model alone, so the ladder started at 1 and proved a bound "
+                 "the declared problem does not have",
+        "fix": "first_floor gives a floor only when the factual is no counterfactual for the "
+               "real model and for the MILP's float64 network (target score below the "
+               "margin beyond a band of 1e-6 (1 + |score|)); else the solve is the plain "
+               "one (cfopt/query/ladder.py)",
+    },
+    {
         "class": "optimal objectives differ within the margin's tolerance (no false claim)",
         "seen": "German MLP through a Pipeline vs the bare model: 0.7626 vs 0.7749, both "
                 "OPTIMAL (HiGHS)",

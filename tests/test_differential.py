@@ -81,7 +81,7 @@ FINDINGS = [(seed, None, None) for seed in (
     (42656, "mlp_regressor", None), (52181, "torch_mlp", None),
     (62407, "xgboost", None), (72074, "sklearn_mlp", None),
     (75107, "linear_regression", None), (75149, "linear_regression", None),
-    (75321, "linear_svm", None), (75232, "lightgbm", None)]
+    (75321, "linear_svm", None), (75232, "lightgbm", None), (95721, "torch_mlp", None)]
 
 
 @pytest.mark.parametrize("half", range(2))

@@ -23,6 +23,7 @@ from cfopt.formulations.robustness import (
     recover_parameters,
 )
 from cfopt.methods import MILPR, RNCE, NonRobustMILP, Proplace, RobustnessChecker
+from cfopt.methods import proplace as proplace_module
 from cfopt.methods.adversaries.model_shift import ModelShiftAdversary
 from cfopt.methods.cutting_set import Check
 from cfopt.models.network import ReLUNetwork
@@ -350,8 +351,18 @@ def test_the_ladder_bounds_the_master_and_its_copies_within_a_radius(toy, monkey
     adversary.remove_cuts()
     pred.set_layer_bounds(m.global_layer_bounds)
     monkeypatch.setattr(ladder, "HARD_NEURONS", -1)  # the gate would solve these whole
-    on, off = (Proplace(net, space, X, delta=0.05, k=10, ladder=flag).explain(
-        queries.iloc[[1]], target=1) for flag in (True, False))
+    climbs = []
+    climb = proplace_module.climb
+    monkeypatch.setattr(proplace_module, "climb", lambda *a: climbs.append(1) or climb(*a))
+    answers = []
+    for objective, flag in (({"l1": 1.0, "l0": 0.5}, True), ({"l1": 1.0, "l0": 0.5}, False),
+                            ("l1", True)):
+        climbs.clear()
+        answers.append(Proplace(net, space, X, delta=0.05, k=10, ladder=flag,
+                                objective=objective).explain(queries.iloc[[1]], target=1))
+        # L1 alone has no cap on the changes within a radius: no master climbs
+        assert bool(climbs) == (flag and objective != "l1")
+    on, off, _ = answers
     assert on.certified and off.certified and on.certificate.models
     assert on.objective == pytest.approx(off.objective, abs=1e-6)
     assert on.bound <= on.objective + 1e-9

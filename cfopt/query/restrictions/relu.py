@@ -87,6 +87,24 @@ def _score(net: ReLUNetwork, z: np.ndarray, decision: str, targets: list,
     return float(score), g
 
 
+def _targets(m: CounterfactualModel) -> list:
+    """The targets as :func:`_score` takes them: class indices, or a regressor's
+    interval."""
+    return (list(m.target) if m.adapter.is_regressor
+            else [m.adapter.class_index(t) for t in m.target])
+
+
+def factual_score(m: CounterfactualModel) -> float | None:
+    """How much the target wins at the factual by the float64 network (the MILP's own
+    arithmetic; :func:`_score`), or ``None`` when the model is not a ReLU network or no
+    query is set."""
+    net = m.adapter.structure
+    if not isinstance(net, ReLUNetwork) or m.factual is None or not m.target:
+        return None
+    return _score(net, m.space.encode(m.factual)[0], m.adapter.decision, _targets(m),
+                  with_grad=False)[0]
+
+
 def objective_value(m: CounterfactualModel, row: pd.DataFrame) -> float:
     """The MILP objective of a raw row (the distance plus the declared blocks' costs)."""
     distances = m.distances(row)
@@ -106,8 +124,7 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
         return None
     space = m.space
     decision = m.adapter.decision
-    targets = (list(m.target) if m.adapter.is_regressor
-               else [m.adapter.class_index(t) for t in m.target])
+    targets = _targets(m)
     margin = float(pyo.value(m.margin))
     goal = 2.0 * margin
     weights = m.weights
