@@ -273,6 +273,18 @@ def _widths(block) -> float:
                if v.parent_component().local_name == "zhat")
 
 
+def _first_query_in_region(toy) -> tuple[Proplace, np.ndarray, tuple]:
+    """PROPLACE on ``toy`` at its first query, the master's network bounded over the
+    region's hull within its box; the method, the hull and the box."""
+    X, space, net, queries = toy
+    method = Proplace(net, space, X, delta=0.05, k=10)
+    method.milp.set_factual(queries.iloc[[0]])
+    method.milp.set_target(1)
+    hull, box = method.region.hull(method.milp), method.region.box(method.milp)
+    method.master_box(method.milp, box, True, hull)
+    return method, hull, box
+
+
 def test_the_master_and_its_copies_are_bounded_over_the_plausible_region(toy, monkeypatch
                                                                        ) -> None:
     """``query_bounds``: the master's network and each shifted copy get first-layer
@@ -280,13 +292,9 @@ def test_the_master_and_its_copies_are_bounded_over_the_plausible_region(toy, mo
     convex hull), tighter than over the region's box alone; the answer is the same with
     ``query_bounds`` off."""
     X, space, net, queries = toy
-    method = Proplace(net, space, X, delta=0.05, k=10)
+    method, hull, box = _first_query_in_region(toy)
     m, pred = method.milp, method.milp.predictor_constr
-    m.set_factual(queries.iloc[[0]])
-    m.set_target(1)
-    hull, box = method.region.hull(m), method.region.box(m)
     structure = pred.adapter.structure
-    method.master_box(m, box, True, hull)
     at_points = hull @ structure.layers[0].weight.T + structure.layers[0].bias
     (lb, ub), *_ = pred.layer_bounds()
     assert (lb >= at_points.min(axis=0) - 1e-4).all()
@@ -327,12 +335,8 @@ def test_the_ladder_bounds_the_master_and_its_copies_within_a_radius(toy, monkey
     on leaving, each gets back the bounds it had (the hull's, not the global ones); the
     answer is the one without the ladder, and its bound is at most its objective."""
     X, space, net, queries = toy
-    method = Proplace(net, space, X, delta=0.05, k=10)
+    method, hull, box = _first_query_in_region(toy)
     m, pred = method.milp, method.milp.predictor_constr
-    m.set_factual(queries.iloc[[0]])
-    m.set_target(1)
-    hull, box = method.region.hull(m), method.region.box(m)
-    method.master_box(m, box, True, hull)
     shifted = [(w + 0.05, b - 0.05) for w, b in pred.adapter.structure.parameters]
     adversary = ModelShiftAdversary(method.checker, m, 1, 0.005, box, hull=hull)
     adversary.add_cut(Check(False, None, None, counterexample=shifted))

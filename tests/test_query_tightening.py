@@ -79,6 +79,33 @@ def test_region_bounds_contain_every_point_within_radius(toy, seed, row, objecti
         assert (pre >= lb - 1e-9).all() and (pre <= ub + 1e-9).all()
 
 
+def sparse_query(frame: pd.DataFrame, space: cfopt.FeatureSpace, seed: int, row: int,
+                 objective, quantile: float):
+    """A random one-hidden-layer network on ``space``, its query at ``row`` (the target:
+    the other class), and the sampled rows that keep each feature at the factual with
+    probability 0.7, move the increase-only ones up only, and change something, within
+    the radius of their ``quantile``: ``(m, radius, inside)``."""
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 7), torch.nn.ReLU(),
+                              torch.nn.Linear(7, 1))
+    m = cfopt.build(net, space, objective=objective)
+    factual = frame.iloc[[row]]
+    m.set_factual(factual)
+    m.set_target(1 - int(m.predict(factual)[0]))
+    candidates = sample_rows(space, 3000, seed=seed)
+    keep = np.random.default_rng(seed).random(candidates.shape) < 0.7
+    for k, name in enumerate(space.names):
+        candidates.loc[keep[:, k], name] = frame.iloc[row][name]
+    for f in space:
+        if f.direction == "increase":
+            candidates = candidates[candidates[f.name] >= frame.iloc[row][f.name]]
+    values = objective_values(m, candidates)
+    changed = values > 0  # the factual itself is not a counterfactual
+    candidates, values = candidates[changed], values[changed]
+    radius = float(np.quantile(values, quantile))
+    return m, radius, candidates[values <= radius].reset_index(drop=True)
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), row=st.integers(0, 399),
@@ -91,24 +118,8 @@ def test_copy_bounds_contain_every_point_within_radius(toy, seed, row, objective
     hold every point of objective ≤ r, with a target set (one change at least)."""
     frame, _ = toy
     space = cfopt.FeatureSpace.from_frame(frame).increase_only("b")
-    torch.manual_seed(seed)
-    net = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 7), torch.nn.ReLU(),
-                              torch.nn.Linear(7, 1))
-    m = cfopt.build(net, space, objective=objective)
-    factual = frame.iloc[[row]]
-    m.set_factual(factual)
-    m.set_target(1 - int(m.predict(factual)[0]))
-    candidates = sample_rows(space, 3000, seed=seed)
-    rng = np.random.default_rng(seed)
-    keep = rng.random(candidates.shape) < 0.7
-    for k, name in enumerate(space.names):
-        candidates.loc[keep[:, k], name] = frame.iloc[row][name]
-    candidates = candidates[candidates["b"] >= frame.iloc[row]["b"]]
-    values = objective_values(m, candidates)
-    changed = values > 0  # the factual itself is not a counterfactual
-    candidates, values = candidates[changed], values[changed]
-    radius = float(np.quantile(values, quantile))
-    inside = candidates[values <= radius].reset_index(drop=True)
+    m, radius, inside = sparse_query(frame, space, seed, row, objective, quantile)
+    factual = m.factual
     scenario = sample_rows(space, 1, seed=seed + 1).iloc[0]
     seen = inside.copy()
     for name in space.names:  # a kept feature takes the scenario's value

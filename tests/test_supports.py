@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 
-import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -16,13 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cfopt
-from cfopt.query import ladder
 from cfopt.query.ladder import within_radius
 from cfopt.query.restrictions.relu import radius_bounds
 from cfopt.query.supports import solve_split, supports
 
 from .conftest import sample_rows
-from .test_query_tightening import objective_values, preactivations, rejected
+from .test_query_tightening import objective_values, preactivations, rejected, sparse_query
 
 #: every change costs 1 beside its weighted move: within a radius below 2, one change
 OBJECTIVE = {"l1": 1.0, "l0": 1.0}
@@ -40,24 +37,11 @@ def test_the_sets_cover_every_point_within_the_radius_and_bound_it(toy, seed, ro
     set's bounds (the master's and a K-scenario copy's) hold the point."""
     frame, _ = toy
     space = cfopt.FeatureSpace.from_frame(frame)
-    torch.manual_seed(seed)
-    net = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 7), torch.nn.ReLU(),
-                              torch.nn.Linear(7, 1))
-    m = cfopt.build(net, space, objective=objective)
-    factual = frame.iloc[[row]]
-    m.set_factual(factual)
-    m.set_target(1 - int(m.predict(factual)[0]))
-    candidates = sample_rows(space, 3000, seed=seed)
-    keep = np.random.default_rng(seed).random(candidates.shape) < 0.7
-    for k, name in enumerate(space.names):
-        candidates.loc[keep[:, k], name] = frame.iloc[row][name]
-    values = objective_values(m, candidates)
-    candidates, values = candidates[values > 0], values[values > 0]
-    radius = float(np.quantile(values, quantile))
+    m, radius, inside = sparse_query(frame, space, seed, row, objective, quantile)
+    factual = m.factual
     sets = supports(m, radius)
     if sets is None:
         return
-    inside = candidates[values <= radius].reset_index(drop=True)
     scenario = sample_rows(space, 1, seed=seed + 1).iloc[0]
     base = space.transform(pd.DataFrame([scenario]), check_bounds=False)[0]
     net_ = m.adapter.structure
@@ -109,30 +93,6 @@ def test_the_sets_cover_every_point_of_the_grid_within_the_radius(toy, objective
     assert all(any(c <= set(s) for s in sets) for c in changes)
     for s in sets:  # on the grid, each maximal set is changed by a point within r
         assert any(c == set(s) for c in changes), s
-
-
-@pytest.mark.parametrize("share", [0.5, 0.97])
-def test_a_climb_split_by_support_keeps_the_optimum(german, german_model, share,
-                                                    monkeypatch):
-    """L1 + L0: within a radius below 2 one feature changes, so each rung is solved as
-    one problem per feature; the optimum is the unsplit solve's."""
-    monkeypatch.setattr(ladder, "HARD_NEURONS", -1)  # the gate would solve these whole
-    net, space = german_model
-    plain = cfopt.Explainer(net, space, objective=OBJECTIVE, tighten_per_query=False,
-                            mip_gap=1e-9)
-    climbing = cfopt.Explainer(net, space, objective=OBJECTIVE, mip_gap=1e-9)
-    split = 0
-    for i in rejected(plain, german.X, 6):
-        x = german.X.iloc[[i]]
-        want = plain.explain(x)
-        settings_ = climbing.runner.start(x, None, {})
-        got = climbing.runner.answer(settings_, time.perf_counter(),
-                                     floor=share * want.objective)
-        assert got.status is cfopt.Status.OPTIMAL and got.verified
-        assert got.objective == pytest.approx(want.objective, rel=1e-6, abs=1e-9)
-        assert share * want.objective - 1e-9 <= got.bound <= got.objective + 1e-9
-        split += got.details.get("split", 0)
-    assert split > 0
 
 
 def _query(german, german_model):
