@@ -149,8 +149,9 @@ class CombinedRobustExplainer(RobustMethod):
         ladder: solve each master up a ladder of radii from the greatest proven bound
             so far, bounding the master's network, every shifted copy and every
             scenario copy within each radius, split by the features a point within it
-            can change (:class:`~cfopt.methods.proplace.ProplaceMaster`; speed lever,
-            sound either way).
+            can change (:class:`~cfopt.methods.proplace.ProplaceMaster`; with an L0 term
+            or ``max_changes``, past the gate of :func:`~cfopt.query.ladder.can_climb`;
+            speed lever, sound either way).
         warm_start: start every master solve after the first from the last one's point
             (:class:`~cfopt.methods.proplace.ProplaceMaster`; speed lever, sound either
             way; off by default, as :class:`~cfopt.methods.proplace.Proplace`).

@@ -72,7 +72,8 @@ class PerturbationRobustExplainer:
             optimum), the network and every scenario copy bounded over the points
             within each radius and each rung split by the features such a point can
             change (:mod:`cfopt.query.ladder`, :mod:`cfopt.query.supports`; ReLU
-            networks with more than ``HARD_NEURONS`` unstable neurons; speed lever, sound
+            networks, with an L0 term or ``max_changes``, past the gate of
+            :func:`~cfopt.query.ladder.can_climb`; speed lever, sound
             either way).
         constraints: more declared constraint blocks (rules, causal equations, trust
             regions) — they compose with both notions.

@@ -169,8 +169,10 @@ class Proplace(RobustMethod):
             sound either way; ``False``: the region's box alone).
         ladder: solve each master up a ladder of radii from the greatest proven bound
             of the query's masters so far, bounding the master's network and every
-            shifted copy within each radius (:class:`ProplaceMaster`; speed lever,
-            sound either way).
+            shifted copy within each radius (:class:`ProplaceMaster`; with an L0 term
+            or ``max_changes`` only, past the gate of
+            :func:`~cfopt.query.ladder.can_climb`: PROPLACE's L1 objective solves each
+            master whole; speed lever, sound either way).
         warm_start: start every master solve after the first from the last one's point
             (:class:`ProplaceMaster`; speed lever, sound either way; off by default: the
             last point violates the newest cut, so the start is infeasible and HiGHS
