@@ -317,6 +317,45 @@ def test_multiclass_k_robust_counterfactual_is_certified():
     assert (model.predict(space.transform(neigh)) == 2).all()
 
 
+def test_the_k_adversary_tries_the_strongest_other_class_first(monkeypatch):
+    """3 classes: a check minimises the target's margin against the class the model
+    scores highest after the target first, and a refuting check stops there (one MILP);
+    the verdict is the one with the other order."""
+    space = grid_space(PERTURBED)
+    rows = grid_rows(space)
+    Z = space.transform(rows)
+    y = np.digitize(Z[:, 0] + Z[:, 1] - Z[:, 2], [-0.2, 0.5])
+    model = MLPClassifier(hidden_layer_sizes=(8,), max_iter=2000, random_state=0).fit(Z, y)
+    labels = model.predict(Z)
+    probabilities = model.predict_proba(Z)
+    ex = cfopt.PerturbationRobustExplainer(model, space, robustness="K")
+    adversary = ex.adversary
+    solves = []
+    solve = adversary.backend.solve
+    monkeypatch.setattr(adversary.backend, "solve",
+                        lambda *a, **k: solves.append(1) or solve(*a, **k))
+    refuted = 0
+    for i in np.flatnonzero(labels == 1)[:40]:
+        z = rows.iloc[[i]].reset_index(drop=True)
+        x = z.copy()
+        x.loc[0, "a"] = (z.loc[0, "a"] + 1) % 7  # z changes a, keeps the rest
+        strongest = 0 if probabilities[i, 0] > probabilities[i, 2] else 2
+        (first, _) = adversary._pairs(1, space.encode(z)[0])
+        assert first == {1: 1.0, strongest: -1.0}
+        solves.clear()
+        verdict = adversary.check(x, z, 1)
+        if verdict.robust is False and verdict.predicted == strongest:
+            assert len(solves) == 1
+            refuted += 1
+        monkeypatch.setattr(adversary, "_pairs", lambda t, z=None, order=adversary._pairs:
+                            order(t, z)[::-1])
+        assert adversary.check(x, z, 1).robust == verdict.robust
+        monkeypatch.undo()
+        monkeypatch.setattr(adversary.backend, "solve",
+                            lambda *a, **k: solves.append(1) or solve(*a, **k))
+    assert refuted >= 1
+
+
 def test_immutable_features_stay_and_perturbations_still_apply():
     space = grid_space(PERTURBED).immutable("c")
     model, rows = trained(space, 4)

@@ -118,13 +118,19 @@ class KAdversary:
         m.predictor_constr.set_input_box(np.array([float(b[0]) for b in box]),
                                          np.array([float(b[1]) for b in box]))
 
-    def _pairs(self, target: Any) -> list[dict[int, float]]:
-        """Objective coefficients of the margins to minimise."""
+    def _pairs(self, target: Any, z: np.ndarray | None = None) -> list[dict[int, float]]:
+        """Objective coefficients of the margins to minimise; with the model inputs
+        ``z`` of the counterfactual, the strongest other class there first (its margin
+        is the likeliest to fall below 0, which ends a check without the others')."""
         adapter = self.m.adapter
         t = adapter.class_index(target)
         if adapter.decision == "sign":
             return [{0: 1.0 if t == 1 else -1.0}]
-        return [{t: 1.0, j: -1.0} for j in range(adapter.n_logits) if j != t]
+        others = [j for j in range(adapter.n_logits) if j != t]
+        if z is not None:
+            scores = np.asarray(adapter.output(np.atleast_2d(z)), dtype=float)[0]
+            others.sort(key=lambda j: -scores[j])
+        return [{t: 1.0, j: -1.0} for j in others]
 
     def check(self, x: pd.DataFrame | pd.Series, z: pd.DataFrame | pd.Series,
               target: Any, settings: SolverSettings | None = None) -> KVerdict:
@@ -141,7 +147,8 @@ class KAdversary:
         m.set_factual(zrow)
         bounds, worst = [], None
         status = Status.OPTIMAL
-        for coefs in self._pairs(target):
+        pairs = self._pairs(target, m.adapter.model_inputs(m.space, zrow)[0])
+        for coefs in pairs:
             for j in m.adversary_coef:
                 m.adversary_coef[j] = coefs.get(j, 0.0)
             budget = time_left(settings, t0)
@@ -161,8 +168,7 @@ class KAdversary:
                 break
         bound = None if any(b is None for b in bounds) else float(min(bounds))
         value, point, predicted = worst if worst is not None else (None, None, None)
-        if bound is not None and bound > self.tolerance and len(bounds) == len(
-                self._pairs(target)):
+        if bound is not None and bound > self.tolerance and len(bounds) == len(pairs):
             robust: bool | None = True
         elif point is not None and predicted != target:
             robust = False
