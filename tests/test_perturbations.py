@@ -302,13 +302,18 @@ def test_k_robust_loop_is_certified_and_optimal(family, robustness):
     assert done >= 1
 
 
-def test_multiclass_k_robust_counterfactual_is_certified():
+def three_class_mlp() -> tuple[FeatureSpace, pd.DataFrame, MLPClassifier, np.ndarray]:
+    """The grid space, its rows, an sklearn MLP of three classes on it and its labels."""
     space = grid_space(PERTURBED)
     rows = grid_rows(space)
     Z = space.transform(rows)
     y = np.digitize(Z[:, 0] + Z[:, 1] - Z[:, 2], [-0.2, 0.5])
     model = MLPClassifier(hidden_layer_sizes=(8,), max_iter=2000, random_state=0).fit(Z, y)
-    labels = model.predict(Z)
+    return space, rows, model, model.predict(Z)
+
+
+def test_multiclass_k_robust_counterfactual_is_certified():
+    space, rows, model, labels = three_class_mlp()
     x = rows.iloc[[int(np.flatnonzero(labels == 0)[5])]].reset_index(drop=True)
     ex = cfopt.PerturbationRobustExplainer(model, space, robustness="K")
     result = ex.explain(x, 2)
@@ -321,13 +326,8 @@ def test_the_k_adversary_tries_the_strongest_other_class_first(monkeypatch):
     """3 classes: a check minimises the target's margin against the class the model
     scores highest after the target first, and a refuting check stops there (one MILP);
     the verdict is the one with the other order."""
-    space = grid_space(PERTURBED)
-    rows = grid_rows(space)
-    Z = space.transform(rows)
-    y = np.digitize(Z[:, 0] + Z[:, 1] - Z[:, 2], [-0.2, 0.5])
-    model = MLPClassifier(hidden_layer_sizes=(8,), max_iter=2000, random_state=0).fit(Z, y)
-    labels = model.predict(Z)
-    probabilities = model.predict_proba(Z)
+    space, rows, model, labels = three_class_mlp()
+    probabilities = model.predict_proba(space.transform(rows))
     ex = cfopt.PerturbationRobustExplainer(model, space, robustness="K")
     adversary = ex.adversary
     solves = []
