@@ -6,7 +6,9 @@ data set (its ``prepare``: the data, the network, δ, k; the retrained models ar
 used, so they get one epoch), writes every master MILP exactly as HiGHS held it
 (``Highs.writeModel`` after the solve: Pyomo's LP and MPS writers round coefficients),
 then re-solves each file alone, one thread, on HiGHS with cfopt's settings (MIP
-feasibility tolerance 1e-8, restarts off, relative gap 1e-4) and, when its licence
+feasibility tolerance 1e-8, restarts off, relative gap 1e-4), again with the light
+heuristics PROPLACE's masters run with (``highs_light``:
+:meth:`~cfopt.solvers.HighsBackend.light_heuristics`, its sub-MIPs off) and, when its licence
 allows, on Gurobi with cfopt's (integrality tolerance 1e-7, optimality tolerance 1e-9,
 gap 1e-4). Per number of shifted copies in the master: solves, mean seconds and
 branch-and-bound nodes per solver, and the largest difference of their optima. Also
@@ -75,12 +77,13 @@ def record_masters(d: dict[str, Any], n: int, folder: Path) -> tuple[list, list]
     return written, results
 
 
-def solve_highs(path: Path) -> tuple[float, float, int]:
+def solve_highs(path: Path, light: bool = False) -> tuple[float, float, int]:
     import highspy
 
     highs = highspy.Highs()
-    options = {**HighsBackend()._solver_options(SETTINGS), "threads": 1,
-               "mip_rel_gap": SETTINGS.mip_gap}
+    backend = HighsBackend()
+    options = {**backend._solver_options(SETTINGS), "threads": 1,
+               "mip_rel_gap": SETTINGS.mip_gap, **(backend.light_heuristics() if light else {})}
     for key, value in options.items():
         highs.setOptionValue(key, value)
     highs.readModel(str(path))
@@ -125,7 +128,9 @@ def main() -> None:
         by_copies: dict[int, dict[str, list]] = defaultdict(lambda: defaultdict(list))
         for path, copies in written:
             cell = by_copies[copies]
-            for solver, solve in (("highs", solve_highs), ("gurobi", solve_gurobi)):
+            for solver, solve in (("highs", solve_highs),
+                                  ("highs_light", lambda p: solve_highs(p, light=True)),
+                                  ("gurobi", solve_gurobi)):
                 outcome = solve(path)
                 if outcome is not None:
                     cell[f"{solver}_s"].append(outcome[0])
@@ -135,7 +140,7 @@ def main() -> None:
     for copies in sorted(by_copies):
         cell = by_copies[copies]
         row: dict[str, Any] = {"copies": copies, "masters": len(cell["highs_s"])}
-        for solver in ("highs", "gurobi"):
+        for solver in ("highs", "highs_light", "gurobi"):
             if len(cell[f"{solver}_s"]) == row["masters"]:
                 row[f"{solver}_mean_s"] = float(np.mean(cell[f"{solver}_s"]))
                 row[f"{solver}_total_s"] = float(np.sum(cell[f"{solver}_s"]))
@@ -143,6 +148,8 @@ def main() -> None:
         if "gurobi_mean_s" in row:
             row["max_objective_difference"] = float(np.max(np.abs(
                 np.subtract(cell["highs_objective"], cell["gurobi_objective"]))))
+        row["max_light_objective_difference"] = float(np.max(np.abs(
+            np.subtract(cell["highs_objective"], cell["highs_light_objective"]))))
         rows.append(row)
         print(row, flush=True)
     times = {k: float(sum(r.certificate.times[k] for r in results))

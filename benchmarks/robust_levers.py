@@ -1,6 +1,6 @@
 """The speed levers of the robust cutting-set loops, each switched off in turn (issue 21).
 
-Four levers, each an option of the robust explainers and sound either way
+Five levers, each an option of the robust explainers and sound either way
 (``cfopt.methods``; ``warm_start`` is off by default since this benchmark, the others
 on):
 
@@ -17,7 +17,10 @@ on):
   the query's masters so far (the first, with an L0 term, from one change's cost), its
   network and every copy bounded within each radius and each rung split by the features
   a point within it can change (``cfopt.query.ladder``, ``cfopt.query.supports``;
-  masters with more than ``HARD_NEURONS`` unstable neurons).
+  masters with more than ``HARD_NEURONS`` unstable neurons);
+* ``light_heuristics`` (:class:`cfopt.Proplace` only): the masters run without the
+  solver's costly primal heuristics (HiGHS's RENS, RINS, feasibility jump and root
+  reduced-cost sub-MIPs).
 
 Settings: ``all_on``, each lever off alone (``<lever>_off``) and ``all_on_again`` (the
 same as the first, run last: the noise of the timings), on the same queries:
@@ -85,10 +88,10 @@ from proplace_table1 import prepare as prepare_proplace  # noqa: E402
 
 import cfopt  # noqa: E402
 
-LEVERS = ("query_bounds", "warm_start", "lp_screen", "ladder")
+LEVERS = ("query_bounds", "warm_start", "lp_screen", "ladder", "light_heuristics")
 PARTS = ("proplace", "delta+k", "delta+k-region", "k")
 #: the levers each workload's explainer has
-HAS = {"proplace": LEVERS, "delta+k": LEVERS, "delta+k-region": LEVERS,
+HAS = {"proplace": LEVERS, "delta+k": LEVERS[:4], "delta+k-region": LEVERS[:4],
        "k": ("query_bounds", "ladder")}
 
 
@@ -165,12 +168,14 @@ def common_means(rows: dict[str, dict[str, Any]]) -> None:
         r["compared_queries"] = len(both)
 
 
-def proplace_part(name: str, n: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def proplace_part(name: str, n: int, only: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
     d = prepare_proplace(name, n, retrain_epochs=1)
     train_rows = d["X"].iloc[d["train"]].reset_index(drop=True)
     queries = [(d["queries"].iloc[[i]], 1) for i in range(len(d["queries"]))]
     rows = {}
     for setting, levers in settings("proplace").items():
+        if only and setting not in only.split(","):
+            continue
         rows[setting] = run_setting(lambda levers=levers: cfopt.Proplace(
             d["net"], d["space"], train_rows, delta=d["delta"], k=d["k"], time_limit=120.0,
             **levers), queries)
@@ -229,6 +234,8 @@ def main() -> None:
     parser.add_argument("--parts", default=",".join(PARTS))
     parser.add_argument("--proplace-n", type=int, default=10)
     parser.add_argument("--proplace-datasets", default="adult,compas")
+    parser.add_argument("--proplace-settings", default="", help="only these settings of "
+                        "the proplace part (comma separated, e.g. all_on,light_heuristics_off)")
     parser.add_argument("--virgolin", default="garments,adult,boston")
     parser.add_argument("--garments-n", type=int, default=5)
     parser.add_argument("--virgolin-n", type=int, default=10,
@@ -247,6 +254,7 @@ def main() -> None:
     payload: dict[str, Any] = {"environment": environment(), "uptime_start": uptime(),
                                "settings": {"levers": list(LEVERS), "parts": parts,
                                             "proplace_n": args.proplace_n,
+                                            "proplace_settings": args.proplace_settings or "all",
                                             "virgolin": args.virgolin.split(","),
                                             "virgolin_n": args.virgolin_n,
                                             "garments_n": args.garments_n,
@@ -257,7 +265,7 @@ def main() -> None:
     t0 = time.perf_counter()
     if "proplace" in parts:
         for name in args.proplace_datasets.split(","):
-            rows, info = proplace_part(name, args.proplace_n)
+            rows, info = proplace_part(name, args.proplace_n, args.proplace_settings)
             payload["setups"].append(info)
             payload["results"][f"proplace/{name}"] = rows
             write(args.out, {**payload, "wall_s": time.perf_counter() - t0})

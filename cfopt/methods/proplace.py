@@ -28,6 +28,7 @@ solver's proven bound (or the interval screen), never an incumbent.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -177,6 +178,13 @@ class Proplace(RobustMethod):
             (:class:`ProplaceMaster`; speed lever, sound either way; off by default: the
             last point violates the newest cut, so the start is infeasible and HiGHS
             drops it, ``benchmarks/robust_levers.py``).
+        light_heuristics: run the masters with only the solver's cheap primal
+            heuristics (:meth:`SolverBackend.light_heuristics
+            <cfopt.solvers.SolverBackend.light_heuristics>`: HiGHS's sub-MIPs off; any
+            of its options set in ``solver_options`` wins); ``False``: the solver's
+            defaults. A master's work is the proof of its optimum: on the Table 1
+            masters HiGHS's sub-MIPs took most of the time (speed lever, sound either
+            way: heuristics only propose incumbents).
         lp_screen: the adversary's LP relaxation between its interval screen and its
             exact MILP: it certifies when its bound reaches σ - t
             (:class:`~cfopt.methods.adversaries.model_shift.RobustnessChecker`; speed
@@ -199,7 +207,8 @@ class Proplace(RobustMethod):
     def __init__(self, model: Any, space: FeatureSpace, data: pd.DataFrame, *,
                  delta: float, k: int = 20, labels: Any = None, sigma: float = 0.01,
                  tolerance: float = 0.005, max_iterations: int = 50, query_bounds: bool = True,
-                 ladder: bool = True, warm_start: bool = False, lp_screen: bool = True,
+                 ladder: bool = True, warm_start: bool = False,
+                 light_heuristics: bool = True, lp_screen: bool = True,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
@@ -218,6 +227,10 @@ class Proplace(RobustMethod):
         self.ladder = check_switch("ladder", ladder)
         self.warm_start = check_switch("warm_start", warm_start)
         self.lp_screen = check_switch("lp_screen", lp_screen)
+        self.light_heuristics = check_switch("light_heuristics", light_heuristics)
+        if light_heuristics:  # the masters' settings (the deadline carries them)
+            self.settings = dataclasses.replace(self.settings, options={
+                **self.backend.light_heuristics(), **self.settings.options})
         self.region = RobustPlausibleRegion(data, self.delta, k, labels=labels,
                                             solver=self.backend.name, name="plausible_region")
         self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,

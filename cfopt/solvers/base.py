@@ -135,6 +135,14 @@ class SolverBackend(ABC):
         raise SolverError(f"solver {self.name!r} has no solution pool cfopt can read; use "
                           f"an iterative diversity method (no-good or distance cuts)")
 
+    def light_heuristics(self) -> dict[str, Any]:
+        """Raw options that turn off the solver's costly primal heuristics (sub-MIPs and
+        the like) and keep its cheap ones: for the many small MILPs of a cutting-set
+        loop, whose work is the proof of the optimum rather than finding it. Heuristics
+        only propose incumbents, so these options never change what a solve proves.
+        None by default (the solver's own defaults stand)."""
+        return {}
+
     def overhead(self, model: pyo.Block) -> float:
         """Seconds a solve of ``model`` is expected to spend outside the solver's own
         clock (sending changes to a loaded model); 0 when unknown."""
