@@ -18,9 +18,10 @@ on):
   network and every copy bounded within each radius and each rung split by the features
   a point within it can change (``cfopt.query.ladder``, ``cfopt.query.supports``;
   masters with more than ``HARD_NEURONS`` unstable neurons);
-* ``light_heuristics`` (:class:`cfopt.Proplace` only): the masters run without the
-  solver's costly primal heuristics (HiGHS's RENS, RINS, feasibility jump and root
-  reduced-cost sub-MIPs).
+* ``light_heuristics`` (:class:`cfopt.Proplace` and
+  :class:`cfopt.CombinedRobustExplainer`): the masters (and the combined method's
+  K-adversary) run without the solver's costly primal heuristics (HiGHS's RENS, RINS,
+  feasibility jump and root reduced-cost sub-MIPs).
 
 Settings: ``all_on``, each lever off alone (``<lever>_off``) and ``all_on_again`` (the
 same as the first, run last: the noise of the timings), on the same queries:
@@ -55,7 +56,7 @@ statuses, and the load average before and after. Writes
                                        [--proplace-n 10]
                                        [--virgolin garments,adult,boston] [--garments-n 5]
                                        [--virgolin-n 10] [--k-datasets adult,boston]
-                                       [--time-limit 60]
+                                       [--time-limit 60] [--settings all_on,...]
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ import cfopt  # noqa: E402
 LEVERS = ("query_bounds", "warm_start", "lp_screen", "ladder", "light_heuristics")
 PARTS = ("proplace", "delta+k", "delta+k-region", "k")
 #: the levers each workload's explainer has
-HAS = {"proplace": LEVERS, "delta+k": LEVERS[:4], "delta+k-region": LEVERS[:4],
+HAS = {"proplace": LEVERS, "delta+k": LEVERS, "delta+k-region": LEVERS,
        "k": ("query_bounds", "ladder")}
 
 
@@ -187,7 +188,7 @@ def proplace_part(name: str, n: int, only: str = "") -> tuple[dict[str, Any], di
     return rows, info
 
 
-def virgolin_parts(name: str, parts: list[str], n: int, time_limit: float
+def virgolin_parts(name: str, parts: list[str], n: int, time_limit: float, only: str = ""
                    ) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
     data = cfopt.datasets.load_virgolin(name)
     with warnings.catch_warnings():
@@ -206,6 +207,8 @@ def virgolin_parts(name: str, parts: list[str], n: int, time_limit: float
     for part in parts:
         rows = {}
         for setting, levers in settings(part).items():
+            if only and setting not in only.split(","):
+                continue
             if part.startswith("delta+k"):
                 region = ({"data": train_rows, "k": K_NEIGHBOURS} if part.endswith("region")
                           else {})
@@ -234,8 +237,8 @@ def main() -> None:
     parser.add_argument("--parts", default=",".join(PARTS))
     parser.add_argument("--proplace-n", type=int, default=10)
     parser.add_argument("--proplace-datasets", default="adult,compas")
-    parser.add_argument("--proplace-settings", default="", help="only these settings of "
-                        "the proplace part (comma separated, e.g. all_on,light_heuristics_off)")
+    parser.add_argument("--settings", default="", help="only these settings of every "
+                        "part (comma separated, e.g. all_on,light_heuristics_off)")
     parser.add_argument("--virgolin", default="garments,adult,boston")
     parser.add_argument("--garments-n", type=int, default=5)
     parser.add_argument("--virgolin-n", type=int, default=10,
@@ -254,7 +257,7 @@ def main() -> None:
     payload: dict[str, Any] = {"environment": environment(), "uptime_start": uptime(),
                                "settings": {"levers": list(LEVERS), "parts": parts,
                                             "proplace_n": args.proplace_n,
-                                            "proplace_settings": args.proplace_settings or "all",
+                                            "only_settings": args.settings or "all",
                                             "virgolin": args.virgolin.split(","),
                                             "virgolin_n": args.virgolin_n,
                                             "garments_n": args.garments_n,
@@ -265,7 +268,7 @@ def main() -> None:
     t0 = time.perf_counter()
     if "proplace" in parts:
         for name in args.proplace_datasets.split(","):
-            rows, info = proplace_part(name, args.proplace_n, args.proplace_settings)
+            rows, info = proplace_part(name, args.proplace_n, args.settings)
             payload["setups"].append(info)
             payload["results"][f"proplace/{name}"] = rows
             write(args.out, {**payload, "wall_s": time.perf_counter() - t0})
@@ -273,7 +276,7 @@ def main() -> None:
     for name in args.virgolin.split(",") if loops else []:
         n = args.garments_n if name == "garments" else args.virgolin_n
         here = [p for p in loops if p != "k" or name in args.k_datasets.split(",")]
-        rows, info = virgolin_parts(name, here, n, args.time_limit)
+        rows, info = virgolin_parts(name, here, n, args.time_limit, args.settings)
         payload["setups"].append(info)
         for part, by_setting in rows.items():
             payload["results"][f"{part}/{name}"] = by_setting

@@ -229,6 +229,38 @@ def test_delta_alone_and_k_alone_are_cheaper_and_differ():
     assert both.certificate.models and both.scenarios
 
 
+def test_light_heuristics_reach_every_solve_of_the_method_unless_off(monkeypatch):
+    """``light_heuristics=True`` (default): every solve on the method's backend (the
+    masters and the K-adversary's MILPs) carries the backend's light heuristics, the
+    user's ``solver_options`` winning; ``False``: none; the same certified optimum."""
+    space = grid_space(PERTURBED)
+    model, rows = trained(space, 0)
+    x = rows.iloc[[0]].reset_index(drop=True)
+    light = cfopt.solvers.make_solver("highs").light_heuristics()
+    seen: dict[str, list[dict]] = {}
+    answers = {}
+    for key, kwargs in {"light": {}, "full": {"light_heuristics": False},
+                        "user": {"solver_options": {"mip_heuristic_run_rins": True}}}.items():
+        method = CombinedRobustExplainer(model, space, delta=0.05, sigma=SIGMA,
+                                         tolerance=TOLERANCE, **kwargs)
+        solve = method.backend.solve
+
+        def recording(model_, settings=None, start=None, key=key, solve=solve):
+            seen.setdefault(key, []).append(dict(settings.options))
+            return solve(model_, settings, start)
+
+        monkeypatch.setattr(method.backend, "solve", recording)
+        answers[key] = method.explain(x, 1)
+        assert answers[key].certified, answers[key].message
+        assert answers[key].certificate.models and answers[key].scenarios
+    assert len(seen["light"]) >= 3 and all(o == light for o in seen["light"])
+    assert all(o == {} for o in seen["full"])
+    assert all(o == {**light, "mip_heuristic_run_rins": True} for o in seen["user"])
+    assert answers["light"].objective == pytest.approx(answers["full"].objective, rel=1e-4)
+    with pytest.raises(TypeError, match="light_heuristics"):
+        CombinedRobustExplainer(model, space, delta=0.05, light_heuristics=1)
+
+
 def test_multiclass_grid_network():
     space = grid_space(PERTURBED)
     rows = grid_rows(space)

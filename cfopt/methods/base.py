@@ -4,6 +4,7 @@ real model and every declared constraint."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from abc import ABC, abstractmethod
@@ -138,6 +139,19 @@ class RobustMethod(ABC):
                                        threads=threads, seed=seed,
                                        options=dict(solver_options or {}))
         self.time_limit = time_limit
+
+    def lighten_heuristics(self, light: Any) -> bool:
+        """The ``light_heuristics`` switch: when on, the method's solves (every master;
+        a K-adversary given the method's settings too) run with only the solver's cheap
+        primal heuristics (:meth:`SolverBackend.light_heuristics
+        <cfopt.solvers.SolverBackend.light_heuristics>`), any of those options set in
+        ``solver_options`` winning. Heuristics only propose incumbents, so what a solve
+        proves is the same either way."""
+        light = check_switch("light_heuristics", light)
+        if light:
+            self.settings = dataclasses.replace(self.settings, options={
+                **self.backend.light_heuristics(), **self.settings.options})
+        return light
 
     def master_box(self, m: CounterfactualModel, region: tuple[np.ndarray, np.ndarray] | None,
                    query_bounds: bool, hull: np.ndarray | None = None

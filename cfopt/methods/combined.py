@@ -157,6 +157,9 @@ class CombinedRobustExplainer(RobustMethod):
             way; off by default, as :class:`~cfopt.methods.proplace.Proplace`).
         lp_screen: the Δ-adversary's LP relaxation between its interval screen and its
             exact MILP, certifying at a bound ≥ σ - t (speed lever, sound either way).
+        light_heuristics: the masters and the K-adversary's MILPs run with only the
+            solver's cheap primal heuristics (HiGHS's sub-MIPs off; as
+            :class:`~cfopt.methods.proplace.Proplace`; speed lever, sound either way).
         max_iterations: cap on master solves per query.
         time_limit: seconds per query, shared by every solve and check (``None``: none).
         solver, objective, weights, max_changes, bound_tightening, constraints, mip_gap,
@@ -171,7 +174,7 @@ class CombinedRobustExplainer(RobustMethod):
                  sigma: float = 0.01, tolerance: float = 0.005, k_tolerance: float = 1e-6,
                  min_change: float = MIN_CHANGE, query_bounds: bool = True,
                  ladder: bool = True, warm_start: bool = False, lp_screen: bool = True,
-                 max_iterations: int = 50,
+                 light_heuristics: bool = True, max_iterations: int = 50,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
@@ -189,6 +192,7 @@ class CombinedRobustExplainer(RobustMethod):
         self.ladder = check_switch("ladder", ladder)
         self.warm_start = check_switch("warm_start", warm_start)
         self.lp_screen = check_switch("lp_screen", lp_screen)
+        self.light_heuristics = self.lighten_heuristics(light_heuristics)
         if data is None and labels is not None:
             raise ValueError("labels are those of data; give data (the plausible region) too")
         self.region = None if data is None else RobustPlausibleRegion(

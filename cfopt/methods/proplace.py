@@ -28,7 +28,6 @@ solver's proven bound (or the interval screen), never an incumbent.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -227,10 +226,7 @@ class Proplace(RobustMethod):
         self.ladder = check_switch("ladder", ladder)
         self.warm_start = check_switch("warm_start", warm_start)
         self.lp_screen = check_switch("lp_screen", lp_screen)
-        self.light_heuristics = check_switch("light_heuristics", light_heuristics)
-        if light_heuristics:  # the masters' settings (the deadline carries them)
-            self.settings = dataclasses.replace(self.settings, options={
-                **self.backend.light_heuristics(), **self.settings.options})
+        self.light_heuristics = self.lighten_heuristics(light_heuristics)
         self.region = RobustPlausibleRegion(data, self.delta, k, labels=labels,
                                             solver=self.backend.name, name="plausible_region")
         self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
