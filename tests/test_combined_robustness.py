@@ -245,9 +245,9 @@ def test_light_heuristics_reach_every_solve_of_the_method_unless_off(monkeypatch
                                          tolerance=TOLERANCE, **kwargs)
         solve = method.backend.solve
 
-        def recording(model_, settings=None, start=None, key=key, solve=solve):
+        def recording(model_, settings=None, start=None, key=key, solve=solve, **kwargs):
             seen.setdefault(key, []).append(dict(settings.options))
-            return solve(model_, settings, start)
+            return solve(model_, settings, start, **kwargs)
 
         monkeypatch.setattr(method.backend, "solve", recording)
         answers[key] = method.explain(x, 1)
@@ -458,8 +458,8 @@ def test_each_master_solve_after_the_first_starts_from_the_last_point(warm, monk
     starts, points = [], []
     solve = method.backend.solve
 
-    def recording(solved, settings=None, start=None):
-        outcome = solve(solved, settings, start)
+    def recording(solved, settings=None, start=None, **kwargs):
+        outcome = solve(solved, settings, start, **kwargs)
         if solved is method.milp:
             starts.append(start)
             points.append(method.milp.decode())

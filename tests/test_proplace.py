@@ -25,10 +25,11 @@ from cfopt.formulations.robustness import (
 from cfopt.methods import MILPR, RNCE, NonRobustMILP, Proplace, RobustnessChecker
 from cfopt.methods import proplace as proplace_module
 from cfopt.methods.adversaries.model_shift import ModelShiftAdversary
-from cfopt.methods.cutting_set import Check
+from cfopt.methods.cutting_set import Check, MasterAnswer
 from cfopt.models.network import ReLUNetwork
 from cfopt.query import ladder
 from cfopt.query.ladder import within_radius
+from cfopt.query.restrictions.relu import objective_value
 from cfopt.results.robust import RobustStatus
 
 from .conftest import train_torch
@@ -417,11 +418,11 @@ def test_a_failed_row_is_its_status_and_the_batch_goes_on(toy, monkeypatch) -> N
     alone = method.explain(queries.iloc[[2]], target=1)
     solve, calls = method.backend.solve, []
 
-    def refusing(model, settings=None, start=None):
+    def refusing(model, settings=None, start=None, **kwargs):
         calls.append(1)
         if len(calls) == 2:  # the second master solve: the first row's second iteration
             raise cfopt.SolverLicenseError("Gurobi refused the model: size-limited licence")
-        return solve(model, settings, start)
+        return solve(model, settings, start, **kwargs)
 
     monkeypatch.setattr(method.backend, "solve", refusing)
     batch = queries.set_axis(["a", "b", "c"])
@@ -547,3 +548,92 @@ def test_the_masters_run_with_light_heuristics_unless_asked(toy, monkeypatch) ->
     assert answers["light"].objective == pytest.approx(answers["full"].objective, rel=1e-3)
     with pytest.raises(TypeError, match="light_heuristics"):
         Proplace(net, space, X, delta=0.05, light_heuristics="off")
+
+
+def test_fix_pattern_holds_the_network_to_its_linear_piece(toy) -> None:
+    """``fix_pattern(z)`` fixes exactly the free ReLU binaries, each to the side of its
+    neuron at ``z``; the MILP's point then lies in ``z``'s piece; unfixing frees them."""
+    X, space, net, queries = toy
+    m = cfopt.CounterfactualModel(net, space, margin=0.01)
+    m.set_factual(queries.iloc[[0]])
+    m.set_target(1)
+    pred = m.predictor_constr
+    structure = pred.adapter.structure
+    Z = space.encode(X)
+    scores = structure.logits(Z)[:, 0]
+    z = Z[int(np.argmax(scores))]  # deep in the target: its piece holds points of margin
+    free = [v for layer in pred.dense_layers()[:-1] for v in layer.q_relu.values()
+            if not v.fixed]
+    fixed = pred.fix_pattern(z)
+    assert fixed and {id(v) for v in fixed} == {id(v) for v in free}
+    signs = [pre[0] > 0 for pre in structure.pre_activations(z[None, :])[:-1]]
+    backend = cfopt.solvers.make_solver("highs")
+    outcome = backend.solve(m, cfopt.solvers.SolverSettings())
+    assert outcome.status.has_solution
+    point = np.array([pyo.value(m.predictor_constr.inputs[i])
+                      for i in range(structure.n_inputs)])
+    at_point = structure.pre_activations(point[None, :])[:-1]
+    for k, layer in enumerate(pred.dense_layers()[:-1]):
+        for j in layer.q_relu:
+            if layer.q_relu[j].fixed and any(v is layer.q_relu[j] for v in fixed):
+                side = at_point[k][0, j]
+                assert (side >= -1e-6) if signs[k][j] else (side <= 1e-6)
+    for var in fixed:
+        var.unfix()
+    assert all(not v.fixed for v in free)
+
+
+def test_the_cutoff_comes_from_a_point_of_the_master_and_keeps_the_answer(toy, monkeypatch
+                                                                         ) -> None:
+    """``cutoff=True``: each master with shifted copies (past the gate, here lowered) is
+    solved under the objective of a point of it (its network and copies held to their
+    pieces at the last point), which is never below the master's proven bound nor, but
+    for the gap, its optimum; the answers equal those without it; ``cutoff=False``
+    never computes one."""
+    X, space, net, queries = toy
+    monkeypatch.setattr(proplace_module, "CUTOFF_NEURONS", -1)
+    cutoffs: list[float | None] = []
+    original_cutoff = proplace_module.pattern_cutoff
+
+    def recording_cutoff(*args, **kwargs):
+        cutoffs.append(original_cutoff(*args, **kwargs))
+        return cutoffs[-1]
+
+    masters: list[tuple[float | None, MasterAnswer, float]] = []
+    original_solve = proplace_module.ProplaceMaster.solve
+
+    def recording_solve(self, deadline):
+        before = len(cutoffs)
+        answer = original_solve(self, deadline)
+        masters.append((cutoffs[-1] if len(cutoffs) > before else None, answer,
+                        objective_value(self.m, answer.point)))
+        return answer
+
+    monkeypatch.setattr(proplace_module, "pattern_cutoff", recording_cutoff)
+    monkeypatch.setattr(proplace_module.ProplaceMaster, "solve", recording_solve)
+    answers = {}
+    for on in (True, False):
+        cutoffs.clear()
+        masters.clear()
+        method = Proplace(net, space, X, delta=0.02, k=10, cutoff=on)
+        given: list[float] = []
+        solve = method.backend.solve
+
+        def recording_backend(*args, cutoff=None, solve=solve, **kwargs):
+            if cutoff is not None:
+                given.append(cutoff)
+            return solve(*args, cutoff=cutoff, **kwargs)
+
+        monkeypatch.setattr(method.backend, "solve", recording_backend)
+        answers[on] = method.explain_many(queries, target=1)
+        if not on:
+            assert not cutoffs and not given
+            continue
+        used = [(u, a, objective) for u, a, objective in masters if u is not None]
+        assert used, "no master with shifted copies got a cutoff"
+        assert given == [u for u, _, _ in used]  # each reached its master's solve
+        for u, answer, objective in used:
+            assert answer.bound <= u and objective <= u * (1 + 1e-4) + 1e-9
+    for with_cutoff, without in zip(answers[True], answers[False]):
+        assert with_cutoff.status is without.status is RobustStatus.CERTIFIED
+        assert with_cutoff.objective == pytest.approx(without.objective, rel=1e-4)

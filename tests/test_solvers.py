@@ -3,6 +3,7 @@ become clear errors."""
 
 from __future__ import annotations
 
+import math
 import shutil
 
 import pytest
@@ -154,3 +155,48 @@ def test_infeasible_status_from_every_solver(toy):
     for name in names:
         outcome = make_solver(name).solve(m, SolverSettings())
         assert outcome.status is cfopt.Status.INFEASIBLE, name
+
+
+def _knapsack():
+    """A small MILP (minimisation) with optimum 7: choose items of weight ≥ 10."""
+    import pyomo.environ as pyo
+
+    m = pyo.ConcreteModel()
+    costs, weights = [4, 3, 5, 6, 2], [6, 4, 7, 8, 3]
+    m.x = pyo.Var(range(5), domain=pyo.Binary)
+    m.cover = pyo.Constraint(expr=sum(w * m.x[i] for i, w in enumerate(weights)) >= 10)
+    m.obj = pyo.Objective(expr=sum(c * m.x[i] for i, c in enumerate(costs)))
+    return m
+
+
+def test_a_cutoff_prunes_but_never_claims(monkeypatch):
+    """``solve(cutoff=c)`` passes HiGHS ``objective_bound = c``. Above the optimum the
+    solve is one bounded solve with the optimum; at or below it (a wrong cutoff) HiGHS
+    alone would say infeasible, but the backend solves again without it: the outcome is
+    the model's own, and the option does not stay set for the next solve."""
+    backend = make_solver("highs")
+    m = _knapsack()
+    calls: list[dict] = []
+    solve = backend._solve
+
+    def recording(model, settings, *args):
+        calls.append(dict(settings.options))
+        return solve(model, settings, *args)
+
+    monkeypatch.setattr(backend, "_solve", recording)
+    plain = backend.solve(m, SolverSettings())
+    assert plain.status is cfopt.Status.OPTIMAL and plain.objective == pytest.approx(7)
+    calls.clear()
+    above = backend.solve(m, SolverSettings(), cutoff=7.5)
+    assert above.status is cfopt.Status.OPTIMAL and above.objective == pytest.approx(7)
+    assert calls == [{"objective_bound": 7.5}]
+    calls.clear()
+    for wrong in (7.0, 3.0):  # at the optimum HiGHS may or may not keep it
+        below = backend.solve(m, SolverSettings(), cutoff=wrong)
+        assert below.status is cfopt.Status.OPTIMAL and below.objective == pytest.approx(7)
+        assert below.bound == pytest.approx(7)
+    assert calls[-2:] == [{"objective_bound": 3.0}, {}]
+    again = backend.solve(m, SolverSettings())  # no cutoff left behind
+    assert again.status is cfopt.Status.OPTIMAL and again.objective == pytest.approx(7)
+    assert backend._instance()._solver_model.getOptionValue("objective_bound")[-1] == math.inf
+    assert make_solver("cbc").cutoff_options(1.0) == {}  # CBC: the cutoff is not used

@@ -38,7 +38,9 @@ import pandas as pd
 from ..constraints.blocks import ConstraintBlock
 from ..problem import CounterfactualModel
 from ..progress import progress_enabled
+from ..query.incumbents import CUTOFF_NEURONS, pattern_cutoff
 from ..query.ladder import can_climb, climb, first_floor
+from ..query.restrictions.relu import network_copies, unstable_neurons
 from ..query.solution import Verification, start_of, verified_solution
 from ..results.robust import (
     RobustCounterfactual,
@@ -88,13 +90,16 @@ class ProplaceMaster(Master):
     rule (the adversary's model classifies it below σ - t, the new copy asks σ), so the
     start is infeasible then: HiGHS fixes the given values, fails to complete them and
     drops the start; a backend without MIP starts ignores it. Sound either way: a start
-    never changes what the solve proves."""
+    never changes what the solve proves. ``cutoff`` (without the ladder): every solve
+    after the first discards the points above the objective of the last point's linear
+    pieces (:func:`~cfopt.query.incumbents.pattern_cutoff`; sound either way: a solve
+    under it that finds nothing is solved again without it)."""
 
     def __init__(self, m: CounterfactualModel, backend: SolverBackend, sigma: float,
                  adversary: ModelShiftAdversary, warm_start: bool = False,
-                 ladder: bool = False) -> None:
+                 ladder: bool = False, cutoff: bool = False) -> None:
         self.m, self.backend, self.sigma, self.adversary = m, backend, sigma, adversary
-        self.warm_start, self.ladder = warm_start, ladder
+        self.warm_start, self.ladder, self.cutoff = warm_start, ladder, cutoff
         #: the proven bound of the last solve that gave a point
         self.bound: float | None = None
         #: the greatest proven bound so far: every later master only has more cuts
@@ -115,7 +120,16 @@ class ProplaceMaster(Master):
         else:
             start = (start_of(self.m, self._last) if self.warm_start and
                      self._last is not None else None)
-            outcome = self.backend.solve(self.m, settings, start)
+            cutoff = None
+            if self.cutoff and copies and self._last is not None and unstable_neurons(
+                    [*network_copies(self.m), *copies], first=1) > CUTOFF_NEURONS:
+                cutoff = pattern_cutoff(self.m, self.backend, deadline.left,
+                                        [*network_copies(self.m), *copies], self._last)
+                settings = deadline.left()
+                if settings is None:
+                    return MasterAnswer(Status.NO_SOLUTION, solved=False,
+                                        message="time limit reached before a certificate")
+            outcome = self.backend.solve(self.m, settings, start, cutoff=cutoff)
         if outcome.bound is not None and math.isfinite(outcome.bound):
             self.floor = max(outcome.bound, -math.inf if self.floor is None else self.floor)
         if outcome.status is Status.INFEASIBLE:
@@ -184,6 +198,11 @@ class Proplace(RobustMethod):
             defaults. A master's work is the proof of its optimum: on the Table 1
             masters HiGHS's sub-MIPs took most of the time (speed lever, sound either
             way: heuristics only propose incumbents).
+        cutoff: before each master with shifted copies, solve it restricted to the
+            linear pieces of every network at the last master's point; the objective of
+            a point found there cuts off the master's solve
+            (:func:`~cfopt.query.incumbents.pattern_cutoff`; speed lever, sound either
+            way: without the ladder only).
         lp_screen: the adversary's LP relaxation between its interval screen and its
             exact MILP: it certifies when its bound reaches σ - t
             (:class:`~cfopt.methods.adversaries.model_shift.RobustnessChecker`; speed
@@ -207,7 +226,8 @@ class Proplace(RobustMethod):
                  delta: float, k: int = 20, labels: Any = None, sigma: float = 0.01,
                  tolerance: float = 0.005, max_iterations: int = 50, query_bounds: bool = True,
                  ladder: bool = True, warm_start: bool = False,
-                 light_heuristics: bool = True, lp_screen: bool = True,
+                 light_heuristics: bool = True, cutoff: bool = True,
+                 lp_screen: bool = True,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
@@ -227,6 +247,7 @@ class Proplace(RobustMethod):
         self.warm_start = check_switch("warm_start", warm_start)
         self.lp_screen = check_switch("lp_screen", lp_screen)
         self.light_heuristics = self.lighten_heuristics(light_heuristics)
+        self.cutoff = check_switch("cutoff", cutoff)
         self.region = RobustPlausibleRegion(data, self.delta, k, labels=labels,
                                             solver=self.backend.name, name="plausible_region")
         self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
@@ -268,7 +289,7 @@ class Proplace(RobustMethod):
         adversary = ModelShiftAdversary(self.checker, m, target_index(m), need, box,
                                         self.lp_screen, hull)
         master = ProplaceMaster(m, self.backend, self.sigma, adversary, self.warm_start,
-                                self.ladder)
+                                self.ladder, self.cutoff)
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
 
         def observe(answer: MasterAnswer, _: Adversary, check: Check) -> None:

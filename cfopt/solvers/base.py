@@ -109,16 +109,47 @@ class SolverBackend(ABC):
         """Solve ``model`` and load the incumbent into its variables if there is one."""
 
     def solve(self, model: pyo.Block, settings: SolverSettings | None = None,
-              start: ComponentMap | None = None) -> SolveOutcome:
+              start: ComponentMap | None = None, cutoff: float | None = None
+              ) -> SolveOutcome:
         """Solve ``model`` (its single active objective) under ``settings``; raw options
         the solver would ignore raise ``ValueError`` first (:mod:`cfopt.solvers.options`).
         ``start``: values of some of the model's variables at a feasible point, a MIP
-        start the solver completes and begins from (:meth:`_solve_from`)."""
+        start the solver completes and begins from (:meth:`_solve_from`). ``cutoff``
+        (minimisation): an objective value above the optimum, e.g. a known feasible
+        point's plus a margin; the solver may discard every point at or above it
+        (:meth:`cutoff_options`). A solve with a cutoff that ends without a point below
+        it proves nothing about the model (HiGHS then reports it infeasible, or, when
+        its presolve alone settles a small model, a point above the cutoff), so it is
+        solved again without the cutoff in the time left: the outcome always holds for
+        the model as given."""
         settings = settings or SolverSettings()
         check_options(self.name, settings.options)
-        if start is None:
-            return self._solve(model, settings)
-        return self._solve_from(model, settings, start)
+        options = {} if cutoff is None else self.cutoff_options(cutoff)
+        if not options:
+            return self._solve_once(model, settings, start)
+        t0 = time.perf_counter()
+        bounded = self._solve_once(model, dataclasses.replace(
+            settings, options={**settings.options, **options}), start)
+        if bounded.status.has_solution and bounded.objective is not None and \
+                bounded.objective < cutoff:
+            return bounded
+        left = time_left(settings, t0)
+        if left is None:
+            return dataclasses.replace(bounded, status=Status.NO_SOLUTION, bound=None,
+                                       message="time limit reached after a solve under a "
+                                               "cutoff found no point")
+        again = self._solve_once(model, left, start)
+        return dataclasses.replace(again, wall_time=time.perf_counter() - t0)
+
+    def _solve_once(self, model: pyo.Block, settings: SolverSettings,
+                    start: ComponentMap | None) -> SolveOutcome:
+        return self._solve(model, settings) if start is None else \
+            self._solve_from(model, settings, start)
+
+    def cutoff_options(self, cutoff: float) -> dict[str, Any]:
+        """The raw options that make the solver discard every point of objective at or
+        above ``cutoff`` (minimisation); none by default (the cutoff is not used)."""
+        return {}
 
     def _solve_from(self, model: pyo.Block, settings: SolverSettings, start: ComponentMap
                     ) -> SolveOutcome:

@@ -5,6 +5,7 @@ model runs in a child process that is ended at the limit (:mod:`cfopt.solvers.is
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from typing import Any
 
@@ -261,10 +262,20 @@ class HighsBackend(ContribBackend):
                 "mip_heuristic_run_feasibility_jump": False,
                 "mip_heuristic_run_root_reduced_cost": False}
 
+    def cutoff_options(self, cutoff: float) -> dict[str, Any]:
+        """HiGHS's ``objective_bound``: its branch and bound discards every point at or
+        above it; with none below, HiGHS reports the model infeasible (a Table 1 HELOC
+        master: infeasible at its optimum exactly, optimal at 1 + 1e-9 times it), which
+        :meth:`SolverBackend.solve <cfopt.solvers.SolverBackend.solve>` answers with a
+        solve without it."""
+        return {"objective_bound": float(cutoff)}
+
     def _solver_options(self, settings: SolverSettings) -> dict[str, Any]:
+        # objective_bound: reset at every solve (an option stays set on the persistent
+        # HiGHS between solves); a cutoff sets it through ``settings.options``
         opts: dict[str, Any] = {"output_flag": settings.verbose,
                                 "mip_feasibility_tolerance": 1e-8,
-                                "mip_allow_restart": False}
+                                "mip_allow_restart": False, "objective_bound": math.inf}
         if settings.seed is not None:
             opts["random_seed"] = settings.seed
         return opts

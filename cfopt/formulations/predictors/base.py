@@ -78,6 +78,14 @@ class PredictorConstr:
         (none by default)."""
         return []
 
+    def fix_pattern(self, inputs: np.ndarray) -> list[pyo.Var]:
+        """Fix the encoding's free binaries to the choices the model makes at the
+        model-input values ``inputs`` (a ReLU network: each unstable neuron on the side
+        of its pre-activation there), restricting the encoding to the piece of the model
+        that holds ``inputs``; returns the variables fixed, for the caller to unfix (none
+        by default)."""
+        return []
+
     def set_factual_inputs(self, library_inputs: Sequence[float],
                            milp_inputs: Sequence[float],
                            movable: Sequence[tuple[bool, bool]]) -> list[tuple[int, bool, Any]]:

@@ -94,6 +94,23 @@ class NetworkPredictorConstr(PredictorConstr):
         return self.set_layer_bounds(self.adapter.structure.box_bounds(lower, upper,
                                                                        hull=hull))
 
+    def fix_pattern(self, inputs: np.ndarray) -> list[pyo.Var]:
+        """Each free ReLU binary fixed to the side of its neuron's pre-activation at
+        ``inputs`` (float64 forward pass; active when > 0): the encoding is then the
+        network's linear piece around ``inputs`` (every hidden output ``= max(0, ẑ)``
+        with the sign of ``ẑ`` fixed)."""
+        pres = self.adapter.structure.pre_activations(np.asarray(inputs, float)[None, :])
+        fixed = []
+        for k, (layer, relu) in enumerate(zip(self._layers, self._relu)):
+            if not relu:
+                continue
+            for j in layer.q_relu:
+                q = layer.q_relu[j]
+                if not q.fixed:
+                    q.fix(1 if pres[k][0, j] > 0 else 0)
+                    fixed.append(q)
+        return fixed
+
     def set_neuron_bounds(self, k: int, j: int, lb: float, ub: float) -> None:
         """Bounds of neuron ``j`` of layer ``k`` in the block's units: its
         pre-activation, its output and, under the big-M ReLU, OMLT's big-M constants and
