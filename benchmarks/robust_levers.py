@@ -1,6 +1,6 @@
 """The speed levers of the robust cutting-set loops, each switched off in turn (issue 21).
 
-Five levers, each an option of the robust explainers and sound either way
+Six levers, each an option of the robust explainers and sound either way
 (``cfopt.methods``; ``warm_start`` is off by default since this benchmark, the others
 on):
 
@@ -21,7 +21,11 @@ on):
 * ``light_heuristics`` (:class:`cfopt.Proplace` and
   :class:`cfopt.CombinedRobustExplainer`): the masters (and the combined method's
   K-adversary) run without the solver's costly primal heuristics (HiGHS's RENS, RINS,
-  feasibility jump and root reduced-cost sub-MIPs).
+  feasibility jump and root reduced-cost sub-MIPs);
+* ``cutoff`` (:class:`cfopt.Proplace` only): each master with shifted copies (past
+  ``CUTOFF_NEURONS`` unstable neurons) is solved under the objective of a point of it,
+  its networks held to their linear pieces at the last master's point
+  (``cfopt.query.incumbents``).
 
 Settings: ``all_on``, each lever off alone (``<lever>_off``) and ``all_on_again`` (the
 same as the first, run last: the noise of the timings), on the same queries:
@@ -89,10 +93,10 @@ from proplace_table1 import prepare as prepare_proplace  # noqa: E402
 
 import cfopt  # noqa: E402
 
-LEVERS = ("query_bounds", "warm_start", "lp_screen", "ladder", "light_heuristics")
+LEVERS = ("query_bounds", "warm_start", "lp_screen", "ladder", "light_heuristics", "cutoff")
 PARTS = ("proplace", "delta+k", "delta+k-region", "k")
 #: the levers each workload's explainer has
-HAS = {"proplace": LEVERS, "delta+k": LEVERS, "delta+k-region": LEVERS,
+HAS = {"proplace": LEVERS, "delta+k": LEVERS[:5], "delta+k-region": LEVERS[:5],
        "k": ("query_bounds", "ladder")}
 
 
