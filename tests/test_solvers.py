@@ -200,3 +200,6 @@ def test_a_cutoff_prunes_but_never_claims(monkeypatch):
     assert again.status is cfopt.Status.OPTIMAL and again.objective == pytest.approx(7)
     assert backend._instance()._solver_model.getOptionValue("objective_bound")[-1] == math.inf
     assert make_solver("cbc").cutoff_options(1.0) == {}  # CBC: the cutoff is not used
+    m.obj.sense = -1  # maximise: a cutoff would cut the wrong side
+    with pytest.raises(ValueError, match="minimisation"):
+        backend.solve(m, SolverSettings(), cutoff=100.0)

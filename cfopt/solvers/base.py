@@ -125,6 +125,10 @@ class SolverBackend(ABC):
         settings = settings or SolverSettings()
         check_options(self.name, settings.options)
         options = {} if cutoff is None else self.cutoff_options(cutoff)
+        if options and next(model.component_data_objects(pyo.Objective, active=True)
+                            ).sense != pyo.minimize:
+            raise ValueError("a cutoff is an upper limit of a minimisation; this model "
+                             "maximises")
         if not options:
             return self._solve_once(model, settings, start)
         t0 = time.perf_counter()
