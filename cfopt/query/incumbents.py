@@ -3,8 +3,8 @@ r"""A cutoff for a cutting-set master from the last master's linear pieces (issu
 Every master of a cutting-set loop after the first is the last one with one more copy of
 the network (a shifted model, PROPLACE Algorithm 1), and its optimum most often lies
 where the last master's point :math:`x_k` lies: in the same linear piece of the model's
-network and of every copy (HELOC Table 1: 10 of the first 10 queries' masters with two
-shifted copies). So before solving it:
+network and of every copy (on HELOC's first 6 Table 1 queries the optimum of each master
+with two shifted copies lies 0.6-1.6 % above the last one's). So before solving it:
 
 1. fix every free ReLU binary of the master's network and of each copy that sees the
    counterfactual's own inputs to the side its neuron takes at :math:`x_k`
@@ -18,11 +18,16 @@ shifted copies). So before solving it:
    which solves again without it when a solve under it finds no point, so that a
    cutoff never makes a claim).
 
-The cutoff only prunes; the master's answer, bound and status are its own solve's. On
-the first 10 HELOC queries of Table 1, HiGHS with light heuristics took 6.0 s over the
-12 masters with copies, 2.5 s with a cutoff within 1 % of their optima; the pieces at
-:math:`x_k` hold a point within 2.3 % of the optimum on 10 of the 10 masters with two
-copies, and none on those with one (the new copy rejects :math:`x_k` in its piece).
+The cutoff only prunes; the master's answer, bound and status are its own solve's.
+Without HiGHS's sub-MIP heuristics (:meth:`SolverBackend.light_heuristics
+<cfopt.solvers.SolverBackend.light_heuristics>`) its branch and bound finds its
+incumbents late, and the cutoff stands in for them: on the first 10 HELOC queries of
+Table 1 the loop took 12.2 s (again: 12.6 s) with it and 17.1 s without, the masters
+10.4 s (11.0 s) against 15.3 s, with the same answers
+(``benchmarks/robust_levers.py``, ``results/robust_levers_heuristics.json``). The pieces
+at :math:`x_k` hold a point on the masters with two copies and most often on none with
+one (the new copy rejects :math:`x_k` within its piece, and the restriction is
+infeasible).
 """
 
 from __future__ import annotations
@@ -39,10 +44,11 @@ if TYPE_CHECKING:
     from ..problem import CounterfactualModel
 
 #: the most unstable neurons beyond the first hidden layer (the master's network and its
-#: copies) of a master solved without the cutoff: below it the master is solved in tens
-#: of milliseconds and the restriction's solve costs more than it saves (Table 1 Adult, 50
-#: queries: 13.4 s without the cutoff, 16.0 s with it on every master; its masters with
-#: copies have 9-21 such neurons, HELOC's 23-78)
+#: copies) of a master solved without the cutoff: below it a master takes tens of
+#: milliseconds and the restriction's solve, with Pyomo's updates, cannot pay (the Table
+#: 1 masters with copies have 9-21 such neurons on Adult, 6-21 on COMPAS, 23-78 on
+#: HELOC; with no gate, Adult's 50 queries took 16.0 s against 13.4 s without the
+#: cutoff, one exploratory run each)
 CUTOFF_NEURONS = 20
 
 #: the relative slack of the cutoff above the restriction's objective (HiGHS discards a
