@@ -27,7 +27,7 @@ from cfopt.methods import proplace as proplace_module
 from cfopt.methods.adversaries.model_shift import ModelShiftAdversary
 from cfopt.methods.cutting_set import Check, MasterAnswer
 from cfopt.models.network import ReLUNetwork
-from cfopt.query import ladder
+from cfopt.query import incumbents, ladder
 from cfopt.query.ladder import within_radius
 from cfopt.query.restrictions.relu import objective_value
 from cfopt.results.robust import RobustStatus
@@ -583,15 +583,25 @@ def test_fix_pattern_holds_the_network_to_its_linear_piece(toy) -> None:
     assert all(not v.fixed for v in free)
 
 
-def test_the_cutoff_comes_from_a_point_of_the_master_and_keeps_the_answer(toy, monkeypatch
-                                                                         ) -> None:
+@pytest.mark.parametrize("delta, walks", [(0.02, False), (0.05, True)])
+def test_the_cutoff_comes_from_a_point_of_the_master_and_keeps_the_answer(
+        toy, monkeypatch, delta, walks) -> None:
     """``cutoff=True``: each master with shifted copies (past the gate, here lowered) is
     solved under the objective of a point of it (its network and copies held to their
-    pieces at the last point), which is never below the master's proven bound nor, but
-    for the gap, its optimum; the answers equal those without it; ``cutoff=False``
-    never computes one."""
+    pieces at the last point, or, where those hold none, as at δ = 0.05 on this toy,
+    at the first point toward the region's points where every network gives a margin
+    of 2σ), which is never below the master's proven bound nor, but for the gap, its
+    optimum; the answers equal those without it; ``cutoff=False`` never computes one."""
     X, space, net, queries = toy
     monkeypatch.setattr(proplace_module, "CUTOFF_NEURONS", -1)
+    walked: list[np.ndarray | None] = []
+    original_walk = proplace_module.toward_target
+
+    def recording_walk(*args, **kwargs):
+        walked.append(original_walk(*args, **kwargs))
+        return walked[-1]
+
+    monkeypatch.setattr(proplace_module, "toward_target", recording_walk)
     cutoffs: list[float | None] = []
     original_cutoff = proplace_module.pattern_cutoff
 
@@ -615,7 +625,7 @@ def test_the_cutoff_comes_from_a_point_of_the_master_and_keeps_the_answer(toy, m
     for on in (True, False):
         cutoffs.clear()
         masters.clear()
-        method = Proplace(net, space, X, delta=0.02, k=10, cutoff=on)
+        method = Proplace(net, space, X, delta=delta, k=10, cutoff=on)
         given: list[float] = []
         solve = method.backend.solve
 
@@ -632,8 +642,36 @@ def test_the_cutoff_comes_from_a_point_of_the_master_and_keeps_the_answer(toy, m
         used = [(u, a, objective) for u, a, objective in masters if u is not None]
         assert used, "no master with shifted copies got a cutoff"
         assert given == [u for u, _, _ in used]  # each reached its master's solve
+        assert any(point is not None for point in walked) == walks
         for u, answer, objective in used:
             assert answer.bound <= u and objective <= u * (1 + 1e-4) + 1e-9
     for with_cutoff, without in zip(answers[True], answers[False]):
         assert with_cutoff.status is without.status is RobustStatus.CERTIFIED
         assert with_cutoff.objective == pytest.approx(without.objective, rel=1e-4)
+
+
+def test_toward_target_stops_at_the_first_step_with_the_margin(toy) -> None:
+    """The walk's point lies on a segment from the start to one of the ends, every
+    network gives the target at least the margin there and not one step before on that
+    segment, and it is the nearest such point of all segments; an unreachable margin
+    gives none."""
+    X, space, net, queries = toy
+    m = cfopt.CounterfactualModel(net, space, margin=0.01)
+    m.set_factual(queries.iloc[[0]])
+    m.set_target(1)
+    networks = [(m.predictor_constr, None)]
+    structure = m.predictor_constr.adapter.structure
+    start = space.encode(queries.iloc[[0]])[0]
+    ends = space.encode(X)[:40]
+    point = incumbents.toward_target(m, networks, start, ends, 0.5)
+    assert point is not None and structure.logits(point[None, :])[0, 0] >= 0.5
+    steps = np.linspace(0, 1, incumbents.WALK_STEPS + 1)[1:]
+    nearest = np.inf
+    for end in ends:
+        scores = structure.logits(start + steps[:, None] * (end - start))[:, 0]
+        reached = np.flatnonzero(scores >= 0.5)
+        if len(reached):
+            first = start + steps[reached[0]] * (end - start)
+            nearest = min(nearest, float(np.abs(first - start).sum()))
+    assert float(np.abs(point - start).sum()) == pytest.approx(nearest)
+    assert incumbents.toward_target(m, networks, start, ends, 1e6) is None

@@ -30,15 +30,17 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..constraints.blocks import ConstraintBlock
+from ..formulations.predictors import NetworkCopy
 from ..problem import CounterfactualModel
 from ..progress import progress_enabled
-from ..query.incumbents import CUTOFF_NEURONS, pattern_cutoff
+from ..query.incumbents import CUTOFF_NEURONS, pattern_cutoff, toward_target
 from ..query.ladder import can_climb, climb, first_floor
 from ..query.restrictions.relu import network_copies, unstable_neurons
 from ..query.solution import Verification, start_of, verified_solution
@@ -121,10 +123,11 @@ class ProplaceMaster(Master):
             start = (start_of(self.m, self._last) if self.warm_start and
                      self._last is not None else None)
             cutoff = None
+            networks = [*network_copies(self.m), *copies]
             if self.cutoff and copies and self._last is not None and unstable_neurons(
-                    [*network_copies(self.m), *copies], first=1) > CUTOFF_NEURONS:
-                cutoff = pattern_cutoff(self.m, self.backend, deadline.left,
-                                        [*network_copies(self.m), *copies], self._last)
+                    networks, first=1) > CUTOFF_NEURONS:
+                cutoff = pattern_cutoff(self.m, self.backend, deadline.left, networks,
+                                        self.pieces(networks))
                 settings = deadline.left()
                 if settings is None:
                     return MasterAnswer(Status.NO_SOLUTION, solved=False,
@@ -142,6 +145,19 @@ class ProplaceMaster(Master):
         solution = verified_solution(self.m)
         self._last = solution.row
         return self.answer(solution, outcome.status, outcome.bound)
+
+    def pieces(self, networks: list[NetworkCopy]) -> Iterator[np.ndarray]:
+        """The points whose linear pieces :func:`~cfopt.query.incumbents.pattern_cutoff`
+        tries: the last master's point, then (with the plausible region's points) the
+        first point toward them where every network gives the target a margin of 2σ
+        (:func:`~cfopt.query.incumbents.toward_target`), computed only when needed."""
+        start = self.m.space.encode(self._last)[0]
+        yield start
+        if self.adversary.hull is not None:
+            point = toward_target(self.m, networks, start, self.adversary.hull,
+                                  2 * self.sigma)
+            if point is not None:
+                yield point
 
     def infeasible(self) -> str:
         """What a proven-infeasible master proves, in words."""

@@ -87,7 +87,20 @@ def _score(net: ReLUNetwork, z: np.ndarray, decision: str, targets: list,
     return float(score), g
 
 
-def _targets(m: CounterfactualModel) -> list:
+def target_scores(net: ReLUNetwork, Z: np.ndarray, decision: str, targets: list
+                  ) -> np.ndarray:
+    """:func:`_score`'s target score at every row of ``Z`` (no gradient), in one batch."""
+    H = net.logits(np.atleast_2d(Z))
+    if decision == "regression":
+        low, high = targets
+        return np.minimum(H[:, 0] - low, high - H[:, 0])
+    if decision == "sign":
+        return (1.0 if targets[0] == 1 else -1.0) * H[:, 0]
+    others = [j for j in range(H.shape[1]) if j not in targets]
+    return H[:, targets].max(axis=1) - H[:, others].max(axis=1)
+
+
+def score_targets(m: CounterfactualModel) -> list:
     """The targets as :func:`_score` takes them: class indices, or a regressor's
     interval."""
     return (list(m.target) if m.adapter.is_regressor
@@ -101,7 +114,7 @@ def factual_score(m: CounterfactualModel) -> float | None:
     net = m.adapter.structure
     if not isinstance(net, ReLUNetwork) or m.factual is None or not m.target:
         return None
-    return _score(net, m.space.encode(m.factual)[0], m.adapter.decision, _targets(m),
+    return _score(net, m.space.encode(m.factual)[0], m.adapter.decision, score_targets(m),
                   with_grad=False)[0]
 
 
@@ -124,7 +137,7 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
         return None
     space = m.space
     decision = m.adapter.decision
-    targets = _targets(m)
+    targets = score_targets(m)
     margin = float(pyo.value(m.margin))
     goal = 2.0 * margin
     weights = m.weights
