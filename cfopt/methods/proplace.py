@@ -215,8 +215,10 @@ class Proplace(RobustMethod):
             masters HiGHS's sub-MIPs took most of the time (speed lever, sound either
             way: heuristics only propose incumbents).
         cutoff: before each master with shifted copies, solve it restricted to the
-            linear pieces of every network at the last master's point; the objective of
-            a point found there cuts off the master's solve
+            linear pieces of every network at the last master's point (or, when they
+            hold none, at the first point toward the region's points where every
+            network gives a margin of 2σ); the objective of a point found there cuts
+            off the master's solve
             (:func:`~cfopt.query.incumbents.pattern_cutoff`; speed lever, sound either
             way: without the ladder only).
         lp_screen: the adversary's LP relaxation between its interval screen and its
