@@ -62,35 +62,28 @@ def _score(net: ReLUNetwork, z: np.ndarray, decision: str, targets: list,
     pres = [pre[0] for pre in net.pre_activations(z[None, :])]
     masks = [pre > 0 if layer.relu else None for layer, pre in zip(net.layers, pres)]
     h = pres[-1]
+    score = float(logit_scores(h[None, :], decision, targets)[0])
+    if not with_grad:
+        return score, None
     if decision == "regression":
         low, high = targets
-        sign = 1.0 if h[0] - low <= high - h[0] else -1.0
-        score = min(h[0] - low, high - h[0])
-        g = np.array([sign])
+        g = np.array([1.0 if h[0] - low <= high - h[0] else -1.0])
     elif decision == "sign":
-        sign = 1.0 if targets[0] == 1 else -1.0
-        score = sign * h[0]
-        g = np.array([sign])
+        g = np.array([1.0 if targets[0] == 1 else -1.0])
     else:
         others = [j for j in range(len(h)) if j not in targets]
-        best_t = max(targets, key=lambda t: h[t])
-        best_o = max(others, key=lambda j: h[j])
-        score = h[best_t] - h[best_o]
         g = np.zeros(len(h))
-        g[best_t], g[best_o] = 1.0, -1.0
-    if not with_grad:
-        return float(score), None
+        g[max(targets, key=lambda t: h[t])] = 1.0
+        g[max(others, key=lambda j: h[j])] = -1.0
     for layer, mask in zip(reversed(net.layers), reversed(masks)):
         if mask is not None:
             g = g * mask
         g = layer.weight.T @ g
-    return float(score), g
+    return score, g
 
 
-def target_scores(net: ReLUNetwork, Z: np.ndarray, decision: str, targets: list
-                  ) -> np.ndarray:
-    """:func:`_score`'s target score at every row of ``Z`` (no gradient), in one batch."""
-    H = net.logits(np.atleast_2d(Z))
+def logit_scores(H: np.ndarray, decision: str, targets: list) -> np.ndarray:
+    """The target score (:func:`_score`) of every row of the logits ``H``."""
     if decision == "regression":
         low, high = targets
         return np.minimum(H[:, 0] - low, high - H[:, 0])
@@ -98,6 +91,12 @@ def target_scores(net: ReLUNetwork, Z: np.ndarray, decision: str, targets: list
         return (1.0 if targets[0] == 1 else -1.0) * H[:, 0]
     others = [j for j in range(H.shape[1]) if j not in targets]
     return H[:, targets].max(axis=1) - H[:, others].max(axis=1)
+
+
+def target_scores(net: ReLUNetwork, Z: np.ndarray, decision: str, targets: list
+                  ) -> np.ndarray:
+    """:func:`_score`'s target score at every row of ``Z`` (no gradient), in one batch."""
+    return logit_scores(net.logits(np.atleast_2d(Z)), decision, targets)
 
 
 def score_targets(m: CounterfactualModel) -> list:
