@@ -550,6 +550,45 @@ def test_the_masters_run_with_light_heuristics_unless_asked(toy, monkeypatch) ->
         Proplace(net, space, X, delta=0.05, light_heuristics="off")
 
 
+def test_masters_with_copies_leave_the_model_out_and_keep_the_answers(toy, monkeypatch
+                                                                      ) -> None:
+    """``relax_model=True`` (default): every master solve with shifted copies runs
+    without the model's own network and validity, every one without copies with them,
+    and they are back after each query; ``False``: always in. The answers agree, and
+    each is valid for the real model."""
+    X, space, net, queries = toy
+    seen: dict[bool, list[tuple[int, bool, bool]]] = {}
+    original = proplace_module.ProplaceMaster.solve
+
+    def recording(self, deadline):
+        answer = original(self, deadline)
+        seen[key].append((len(self.adversary.models), self.m.predictor_constr.block.active,
+                          self.m.validity.active))
+        return answer
+
+    monkeypatch.setattr(proplace_module.ProplaceMaster, "solve", recording)
+    answers: dict[bool, list] = {}
+    for key in (True, False):
+        seen[key] = []
+        method = Proplace(net, space, X, delta=0.05, k=10, relax_model=key)
+        answers[key] = []
+        for i in range(3):
+            answers[key].append(method.explain(queries.iloc[[i]], target=1))
+            m = method.milp
+            assert m.predictor_constr.block.active and m.validity.active
+    assert any(copies for copies, _, _ in seen[True])
+    assert all((held, valid) == (copies == 0, copies == 0)
+               for copies, held, valid in seen[True])
+    assert all(held and valid for _, held, valid in seen[False])
+    for relaxed, full in zip(answers[True], answers[False]):
+        assert relaxed.status is full.status is RobustStatus.CERTIFIED
+        assert relaxed.objective == pytest.approx(full.objective, rel=1e-3)
+        assert net(torch.tensor(space.transform(relaxed.counterfactual),
+                                dtype=torch.float32)).item() > 0
+    with pytest.raises(TypeError, match="relax_model"):
+        Proplace(net, space, X, delta=0.05, relax_model=1)
+
+
 def test_fix_pattern_holds_the_network_to_its_linear_piece(toy) -> None:
     """``fix_pattern(z)`` fixes exactly the free ReLU binaries, each to the side of its
     neuron at ``z``; the MILP's point then lies in ``z``'s piece; unfixing frees them."""

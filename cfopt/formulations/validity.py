@@ -108,6 +108,21 @@ def deactivate_validity(m: pyo.Block, adapter: ModelAdapter) -> None:
         m.target_allowed.deactivate()
 
 
+def hold_model(m: Any, hold: bool) -> None:
+    """Put the model's own network and its validity constraints into the
+    counterfactual MILP ``m`` (a :class:`~cfopt.CounterfactualModel`; ``hold``) or
+    leave them out of it. Left out, the MILP is a relaxation of any problem whose
+    feasible points the model classifies as the target with margin μ (e.g. PROPLACE's
+    Δ-robust points, Δ holding the model itself): its proven bound stays valid for
+    that problem, but its points need not be valid for the model; the caller checks
+    them."""
+    for component in (m.predictor_constr.block, m.validity):
+        if hold:
+            component.activate()
+        else:
+            component.deactivate()
+
+
 def set_target(m: pyo.Block, adapter: ModelAdapter, target_indices: Sequence[int]) -> None:
     """Set the target class indices (a non-empty proper subset of the classes)."""
     if adapter.decision == "regression":

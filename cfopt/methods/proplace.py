@@ -38,6 +38,7 @@ import pandas as pd
 
 from ..constraints.blocks import ConstraintBlock
 from ..formulations.predictors import NetworkCopy
+from ..formulations.validity import hold_model
 from ..problem import CounterfactualModel
 from ..progress import progress_enabled
 from ..query.incumbents import CUTOFF_NEURONS, pattern_cutoff, toward_target
@@ -95,13 +96,23 @@ class ProplaceMaster(Master):
     never changes what the solve proves. ``cutoff`` (without the ladder): every solve
     after the first discards the points above the objective of the last point's linear
     pieces (:func:`~cfopt.query.incumbents.pattern_cutoff`; sound either way: a solve
-    under it that finds nothing is solved again without it)."""
+    under it that finds nothing is solved again without it). ``relax_model`` (without
+    the ladder): a solve with shifted copies leaves the model's own network and
+    validity out of the MILP (:func:`~cfopt.formulations.validity.hold_model`; the
+    caller puts them back after the query). The master stays a relaxation of the
+    problem with margin σ, Δ holding the model itself, so its proven bound keeps its
+    meaning; its point, valid or not for the model, goes to the adversary, whose
+    exact check over Δ covers the model, so a point the loop certifies is valid. The
+    copies, each shifted toward the target's worst case, are what bind: the model's
+    network is one more big-M encoding of nearly the same constraint."""
 
     def __init__(self, m: CounterfactualModel, backend: SolverBackend, sigma: float,
                  adversary: ModelShiftAdversary, warm_start: bool = False,
-                 ladder: bool = False, cutoff: bool = False) -> None:
+                 ladder: bool = False, cutoff: bool = False, relax_model: bool = False
+                 ) -> None:
         self.m, self.backend, self.sigma, self.adversary = m, backend, sigma, adversary
         self.warm_start, self.ladder, self.cutoff = warm_start, ladder, cutoff
+        self.relax_model = relax_model
         #: the proven bound of the last solve that gave a point
         self.bound: float | None = None
         #: the greatest proven bound so far: every later master only has more cuts
@@ -116,7 +127,10 @@ class ProplaceMaster(Master):
                                 message="time limit reached before a certificate")
         floor = self.floor if self.floor is not None else first_floor(self.m)
         copies = self.adversary.network_copies(self.m)
-        if self.ladder and can_climb(self.m, floor, copies):
+        climbing = self.ladder and can_climb(self.m, floor, copies)
+        relaxed = self.relax_model and bool(copies) and not climbing
+        hold_model(self.m, not relaxed)
+        if climbing:
             assert floor is not None
             outcome = climb(self.m, self.backend, deadline.left, floor, {}, copies)
         else:
@@ -126,7 +140,9 @@ class ProplaceMaster(Master):
             networks = [*network_copies(self.m), *copies]
             if self.cutoff and copies and self._last is not None and unstable_neurons(
                     networks, first=1) > CUTOFF_NEURONS:
-                cutoff = pattern_cutoff(self.m, self.backend, deadline.left, networks,
+                held = [c for c in networks
+                        if not (relaxed and c[0] is self.m.predictor_constr)]
+                cutoff = pattern_cutoff(self.m, self.backend, deadline.left, held,
                                         self.pieces(networks))
                 settings = deadline.left()
                 if settings is None:
@@ -221,6 +237,10 @@ class Proplace(RobustMethod):
             off the master's solve
             (:func:`~cfopt.query.incumbents.pattern_cutoff`; speed lever, sound either
             way: without the ladder only).
+        relax_model: every master with shifted copies leaves the model's own network
+            and validity out (:class:`ProplaceMaster`): a relaxation of the Δ-robust
+            problem, Δ holding the model, whose points the adversary checks over all
+            of Δ (speed lever, sound either way; without the ladder only).
         lp_screen: the adversary's LP relaxation between its interval screen and its
             exact MILP: it certifies when its bound reaches σ - t
             (:class:`~cfopt.methods.adversaries.model_shift.RobustnessChecker`; speed
@@ -245,7 +265,7 @@ class Proplace(RobustMethod):
                  tolerance: float = 0.005, max_iterations: int = 50, query_bounds: bool = True,
                  ladder: bool = True, warm_start: bool = False,
                  light_heuristics: bool = True, cutoff: bool = True,
-                 lp_screen: bool = True,
+                 relax_model: bool = True, lp_screen: bool = True,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
@@ -266,6 +286,7 @@ class Proplace(RobustMethod):
         self.lp_screen = check_switch("lp_screen", lp_screen)
         self.light_heuristics = self.lighten_heuristics(light_heuristics)
         self.cutoff = check_switch("cutoff", cutoff)
+        self.relax_model = check_switch("relax_model", relax_model)
         self.region = RobustPlausibleRegion(data, self.delta, k, labels=labels,
                                             solver=self.backend.name, name="plausible_region")
         self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
@@ -307,7 +328,7 @@ class Proplace(RobustMethod):
         adversary = ModelShiftAdversary(self.checker, m, target_index(m), need, box,
                                         self.lp_screen, hull)
         master = ProplaceMaster(m, self.backend, self.sigma, adversary, self.warm_start,
-                                self.ladder, self.cutoff)
+                                self.ladder, self.cutoff, self.relax_model)
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
 
         def observe(answer: MasterAnswer, _: Adversary, check: Check) -> None:
@@ -321,6 +342,7 @@ class Proplace(RobustMethod):
         finally:
             bar.close()
             adversary.remove_cuts()
+            hold_model(m, True)
             pred.set_layer_bounds(global_bounds)
         times["master"], times["adversary"] = loop.master_seconds, loop.adversary_seconds
         certificate.iterations, certificate.models = loop.iterations, adversary.models
