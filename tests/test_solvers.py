@@ -203,3 +203,46 @@ def test_a_cutoff_prunes_but_never_claims(monkeypatch):
     m.obj.sense = -1  # maximise: a cutoff would cut the wrong side
     with pytest.raises(ValueError, match="minimisation"):
         backend.solve(m, SolverSettings(), cutoff=100.0)
+
+
+def test_removing_a_block_drops_its_columns_at_once_and_keeps_the_model(monkeypatch):
+    """Deleting a block of many constraints, each with a column of its own, removes
+    those columns from the loaded HiGHS model in one call (Pyomo alone: one per
+    constraint, each renumbering every column); the model left is the one a fresh load
+    gives, and a block added again solves as before."""
+    import pyomo.environ as pyo
+
+    def block(n: int) -> pyo.Block:
+        b = pyo.Block()
+        b.y = pyo.Var(range(n), bounds=(0, 100), domain=pyo.Integers)
+        b.link = pyo.Constraint(range(n), rule=lambda b, i: b.y[i] >= m.x + i)
+        return b
+
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(bounds=(1, 5))
+    m.floor = pyo.Constraint(expr=m.x >= 2)
+    m.extra = block(30)
+    m.obj = pyo.Objective(expr=m.x)
+    backend = make_solver("highs")
+    first = backend.solve(m, SolverSettings())
+    assert first.status is cfopt.Status.OPTIMAL and first.objective == pytest.approx(2)
+    highs = backend._instance()._solver_model
+    assert highs.getNumCol() == 31
+    removals: list[int] = []
+    delete = type(highs).deleteVars
+
+    def counting(self, count, *args):
+        removals.append(count)
+        return delete(self, count, *args)
+
+    monkeypatch.setattr(type(highs), "deleteVars", counting)
+    m.del_component(m.extra)
+    alone = backend.solve(m, SolverSettings())
+    assert [count for count in removals if count] == [30]
+    assert highs.getNumCol() == 1 and alone.objective == pytest.approx(2)
+    assert alone.objective == make_solver("highs").solve(m, SolverSettings()).objective
+    m.extra = block(3)
+    m.cap = pyo.Constraint(expr=m.extra.y[2] <= 5)  # y2 >= x + 2: x <= 3
+    m.obj.sense = pyo.maximize
+    back = backend.solve(m, SolverSettings())
+    assert back.objective == pytest.approx(3) and highs.getNumCol() == 4
