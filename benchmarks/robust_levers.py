@@ -1,6 +1,6 @@
 """The speed levers of the robust cutting-set loops, each switched off in turn (issue 21).
 
-Six levers, each an option of the robust explainers and sound either way
+Eight levers, each an option of the robust explainers and sound either way
 (``cfopt.methods``; ``warm_start`` is off by default since this benchmark, the others
 on):
 
@@ -25,7 +25,13 @@ on):
 * ``cutoff`` (:class:`cfopt.Proplace` only): each master with shifted copies (past
   ``CUTOFF_NEURONS`` unstable neurons) is solved under the objective of a point of it,
   its networks held to their linear pieces at the last master's point
-  (``cfopt.query.incumbents``).
+  (``cfopt.query.incumbents``);
+* ``relax_model`` (:class:`cfopt.Proplace` only): each master with shifted copies
+  leaves the model's own network and validity out (a relaxation of the Δ-robust
+  problem; the adversary's check over Δ covers the model);
+* ``first_cut`` (:class:`cfopt.Proplace` only): before the first master, the interval
+  screen's concrete shifted model at the walk's first point from the factual toward
+  the region where the model gives margin σ is added as a copy.
 
 Settings: ``all_on``, each lever off alone (``<lever>_off``) and ``all_on_again`` (the
 same as the first, run last: the noise of the timings), on the same queries:
@@ -93,7 +99,8 @@ from proplace_table1 import prepare as prepare_proplace  # noqa: E402
 
 import cfopt  # noqa: E402
 
-LEVERS = ("query_bounds", "warm_start", "lp_screen", "ladder", "light_heuristics", "cutoff")
+LEVERS = ("query_bounds", "warm_start", "lp_screen", "ladder", "light_heuristics", "cutoff",
+          "relax_model", "first_cut")
 PARTS = ("proplace", "delta+k", "delta+k-region", "k")
 #: the levers each workload's explainer has
 HAS = {"proplace": LEVERS, "delta+k": LEVERS[:5], "delta+k-region": LEVERS[:5],

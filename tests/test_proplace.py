@@ -246,7 +246,7 @@ def test_proplace_certified_and_valid_under_sampled_models(toy) -> None:
     payload = json.loads(r.to_json())
     assert payload["status"] == "certified" and payload["certificate"]["delta"] == delta
     assert payload["certificate"]["iterations"] == r.certificate.iterations >= 1
-    assert len(r.certificate.models) == r.certificate.iterations - 1
+    assert len(r.certificate.models) == r.certificate.iterations - 1 + r.details["first_cut"]
 
 
 def test_proplace_on_gurobi_when_licensed(toy) -> None:
@@ -420,7 +420,7 @@ def test_a_failed_row_is_its_status_and_the_batch_goes_on(toy, monkeypatch) -> N
 
     def refusing(model, settings=None, start=None, **kwargs):
         calls.append(1)
-        if len(calls) == 2:  # the second master solve: the first row's second iteration
+        if len(calls) == 1:  # the first master solve: the first row's
             raise cfopt.SolverLicenseError("Gurobi refused the model: size-limited licence")
         return solve(model, settings, start, **kwargs)
 
@@ -589,6 +589,49 @@ def test_masters_with_copies_leave_the_model_out_and_keep_the_answers(toy, monke
         Proplace(net, space, X, delta=0.05, relax_model=1)
 
 
+def test_the_first_cut_seeds_the_first_master_and_keeps_the_answers(toy, monkeypatch
+                                                                     ) -> None:
+    """``first_cut=True`` (default): before the first master, the walk's point toward
+    the region where the model gives margin σ gets the interval screen's concrete
+    shifted model as a cut, so the first master already holds a copy; the loop takes
+    no more masters than without it and the answers agree. ``cut_at`` adds a model of
+    Δ that classifies its point below σ - t, and nothing at a point that model keeps
+    above it."""
+    X, space, net, queries = toy
+    firsts: dict[bool, list[int]] = {True: [], False: []}
+    original = proplace_module.ProplaceMaster.solve
+
+    def recording(self, deadline):
+        if not getattr(self, "seen", False):
+            self.seen = True
+            firsts[key].append(len(self.adversary.models))
+        return original(self, deadline)
+
+    monkeypatch.setattr(proplace_module.ProplaceMaster, "solve", recording)
+    results = {}
+    for key in (True, False):
+        method = Proplace(net, space, X, delta=0.05, k=10, first_cut=key)
+        results[key] = [method.explain(queries.iloc[[i]], target=1) for i in range(3)]
+    assert firsts[False] == [0, 0, 0] and any(firsts[True])
+    for seeded, plain in zip(results[True], results[False]):
+        assert seeded.status is plain.status is RobustStatus.CERTIFIED
+        assert seeded.objective == pytest.approx(plain.objective, rel=1e-3)
+        assert seeded.certificate.iterations <= plain.certificate.iterations
+    method, hull, box = _first_query_in_region(toy)
+    m = method.milp
+    adversary = ModelShiftAdversary(method.checker, m, 1, 0.005, box, hull=hull)
+    structure = m.adapter.structure
+    robust = hull[int(np.argmax(structure.logits(hull)[:, 0]))]
+    assert not adversary.cut_at(robust) and adversary.models == []
+    assert adversary.cut_at(m.factual_inputs)
+    (params,) = adversary.models
+    assert forward(params, m.factual_inputs[None, :])[0] < 0.005
+    assert max_shift(structure, params) <= 0.05 + 1e-9
+    adversary.remove_cuts()
+    with pytest.raises(TypeError, match="first_cut"):
+        Proplace(net, space, X, delta=0.05, first_cut="yes")
+
+
 def test_fix_pattern_holds_the_network_to_its_linear_piece(toy) -> None:
     """``fix_pattern(z)`` fixes exactly the free ReLU binaries, each to the side of its
     neuron at ``z``; the MILP's point then lies in ``z``'s piece; unfixing frees them."""
@@ -630,7 +673,8 @@ def test_the_cutoff_comes_from_a_point_of_the_master_and_keeps_the_answer(
     pieces at the last point, or, where those hold none, as at δ = 0.05 on this toy,
     at the first point toward the region's points where every network gives a margin
     of 2σ), which is never below the master's proven bound nor, but for the gap, its
-    optimum; the answers equal those without it; ``cutoff=False`` never computes one."""
+    optimum; the answers equal those without it; ``cutoff=False`` never computes one.
+    Without the first cut, so that every master after a query's first has copies."""
     X, space, net, queries = toy
     monkeypatch.setattr(proplace_module, "CUTOFF_NEURONS", -1)
     walked: list[np.ndarray | None] = []
@@ -664,7 +708,8 @@ def test_the_cutoff_comes_from_a_point_of_the_master_and_keeps_the_answer(
     for on in (True, False):
         cutoffs.clear()
         masters.clear()
-        method = Proplace(net, space, X, delta=delta, k=10, cutoff=on)
+        method = Proplace(net, space, X, delta=delta, k=10, cutoff=on,
+                          first_cut=False)  # every query's masters after a point
         given: list[float] = []
         solve = method.backend.solve
 

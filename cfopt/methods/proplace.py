@@ -241,6 +241,15 @@ class Proplace(RobustMethod):
             and validity out (:class:`ProplaceMaster`): a relaxation of the Δ-robust
             problem, Δ holding the model, whose points the adversary checks over all
             of Δ (speed lever, sound either way; without the ladder only).
+        first_cut: before the first master, walk from the factual toward the plausible
+            region's points to the first point where the model gives the target
+            margin σ (:func:`~cfopt.query.incumbents.toward_target`, a guess of the
+            first master's point) and add the adversary's worst shifted model there as
+            the first copy (:meth:`ModelShiftAdversary.cut_at`: the interval screen's
+            concrete model, when it classifies the guess below σ - t; with ``query_bounds``;
+            speed lever, sound either way: any model of Δ is a valid cut). With
+            ``relax_model`` the first master then holds that copy instead of the model,
+            and the loop usually saves the master the guess stands for.
         lp_screen: the adversary's LP relaxation between its interval screen and its
             exact MILP: it certifies when its bound reaches σ - t
             (:class:`~cfopt.methods.adversaries.model_shift.RobustnessChecker`; speed
@@ -265,7 +274,7 @@ class Proplace(RobustMethod):
                  tolerance: float = 0.005, max_iterations: int = 50, query_bounds: bool = True,
                  ladder: bool = True, warm_start: bool = False,
                  light_heuristics: bool = True, cutoff: bool = True,
-                 relax_model: bool = True, lp_screen: bool = True,
+                 relax_model: bool = True, first_cut: bool = True, lp_screen: bool = True,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
@@ -287,6 +296,7 @@ class Proplace(RobustMethod):
         self.light_heuristics = self.lighten_heuristics(light_heuristics)
         self.cutoff = check_switch("cutoff", cutoff)
         self.relax_model = check_switch("relax_model", relax_model)
+        self.first_cut = check_switch("first_cut", first_cut)
         self.region = RobustPlausibleRegion(data, self.delta, k, labels=labels,
                                             solver=self.backend.name, name="plausible_region")
         self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
@@ -329,6 +339,13 @@ class Proplace(RobustMethod):
                                         self.lp_screen, hull)
         master = ProplaceMaster(m, self.backend, self.sigma, adversary, self.warm_start,
                                 self.ladder, self.cutoff, self.relax_model)
+        deadline = self.deadline(t0)
+        seeded, details["first_cut"] = 0.0, False
+        if self.first_cut and hull is not None and m.factual_inputs is not None:
+            t1 = time.perf_counter()
+            guess = toward_target(m, [(pred, None)], m.factual_inputs, hull, self.sigma)
+            details["first_cut"] = guess is not None and adversary.cut_at(guess)
+            seeded = time.perf_counter() - t1
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
 
         def observe(answer: MasterAnswer, _: Adversary, check: Check) -> None:
@@ -338,13 +355,14 @@ class Proplace(RobustMethod):
 
         try:
             loop = CuttingSet(self.max_iterations, observe).run(master, [adversary],
-                                                                 self.deadline(t0))
+                                                                 deadline)
         finally:
             bar.close()
             adversary.remove_cuts()
             hold_model(m, True)
             pred.set_layer_bounds(global_bounds)
-        times["master"], times["adversary"] = loop.master_seconds, loop.adversary_seconds
+        times["master"] = loop.master_seconds
+        times["adversary"] = loop.adversary_seconds + seeded
         certificate.iterations, certificate.models = loop.iterations, adversary.models
         (check,) = loop.checks
         if check is not None:

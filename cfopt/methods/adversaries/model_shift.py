@@ -359,6 +359,22 @@ class ModelShiftAdversary(Adversary):
                                   time_limit=None if left is None else left.time_limit,
                                   lp_screen=self.lp_screen)
 
+    def cut_at(self, z: np.ndarray) -> bool:
+        """Add a shifted model that classifies the model inputs ``z`` (e.g. a guess of
+        the first master's point) below the threshold as a cut, if the interval
+        screen's concrete model (:meth:`RobustnessChecker.attack_parameters`, of the
+        least margin; no MILP) does; ``True`` when a cut was added. Any model of Δ is
+        a valid cut: every Δ-robust point satisfies it."""
+        z = np.asarray(z, dtype=np.float64).reshape(-1)
+        value, params = min(((_margin_value(p, z, margin), p) for margin in
+                             self.checker.margins(self.target)
+                             for p in [self.checker.attack_parameters(z, margin)]),
+                            key=lambda pair: pair[0])
+        if value >= self.threshold:
+            return False
+        self.add_cut(Check(certified=False, bound=None, verdict=None, counterexample=params))
+        return True
+
     def check(self, answer: MasterAnswer, deadline: Deadline) -> Check:
         verdict = self.verdict(answer.point, deadline)
         return Check(certified=bool(verdict.robust), bound=verdict.bound, verdict=verdict,
