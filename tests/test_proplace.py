@@ -665,16 +665,18 @@ def test_fix_pattern_holds_the_network_to_its_linear_piece(toy) -> None:
     assert all(not v.fixed for v in free)
 
 
-@pytest.mark.parametrize("delta, walks", [(0.02, False), (0.05, True)])
+@pytest.mark.parametrize("delta, walks, first_cut", [(0.02, False, False),
+                                                    (0.05, True, False), (0.05, True, True)])
 def test_the_cutoff_comes_from_a_point_of_the_master_and_keeps_the_answer(
-        toy, monkeypatch, delta, walks) -> None:
+        toy, monkeypatch, delta, walks, first_cut) -> None:
     """``cutoff=True``: each master with shifted copies (past the gate, here lowered) is
     solved under the objective of a point of it (its network and copies held to their
     pieces at the last point, or, where those hold none, as at δ = 0.05 on this toy,
     at the first point toward the region's points where every network gives a margin
     of 2σ), which is never below the master's proven bound nor, but for the gap, its
     optimum; the answers equal those without it; ``cutoff=False`` never computes one.
-    Without the first cut, so that every master after a query's first has copies."""
+    With the first cut, a query's first master has a copy and gets its cutoff from the
+    pieces at the cut's point (the guess of that master's point)."""
     X, space, net, queries = toy
     monkeypatch.setattr(proplace_module, "CUTOFF_NEURONS", -1)
     walked: list[np.ndarray | None] = []
@@ -693,10 +695,12 @@ def test_the_cutoff_comes_from_a_point_of_the_master_and_keeps_the_answer(
         return cutoffs[-1]
 
     masters: list[tuple[float | None, MasterAnswer, float]] = []
+    firsts: list[bool] = []  # per master: the query's first (no last point)
     original_solve = proplace_module.ProplaceMaster.solve
 
     def recording_solve(self, deadline):
         before = len(cutoffs)
+        firsts.append(self.found is False)
         answer = original_solve(self, deadline)
         masters.append((cutoffs[-1] if len(cutoffs) > before else None, answer,
                         objective_value(self.m, answer.point)))
@@ -708,8 +712,8 @@ def test_the_cutoff_comes_from_a_point_of_the_master_and_keeps_the_answer(
     for on in (True, False):
         cutoffs.clear()
         masters.clear()
-        method = Proplace(net, space, X, delta=delta, k=10, cutoff=on,
-                          first_cut=False)  # every query's masters after a point
+        firsts.clear()
+        method = Proplace(net, space, X, delta=delta, k=10, cutoff=on, first_cut=first_cut)
         given: list[float] = []
         solve = method.backend.solve
 
@@ -727,6 +731,8 @@ def test_the_cutoff_comes_from_a_point_of_the_master_and_keeps_the_answer(
         assert used, "no master with shifted copies got a cutoff"
         assert given == [u for u, _, _ in used]  # each reached its master's solve
         assert any(point is not None for point in walked) == walks
+        assert any(u is not None and first for (u, _, _), first in zip(masters, firsts)
+                   ) == first_cut
         for u, answer, objective in used:
             assert answer.bound <= u and objective <= u * (1 + 1e-4) + 1e-9
     for with_cutoff, without in zip(answers[True], answers[False]):

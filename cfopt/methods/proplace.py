@@ -94,8 +94,9 @@ class ProplaceMaster(Master):
     start is infeasible then: HiGHS fixes the given values, fails to complete them and
     drops the start; a backend without MIP starts ignores it. Sound either way: a start
     never changes what the solve proves. ``cutoff`` (without the ladder): every solve
-    after the first discards the points above the objective of the last point's linear
-    pieces (:func:`~cfopt.query.incumbents.pattern_cutoff`; sound either way: a solve
+    with shifted copies after the first, or with ``guess`` also the first, discards the
+    points above the objective of the linear pieces at the last point (at ``guess``
+    before the first solve) (:func:`~cfopt.query.incumbents.pattern_cutoff`; sound either way: a solve
     under it that finds nothing is solved again without it). ``relax_model`` (without
     the ladder): a solve with shifted copies leaves the model's own network and
     validity out of the MILP (:func:`~cfopt.formulations.validity.hold_model`; the
@@ -119,6 +120,9 @@ class ProplaceMaster(Master):
         self.floor: float | None = None
         self.found = False
         self._last: pd.DataFrame | None = None
+        #: model inputs standing for the last point before the first solve (e.g. the
+        #: first cut's guess), for the cutoff's pieces
+        self.guess: np.ndarray | None = None
 
     def solve(self, deadline: Deadline) -> MasterAnswer:
         settings = deadline.left()
@@ -138,7 +142,8 @@ class ProplaceMaster(Master):
                      self._last is not None else None)
             cutoff = None
             networks = [*network_copies(self.m), *copies]
-            if self.cutoff and copies and self._last is not None and unstable_neurons(
+            if self.cutoff and copies and (self._last is not None or self.guess is not None
+                                           ) and unstable_neurons(
                     networks, first=1) > CUTOFF_NEURONS:
                 held = [c for c in networks
                         if not (relaxed and c[0] is self.m.predictor_constr)]
@@ -167,7 +172,7 @@ class ProplaceMaster(Master):
         tries: the last master's point, then (with the plausible region's points) the
         first point toward them where every network gives the target a margin of 2σ
         (:func:`~cfopt.query.incumbents.toward_target`), computed only when needed."""
-        start = self.m.space.encode(self._last)[0]
+        start = self.guess if self._last is None else self.m.space.encode(self._last)[0]
         yield start
         if self.adversary.hull is not None:
             point = toward_target(self.m, networks, start, self.adversary.hull,
@@ -231,7 +236,8 @@ class Proplace(RobustMethod):
             masters HiGHS's sub-MIPs took most of the time (speed lever, sound either
             way: heuristics only propose incumbents).
         cutoff: before each master with shifted copies, solve it restricted to the
-            linear pieces of every network at the last master's point (or, when they
+            linear pieces of every network at the last master's point (the first
+            master, with the first cut, at the first cut's point; or, when they
             hold none, at the first point toward the region's points where every
             network gives a margin of 2σ); the objective of a point found there cuts
             off the master's solve
@@ -345,6 +351,8 @@ class Proplace(RobustMethod):
             t1 = time.perf_counter()
             guess = toward_target(m, [(pred, None)], m.factual_inputs, hull, self.sigma)
             details["first_cut"] = guess is not None and adversary.cut_at(guess)
+            if details["first_cut"]:
+                master.guess = guess
             seeded = time.perf_counter() - t1
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
 
