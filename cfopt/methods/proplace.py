@@ -98,9 +98,10 @@ class ProplaceMaster(Master):
     points above the objective of the linear pieces at the last point (at ``guess``
     before the first solve) (:func:`~cfopt.query.incumbents.pattern_cutoff`; sound
     either way: a solve under it that finds nothing is solved again without it).
-    ``relax_model`` (without the ladder): a solve with shifted copies leaves the model's own network and
-    validity out of the MILP (:func:`~cfopt.formulations.validity.hold_model`; the
-    caller puts them back after the query). The master stays a relaxation of the
+    ``relax_model`` (without the ladder): a solve with shifted copies leaves the
+    model's own network and validity out of the MILP
+    (:func:`~cfopt.formulations.validity.hold_model`; the caller puts them back after
+    the query). The master stays a relaxation of the
     problem with margin σ, Δ holding the model itself, so its proven bound keeps its
     meaning; its point, valid or not for the model, goes to the adversary, whose
     exact check over Δ covers the model, so a point the loop certifies is valid. The
