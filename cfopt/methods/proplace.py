@@ -101,12 +101,12 @@ class ProplaceMaster(Master):
     ``relax_model`` (without the ladder): a solve with shifted copies leaves the
     model's own network and validity out of the MILP
     (:func:`~cfopt.formulations.validity.hold_model`; the caller puts them back after
-    the query). The master stays a relaxation of the
-    problem with margin σ, Δ holding the model itself, so its proven bound keeps its
-    meaning; its point, valid or not for the model, goes to the adversary, whose
-    exact check over Δ covers the model, so a point the loop certifies is valid. The
-    copies, each shifted toward the target's worst case, are what bind: the model's
-    network is one more big-M encoding of nearly the same constraint."""
+    the query). The master stays a relaxation of the problem with margin σ, Δ holding
+    the model itself, so its proven bound keeps its meaning; its point, valid or not
+    for the model, goes to the adversary, whose exact check over Δ covers the model,
+    so a point the loop certifies is valid. The copies, each shifted toward the
+    target's worst case, are what bind: the model's network is one more big-M
+    encoding of nearly the same constraint."""
 
     def __init__(self, m: CounterfactualModel, backend: SolverBackend, sigma: float,
                  adversary: ModelShiftAdversary, warm_start: bool = False,
@@ -251,10 +251,10 @@ class Proplace(RobustMethod):
         first_cut: before the first master, walk from the factual toward the plausible
             region's points to the first point where the model gives the target
             margin σ (:func:`~cfopt.query.incumbents.toward_target`, a guess of the
-            first master's point) and add the adversary's worst shifted model there as
-            the first copy (:meth:`ModelShiftAdversary.cut_at`: the interval screen's
-            concrete model, when it classifies the guess below σ - t; with ``query_bounds``;
-            speed lever, sound either way: any model of Δ is a valid cut). With
+            first master's point) and add the interval screen's concrete shifted
+            model there as the first copy when it classifies the guess below σ - t
+            (:meth:`ModelShiftAdversary.cut_at`; with ``query_bounds``; speed lever,
+            sound either way: any model of Δ is a valid cut). With
             ``relax_model`` the first master then holds that copy instead of the model,
             and the loop usually saves the master the guess stands for.
         lp_screen: the adversary's LP relaxation between its interval screen and its
@@ -346,15 +346,6 @@ class Proplace(RobustMethod):
                                         self.lp_screen, hull)
         master = ProplaceMaster(m, self.backend, self.sigma, adversary, self.warm_start,
                                 self.ladder, self.cutoff, self.relax_model)
-        deadline = self.deadline(t0)
-        seeded, details["first_cut"] = 0.0, False
-        if self.first_cut and hull is not None and m.factual_inputs is not None:
-            t1 = time.perf_counter()
-            guess = toward_target(m, [(pred, None)], m.factual_inputs, hull, self.sigma)
-            details["first_cut"] = guess is not None and adversary.cut_at(guess)
-            if details["first_cut"]:
-                master.guess = guess
-            seeded = time.perf_counter() - t1
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
 
         def observe(answer: MasterAnswer, _: Adversary, check: Check) -> None:
@@ -362,9 +353,17 @@ class Proplace(RobustMethod):
                             robust_bound=json_value(check.bound), need=need, refresh=False)
             bar.update(1)
 
+        seeded, details["first_cut"] = 0.0, False
         try:
+            if self.first_cut and hull is not None and m.factual_inputs is not None:
+                t1 = time.perf_counter()
+                guess = toward_target(m, [(pred, None)], m.factual_inputs, hull, self.sigma)
+                details["first_cut"] = guess is not None and adversary.cut_at(guess)
+                if details["first_cut"]:
+                    master.guess = guess
+                seeded = time.perf_counter() - t1
             loop = CuttingSet(self.max_iterations, observe).run(master, [adversary],
-                                                                 deadline)
+                                                                 self.deadline(t0))
         finally:
             bar.close()
             adversary.remove_cuts()
