@@ -420,7 +420,7 @@ def test_a_failed_row_is_its_status_and_the_batch_goes_on(toy, monkeypatch) -> N
 
     def refusing(model, settings=None, start=None, **kwargs):
         calls.append(1)
-        if len(calls) == 1:  # the first master solve: the first row's
+        if len(calls) == 1:  # the first master solve, of the first row
             raise cfopt.SolverLicenseError("Gurobi refused the model: size-limited licence")
         return solve(model, settings, start, **kwargs)
 
