@@ -348,3 +348,35 @@ def test_diagnosis_of_a_feasible_problem_says_the_claim_did_not_reproduce():
     diagnosis = cfopt.query.diagnosis.diagnose(m, "highs", cfopt.solvers.SolverSettings())
     assert diagnosis.inconsistent and not diagnosis.groups
     assert "re-solving it unchanged found a solution" in diagnosis.message("be classified as [1]")
+
+
+def test_dense_layers_match_omlts_own_rule():
+    """cfopt's dense-layer rule (one linear expression per neuron, the pre-activation
+    bounds by interval arithmetic) gives every layer the rows and pre-activation bounds
+    of OMLT's own rule (FBBT on each row), on a network over inputs of mixed signs and
+    magnitudes."""
+    from omlt.neuralnet.layers.full_space import full_space_dense_layer
+
+    from cfopt.formulations.predictors.network import _omlt_network, neuron_scales
+    from cfopt.models.registry import parse_model
+
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.ReLU(), torch.nn.Linear(6, 5),
+                                torch.nn.ReLU(), torch.nn.Linear(5, 1)).eval()
+    adapter = parse_model(model)
+    bounds = [(-3.0, 2.0), (0.0, 1.0), (-1e4, 1e4), (5.0, 7.0)]
+    scales = neuron_scales(adapter.structure, bounds)
+    m = pyo.ConcreteModel()
+    ours = _omlt_network(m, "ours", adapter, bounds, scales)
+    theirs = _omlt_network(m, "theirs", adapter, bounds, scales, full_space_dense_layer)
+    for mine, omlt in zip(ours.dense_layers(), theirs.dense_layers(), strict=True):
+        for j in omlt.zhat:
+            assert mine.zhat[j].bounds == pytest.approx(omlt.zhat[j].bounds, rel=1e-12)
+            rows = [generate_standard_repn(layer.dense_layer[j].body) for layer in (mine, omlt)]
+            terms = [(r.constant, sorted((v.local_name, v.index(), pytest.approx(c, rel=1e-12))
+                                         for v, c in zip(r.linear_vars, r.linear_coefs)))
+                     for r in rows]
+            assert terms[0] == terms[1]
+            assert (mine.dense_layer[j].lower, mine.dense_layer[j].upper) == (0, 0)
+    Z = np.random.default_rng(0).uniform([-3, 0, -1e4, 5], [2, 1, 1e4, 7], (50, 4))
+    assert ours.get_error(Z) < 1e-6 * max(1.0, float(np.abs(adapter.output(Z)).max()))

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
+from pyomo.core.expr.numeric_expr import LinearExpression
 
 from ...models import ModelAdapter, ReLUNetwork
 from ...models.network import LayerBounds
@@ -241,6 +242,36 @@ def _shifted_dense_layer(delta: float, first: float, output_delta: float
     return rule
 
 
+def _dense_layer(net_block: pyo.Block, net: Any, layer_block: pyo.Block, layer: Any
+                 ) -> None:
+    r"""OMLT's full-space dense-layer rule, :math:`\hat z_j = \sum_i W_{ij} z_i + b_j`
+    (rows ``dense_layer``), each row one linear expression, with :math:`\hat z`'s
+    bounds by interval arithmetic over :math:`z`'s (what OMLT's rule gets from FBBT,
+    one expression walk per neuron; a third of the time to build a network copy)."""
+    (prev,) = net.predecessors(layer)
+    z = net_block.layer[id(prev)].z
+    inputs = list(range(layer.input_size[-1]))
+    weights, biases = np.asarray(layer.weights, dtype=np.float64), layer.biases
+    lower = np.array([-np.inf if z[i].lb is None else z[i].lb for i in inputs])
+    upper = np.array([np.inf if z[i].ub is None else z[i].ub for i in inputs])
+    wp, wn = np.maximum(weights, 0.0), np.minimum(weights, 0.0)
+    with np.errstate(invalid="ignore"):  # 0 x inf: a zero weight adds nothing
+        low = np.nan_to_num(lower[:, None] * wp, nan=0.0) + np.nan_to_num(
+            upper[:, None] * wn, nan=0.0)
+        high = np.nan_to_num(upper[:, None] * wp, nan=0.0) + np.nan_to_num(
+            lower[:, None] * wn, nan=0.0)
+    low, high = low.sum(axis=0) + biases, high.sum(axis=0) + biases
+    width = layer.output_size[-1]
+    for j in range(width):
+        layer_block.zhat[j].setlb(float(low[j]) if np.isfinite(low[j]) else None)
+        layer_block.zhat[j].setub(float(high[j]) if np.isfinite(high[j]) else None)
+    variables = [z[i] for i in inputs]
+    layer_block.dense_layer = pyo.Constraint(range(width), rule=lambda b, j: (
+        b.zhat[j] == LinearExpression(constant=float(biases[j]),
+                                      linear_coefs=[float(w) for w in weights[:, j]],
+                                      linear_vars=variables)))
+
+
 def _omlt_network(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Bounds,
                   scales: list[np.ndarray], layer_rule: Callable[..., None] | None = None
                   ) -> NetworkPredictorConstr:
@@ -281,8 +312,8 @@ def _omlt_network(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Bo
     omlt_log.addFilter(_initial_zero_outside_bounds)
     try:  # OMLT creates its input variables at 0, outside inputs' bounds that exclude 0
         sub.build_formulation(FullSpaceNNFormulation(
-            definition, layer_constraints=None if layer_rule is None else {
-                DenseLayer: layer_rule}))
+            definition, layer_constraints={
+                DenseLayer: _dense_layer if layer_rule is None else layer_rule}))
     finally:
         omlt_log.removeFilter(_initial_zero_outside_bounds)
     last = sub.layer[id(dense_layers[-1])]
