@@ -380,3 +380,15 @@ def test_dense_layers_match_omlts_own_rule():
             assert (mine.dense_layer[j].lower, mine.dense_layer[j].upper) == (0, 0)
     Z = np.random.default_rng(0).uniform([-3, 0, -1e4, 5], [2, 1, 1e4, 7], (50, 4))
     assert ours.get_error(Z) < 1e-6 * max(1.0, float(np.abs(adapter.output(Z)).max()))
+
+
+def test_affine_bounds_over_a_box_with_an_infinite_end():
+    """``affine_bounds``: the interval of ``W x + b`` over a box; an infinite end makes
+    a bound infinite only through a nonzero weight (no NaN from 0 x inf)."""
+    from cfopt.models.network import affine_bounds
+
+    weight, bias = np.array([[1.0, 0.0], [-2.0, 1.0]]), np.array([0.5, -1.0])
+    low, high = affine_bounds(weight, bias, np.array([0.0, -np.inf]), np.array([1.0, 2.0]))
+    assert low.tolist() == [0.5, -np.inf] and high.tolist() == [1.5, 1.0]
+    low, high = affine_bounds(weight, bias, np.array([0.0, -1.0]), np.array([1.0, 2.0]))
+    assert low.tolist() == [0.5, -4.0] and high.tolist() == [1.5, 1.0]

@@ -51,6 +51,23 @@ LayerBounds = list[tuple[np.ndarray, np.ndarray]]
 HULL_TOLERANCE = 1e-6
 
 
+def affine_bounds(weight: np.ndarray, bias: np.ndarray, lower: np.ndarray,
+                  upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Interval bounds of ``weight @ x + bias`` (``weight``: (out, in)) over the box
+    ``lower <= x <= upper``; an infinite end gives an infinite bound unless its
+    weight is 0."""
+    wp, wn = np.maximum(weight, 0.0), np.minimum(weight, 0.0)
+    if np.isfinite(lower).all() and np.isfinite(upper).all():
+        return wp @ lower + wn @ upper + bias, wp @ upper + wn @ lower + bias
+
+    def total(w: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore"):  # 0 x inf: a zero weight adds nothing
+            return np.where(w == 0.0, 0.0, w * ends[None, :]).sum(axis=1)
+
+    return (total(wp, lower) + total(wn, upper) + bias,
+            total(wp, upper) + total(wn, lower) + bias)
+
+
 @dataclass(frozen=True)
 class DenseLayer:
     """``out = W @ x + b`` followed by ReLU when ``relu`` (W has shape (out, in))."""
@@ -171,8 +188,7 @@ class ReLUNetwork:
         they are propagated."""
         lo, hi = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
         first = self.layers[0]
-        wp, wn = np.maximum(first.weight, 0), np.minimum(first.weight, 0)
-        first_lo, first_hi = wp @ lo + wn @ hi + first.bias, wp @ hi + wn @ lo + first.bias
+        first_lo, first_hi = affine_bounds(first.weight, first.bias, lo, hi)
         if hull is not None:
             points = np.atleast_2d(np.asarray(hull, dtype=np.float64))
             values = points @ first.weight.T + first.bias
@@ -218,8 +234,7 @@ class ReLUNetwork:
         out = [(lo, hi)]
         for prev, layer in zip(self.layers, self.layers[1:]):
             lo, hi = (np.maximum(lo, 0.0), np.maximum(hi, 0.0)) if prev.relu else (lo, hi)
-            wp, wn = np.maximum(layer.weight, 0), np.minimum(layer.weight, 0)
-            lo, hi = wp @ lo + wn @ hi + layer.bias, wp @ hi + wn @ lo + layer.bias
+            lo, hi = affine_bounds(layer.weight, layer.bias, lo, hi)
             out.append((lo, hi))
         return out
 

@@ -24,7 +24,7 @@ from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 from pyomo.core.expr.numeric_expr import LinearExpression
 
 from ...models import ModelAdapter, ReLUNetwork
-from ...models.network import LayerBounds
+from ...models.network import LayerBounds, affine_bounds
 from ...space.encoding import Bounds, Grid, unit_bounds, unit_box
 from .base import PredictorConstr, register_formulation
 from .linear import build_linear
@@ -246,21 +246,16 @@ def _dense_layer(net_block: pyo.Block, net: Any, layer_block: pyo.Block, layer: 
                  ) -> None:
     r"""OMLT's full-space dense-layer rule, :math:`\hat z_j = \sum_i W_{ij} z_i + b_j`
     (rows ``dense_layer``), each row one linear expression, with :math:`\hat z`'s
-    bounds by interval arithmetic over :math:`z`'s (what OMLT's rule gets from FBBT,
-    one expression walk per neuron; a third of the time to build a network copy)."""
+    bounds by interval arithmetic over :math:`z`'s
+    (:func:`~cfopt.models.network.affine_bounds`; what OMLT's rule gets from FBBT, one
+    expression walk per neuron, a third of the time to build a network copy)."""
     (prev,) = net.predecessors(layer)
     z = net_block.layer[id(prev)].z
     inputs = list(range(layer.input_size[-1]))
     weights, biases = np.asarray(layer.weights, dtype=np.float64), layer.biases
-    lower = np.array([-np.inf if z[i].lb is None else z[i].lb for i in inputs])
-    upper = np.array([np.inf if z[i].ub is None else z[i].ub for i in inputs])
-    wp, wn = np.maximum(weights, 0.0), np.minimum(weights, 0.0)
-    with np.errstate(invalid="ignore"):  # 0 x inf: a zero weight adds nothing
-        low = np.nan_to_num(lower[:, None] * wp, nan=0.0) + np.nan_to_num(
-            upper[:, None] * wn, nan=0.0)
-        high = np.nan_to_num(upper[:, None] * wp, nan=0.0) + np.nan_to_num(
-            lower[:, None] * wn, nan=0.0)
-    low, high = low.sum(axis=0) + biases, high.sum(axis=0) + biases
+    lower = np.array([-np.inf if z[i].lb is None else z[i].lb for i in inputs], float)
+    upper = np.array([np.inf if z[i].ub is None else z[i].ub for i in inputs], float)
+    low, high = affine_bounds(weights.T, np.asarray(biases, dtype=np.float64), lower, upper)
     width = layer.output_size[-1]
     for j in range(width):
         layer_block.zhat[j].setlb(float(low[j]) if np.isfinite(low[j]) else None)
