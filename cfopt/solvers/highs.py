@@ -71,7 +71,7 @@ def _persistent_highs() -> Any:
             for v in variables:
                 self._unused[id(v)] = v
 
-    return BatchedRemovalHighs()
+    return BatchedRemovalHighs(treat_fixed_vars_as_params=False)
 
 
 class HighsBackend(ContribBackend):

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -389,8 +390,26 @@ class ModelShiftAdversary(Adversary):
         self.models.append(check.counterexample)
 
     def network_copies(self, m: CounterfactualModel) -> list[NetworkCopy]:
-        """Each shifted copy: its own network on the master's inputs."""
-        return [(pred, None) for _, pred in self._copies]
+        """Each shifted copy the master holds (:meth:`hold`): its own network on the
+        master's inputs."""
+        return [(pred, None) for copy, pred in self._copies if copy.active]
+
+    def hold(self, indices: Collection[int]) -> None:
+        """The master holds the copies of ``models[i]`` for ``i`` in ``indices`` and
+        leaves every other copy out (deactivated, kept for later)."""
+        for i, (copy, _) in enumerate(self._copies):
+            if i in indices:
+                copy.activate()
+            else:
+                copy.deactivate()
+
+    def missed(self, z: np.ndarray, level: float) -> list[int]:
+        """The indices of the models whose copies the master leaves out and that give
+        the model inputs ``z`` a least margin below ``level`` (float64 forward passes)."""
+        z = np.asarray(z, dtype=np.float64).reshape(-1)
+        margins = self.checker.margins(self.target)
+        return [i for i, (copy, _) in enumerate(self._copies) if not copy.active and
+                min(_margin_value(self.models[i], z, margin) for margin in margins) < level]
 
     def remove_cuts(self) -> None:
         """Delete every network copy this adversary added to the master."""
