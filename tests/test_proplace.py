@@ -632,6 +632,72 @@ def test_the_first_cut_seeds_the_first_master_and_keeps_the_answers(toy, monkeyp
         Proplace(net, space, X, delta=0.05, first_cut="yes")
 
 
+def test_masters_hold_the_newest_copy_and_those_missed_and_keep_the_answers(
+        monkeypatch) -> None:
+    """``active_set=True`` (default): every master solve holds the newest shifted copy
+    and the kept ones only, the others deactivated; ``False``: every copy. The answers
+    agree, in as many iterations (random instances whose loops collect 2-3 models). A
+    solve whose point misses a model left out is solved again holding it (and every
+    later solve too)."""
+    seen: dict[bool, list[tuple[int, list[int]]]] = {}
+    original = proplace_module.ProplaceMaster._solve_held
+
+    def recording(self, deadline):
+        answer = original(self, deadline)
+        held = [i for i, (copy, _) in enumerate(self.adversary._copies) if copy.active]
+        seen[key].append((len(self.adversary.models), held))
+        return answer
+
+    monkeypatch.setattr(proplace_module.ProplaceMaster, "_solve_held", recording)
+    for seed in (300, 315, 327):
+        X, space, net, query, delta = _random_instance(seed)
+        results = {}
+        for key in (True, False):
+            seen[key] = []
+            method = Proplace(net, space, X, delta=delta, k=10, active_set=key)
+            results[key] = method.explain(query, target=1)
+        assert any(n > 1 for n, _ in seen[True])
+        assert all(held == ([n - 1] if n else []) for n, held in seen[True])
+        assert all(held == list(range(n)) for n, held in seen[False])
+        lean, full = results[True], results[False]
+        assert lean.status is full.status is RobustStatus.CERTIFIED
+        assert lean.objective == pytest.approx(full.objective, rel=1e-3)
+        assert lean.certificate.iterations == full.certificate.iterations
+        assert lean.details["master_resolves"] == 0
+    # a point that misses the first model left out: solved again holding it, and so on
+    misses = iter([[0]])
+    monkeypatch.setattr(ModelShiftAdversary, "missed",
+                        lambda self, z, level: next(misses, []) if self.models[1:] else [])
+    key, seen[True] = True, []
+    X, space, net, query, delta = _random_instance(315)
+    result = Proplace(net, space, X, delta=delta, k=10).explain(query, target=1)
+    assert result.status is RobustStatus.CERTIFIED and result.details["master_resolves"] == 1
+    repeated = [(n, held) for n, held in seen[True] if n > 1]
+    assert repeated[0][1] == [repeated[0][0] - 1] and len(repeated) >= 2
+    assert all(0 in held for _, held in repeated[1:])
+    with pytest.raises(TypeError, match="active_set"):
+        Proplace(net, space, X, delta=0.05, active_set="no")
+
+
+def test_the_adversary_names_the_models_left_out_that_a_point_misses(toy) -> None:
+    """``missed(z, level)``: the models whose copies are out of the master and whose
+    least margin at ``z`` is below ``level``; a held copy is never named."""
+    method, hull, box = _first_query_in_region(toy)
+    m = method.milp
+    adversary = ModelShiftAdversary(method.checker, m, 1, 0.005, box, hull=hull)
+    assert adversary.cut_at(m.factual_inputs)
+    (params,) = adversary.models
+    value = forward(params, m.factual_inputs[None, :])[0]
+    adversary.hold([])
+    assert adversary.network_copies(m) == []
+    assert adversary.missed(m.factual_inputs, value + 1e-3) == [0]
+    assert adversary.missed(m.factual_inputs, value - 1e-3) == []
+    adversary.hold([0])
+    assert len(adversary.network_copies(m)) == 1
+    assert adversary.missed(m.factual_inputs, value + 1e-3) == []
+    adversary.remove_cuts()
+
+
 def test_fix_pattern_holds_the_network_to_its_linear_piece(toy) -> None:
     """``fix_pattern(z)`` fixes exactly the free ReLU binaries, each to the side of its
     neuron at ``z``; the MILP's point then lies in ``z``'s piece; unfixing frees them."""

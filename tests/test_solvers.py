@@ -205,6 +205,43 @@ def test_a_cutoff_prunes_but_never_claims(monkeypatch):
         backend.solve(m, SolverSettings(), cutoff=100.0)
 
 
+def test_fixing_a_variable_changes_its_bounds_not_its_constraints(monkeypatch):
+    """On the loaded HiGHS model, fixing and unfixing a binary (as the cutoff's linear
+    pieces do for every ReLU binary of a master) changes its column's bounds only: no
+    constraint is removed or sent again (Pyomo's default treats a fixed variable as a
+    constant and rebuilds every constraint it is in, twice). The solves honour the fix
+    and, unfixed, the free optimum."""
+    import pyomo.environ as pyo
+
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(bounds=(0, 10))
+    m.q = pyo.Var(range(20), domain=pyo.Binary)
+    m.big_m = pyo.Constraint(range(20), rule=lambda m, i: m.x <= 10 - (i % 7) * m.q[i])
+    m.pick = pyo.Constraint(expr=sum(m.q.values()) >= 1)
+    m.obj = pyo.Objective(expr=-m.x + 0.1 * sum(m.q.values()), sense=pyo.minimize)
+    backend = make_solver("highs")
+    free = backend.solve(m, SolverSettings())
+    assert free.objective == pytest.approx(-10 + 0.1)  # q[0] or q[7] or q[14]: no cost
+    sent: list[int] = []
+    solver = backend._instance()
+    add = type(solver)._add_constraints
+
+    def counting(self, cons):
+        sent.append(len(cons))
+        return add(self, cons)
+
+    monkeypatch.setattr(type(solver), "_add_constraints", counting)
+    for i in range(20):
+        m.q[i].fix(1 if i == 3 else 0)
+    pinned = backend.solve(m, SolverSettings())
+    assert pinned.objective == pytest.approx(-7 + 0.1)  # x <= 10 - 3
+    for i in range(20):
+        m.q[i].unfix()
+    again = backend.solve(m, SolverSettings())
+    assert again.objective == pytest.approx(free.objective)
+    assert sum(sent) == 0
+
+
 def test_removing_a_block_drops_its_columns_at_once_and_keeps_the_model(monkeypatch):
     """Deleting a block of many constraints, each with a column of its own, removes
     those columns from the loaded HiGHS model in one call (Pyomo alone: one per

@@ -49,7 +49,10 @@ def _persistent_highs() -> Any:
     removed constraint, and each time deletes them from HiGHS and renumbers every
     column left: quadratic in the model's size. A PROPLACE query drops its shifted
     copies' blocks and (``relax_model``) puts the model's network back: 33,301 such
-    calls on Table 1's 50 COMPAS queries."""
+    calls on Table 1's 50 COMPAS queries. A fixed variable stays a column with its
+    bounds at its value: Pyomo's default treats it as a constant and removes and sends
+    again every constraint it is in, at each fix and each unfix (the cutoff's linear
+    pieces fix every ReLU binary of a master, :mod:`cfopt.query.incumbents`)."""
     from pyomo.contrib.solver.solvers.highs import Highs
 
     class BatchedRemovalHighs(Highs):  # type: ignore[misc, valid-type]
