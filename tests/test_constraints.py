@@ -136,6 +136,46 @@ def test_all_families_compose(german, german_forest):
     assert found >= 3
 
 
+def test_a_hull_check_takes_the_solutions_weights_as_a_certificate(monkeypatch):
+    """``in_region(..., weights=λ)``: when ``z`` lies within ε (+1e-7) of the point the
+    weights (clipped at 0, scaled to sum 1) give, that is the answer and no LP runs;
+    weights that give a point farther away leave the verdict to the LP, which still
+    answers right (inside, or outside by more than the tolerance), in both norms."""
+    import cfopt.constraints.trust_regions as regions
+
+    calls: list[int] = []
+    original = regions.linprog
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(regions, "linprog", counting)
+    rng = np.random.default_rng(0)
+    points = rng.uniform(0, 1, (6, 3))
+    lam = rng.dirichlet(np.ones(6))
+    inside = lam @ points
+    lam0 = np.concatenate([[0.0], lam[1:] / lam[1:].sum()])  # a negative weight clips to 0
+    for norm in ("l1", "linf"):
+        calls.clear()
+        assert in_region(inside, points, 0.0, norm, weights=lam * 3)
+        assert in_region(lam0 @ points, points, 0.0, norm,
+                         weights=np.concatenate([[-1e-3], 3 * lam0[1:]]))
+        assert calls == []
+        assert in_region(inside + 0.01, points, 0.02 * 3, norm, weights=lam) and calls == []
+        assert in_region(inside, points, 0.0, norm, weights=np.eye(6)[0]) and calls == [1]
+        outside = points.max(axis=0) + 1e-4
+        assert not in_region(outside, points, 0.0, norm, weights=lam) and calls == [1, 1]
+        assert not in_region(outside, points, 0.0, norm,
+                             weights=np.full(6, np.nan)) and calls == [1, 1, 1]
+        # a point 1e-5 off its certificate's point: not within the tolerance, so the LP
+        calls.clear()
+        off = inside + np.array([1e-5, 0, 0])
+        assert in_region(off, points, 0.0, norm, weights=lam) == in_region(off, points, 0.0,
+                                                                           norm)
+        assert calls == [1, 1]
+
+
 def test_learned_causal_equation(german, german_forest):
     X = german.X
     space, model, rows = german_forest

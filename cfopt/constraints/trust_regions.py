@@ -129,20 +129,35 @@ class _Region(ConstraintBlock):
     def _reference_sets(self, m: CounterfactualModel) -> list[np.ndarray]:
         """The current query's point sets; the region is the union of their ε-hulls."""
 
+    def _solution_weights(self, m: CounterfactualModel) -> list[np.ndarray | None]:
+        """Per reference set, the weights λ of the MILP's last solution (``None`` where
+        there are none): a certificate :func:`in_region` checks before its LP."""
+        return [None] * len(self._reference_sets(m))
+
     def violations(self, m: CounterfactualModel, factual: pd.Series,
                    row: pd.Series) -> list[str]:
         z = m.space.encode(pd.DataFrame([row], columns=m.space.names))[0]
-        if any(in_region(z, points, self.epsilon, self.norm)
-               for points in self._reference_sets(m)):
+        if any(in_region(z, points, self.epsilon, self.norm, weights=weights)
+               for points, weights in zip(self._reference_sets(m),
+                                          self._solution_weights(m))):
             return []
         return [f"trust region {self.name!r}: the counterfactual lies outside the "
                 f"{'ε-' if self.epsilon else ''}hull of its reference points"]
 
 
 def in_region(z: np.ndarray, points: np.ndarray, epsilon: float, norm: str,
-              tol: float = 1e-7) -> bool:
+              tol: float = 1e-7, weights: np.ndarray | None = None) -> bool:
     """Whether ``z`` is within ``epsilon`` (``norm``) of the convex hull of ``points``,
-    by a linear program (variables λ, s⁺, s⁻)."""
+    by a linear program (variables λ, s⁺, s⁻). ``weights``: a candidate λ (e.g. the
+    MILP's), clipped at 0 and scaled to sum 1; when ``z`` lies within ``epsilon + tol``
+    of its point ``Σ λ_i points_i`` in exact arithmetic, that point is a feasible point
+    of the LP at least as good, and no LP is solved."""
+    if weights is not None:
+        lam = np.clip(np.asarray(weights, dtype=np.float64), 0.0, None)
+        if lam.shape == (len(points),) and np.isfinite(lam).all() and lam.sum() > 0:
+            gap = np.abs(z - (lam / lam.sum()) @ points)
+            if (gap.sum() if norm == "l1" else gap.max()) <= epsilon + tol:
+                return True
     k, n = points.shape
     # z + s+ - s- = P^T λ  ->  P^T λ - s+ + s- = z
     A_eq = np.hstack([points.T, -np.eye(n), np.eye(n)])
@@ -218,6 +233,10 @@ class ConvexHull(_Region):
         k, n = len(block.POINTS), len(block.INPUTS)
         return [np.array([[pyo.value(block.point[i, j]) for j in range(n)]
                           for i in range(k)])]
+
+    def _solution_weights(self, m: CounterfactualModel) -> list[np.ndarray | None]:
+        values = [w.value for w in m.component(self.name).weight.values()]
+        return [None if any(v is None for v in values) else np.array(values, dtype=float)]
 
 
 class NearestNeighbourHull(ConvexHull):
