@@ -31,7 +31,9 @@ on):
   problem; the adversary's check over Δ covers the model);
 * ``first_cut`` (:class:`cfopt.Proplace` only): before the first master, the interval
   screen's concrete shifted model at the walk's first point from the factual toward
-  the region where the model gives margin σ is added as a copy.
+  the region where the model gives margin σ is added as a copy;
+* ``active_set`` (:class:`cfopt.Proplace` only): each master holds the newest shifted
+  copy and those a master's point missed, solved again with the missed ones.
 
 Settings: ``all_on``, each lever off alone (``<lever>_off``) and ``all_on_again`` (the
 same as the first, run last: the noise of the timings), on the same queries:
@@ -100,7 +102,7 @@ from proplace_table1 import prepare as prepare_proplace  # noqa: E402
 import cfopt  # noqa: E402
 
 LEVERS = ("query_bounds", "warm_start", "lp_screen", "ladder", "light_heuristics", "cutoff",
-          "relax_model", "first_cut")
+          "relax_model", "first_cut", "active_set")
 PARTS = ("proplace", "delta+k", "delta+k-region", "k")
 #: the levers each workload's explainer has
 HAS = {"proplace": LEVERS, "delta+k": LEVERS[:5], "delta+k-region": LEVERS[:5],
