@@ -126,7 +126,8 @@ class ProplaceMaster(Master):
         self.resolves = 0
         #: the proven bound of the last solve that gave a point
         self.bound: float | None = None
-        #: the greatest proven bound so far: every later master only has more cuts
+        #: the greatest proven bound so far: every master relaxes the Δ-robust problem, and
+        #: a later master holding every copy (the ladder's) has at least its cuts
         self.floor: float | None = None
         self.found = False
         self._last: pd.DataFrame | None = None
