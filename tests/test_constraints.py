@@ -5,6 +5,7 @@ all families compose in one problem; conflicts are diagnosed by name."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
@@ -174,6 +175,31 @@ def test_a_hull_check_takes_the_solutions_weights_as_a_certificate(monkeypatch):
         assert in_region(off, points, 0.0, norm, weights=lam) == in_region(off, points, 0.0,
                                                                            norm)
         assert calls == [1, 1]
+
+
+def test_a_hull_checks_its_data_once_and_selects_the_targets_from_it(monkeypatch):
+    """A trust region validates its data rows once, when it joins a model; the target
+    rows of the first query are the model's predictions on those validated rows (the
+    same as predicting on the raw rows)."""
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.uniform(0, 1, 60), "b": rng.choice(["x", "y", "z"], 60)})
+    space = cfopt.FeatureSpace.from_frame(X)
+    Z = space.transform(X)
+    model = LogisticRegression().fit(Z, (Z[:, 0] > 0.5).astype(int))
+    sizes: list[int] = []
+    original = cfopt.FeatureSpace.validate
+
+    def counting(self, frame, **kwargs):
+        sizes.append(len(frame))
+        return original(self, frame, **kwargs)
+
+    monkeypatch.setattr(cfopt.FeatureSpace, "validate", counting)
+    region = cfopt.ConvexHull(X, max_points=10, name="hull")
+    explainer = cfopt.Explainer(model, space, constraints=[region])
+    explainer.explain(X.iloc[[int(np.argmin(Z[:, 0]))]], target=1)
+    assert sizes.count(len(X)) == 1
+    predicted = np.flatnonzero(model.predict(Z) == 1)
+    assert set(region._candidates(explainer.milp)) == set(predicted)
 
 
 def test_learned_causal_equation(german, german_forest):

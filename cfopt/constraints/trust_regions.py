@@ -67,6 +67,7 @@ class _Region(ConstraintBlock):
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         self.epsilon, self.norm = float(epsilon), norm
         self._Z: np.ndarray | None = None
+        self._valid: pd.DataFrame | None = None
         self._classes: np.ndarray | None = None
 
     def validate(self, space: FeatureSpace) -> None:
@@ -75,7 +76,8 @@ class _Region(ConstraintBlock):
         if missing:
             raise ValueError(f"trust region {self.name!r}: the data lack the feature "
                              f"column(s) {missing}")
-        self._Z = space.transform(self.data[space.names], check_bounds=False)
+        self._valid = space.validate(self.data[space.names], check_bounds=False)
+        self._Z = space.encode(self._valid)
         lo = np.array([b[0] for b in space.input_bounds()])
         hi = np.array([b[1] for b in space.input_bounds()])
         self._Z = np.clip(self._Z, lo, hi)
@@ -85,9 +87,8 @@ class _Region(ConstraintBlock):
         if self.labels is not None:
             classes = self.labels
         else:
-            if self._classes is None:
-                self._classes = m.classify(m.space.validate(self.data[m.space.names],
-                                                            check_bounds=False))
+            if self._classes is None:  # the rows :meth:`validate` checked for m's space
+                self._classes = m.classify(self._valid)
             classes = self._classes
         if m.adapter.is_regressor:
             hits = np.array([m.is_target(v) for v in classes])
