@@ -130,17 +130,19 @@ class _Region(ConstraintBlock):
     def _reference_sets(self, m: CounterfactualModel) -> list[np.ndarray]:
         """The current query's point sets; the region is the union of their ε-hulls."""
 
-    def _solution_weights(self, m: CounterfactualModel) -> list[np.ndarray | None]:
+    def _solution_weights(self, m: CounterfactualModel) -> list[np.ndarray | None] | None:
         """Per reference set, the weights λ of the MILP's last solution (``None`` where
-        there are none): a certificate :func:`in_region` checks before its LP."""
-        return [None] * len(self._reference_sets(m))
+        there are none), a certificate :func:`in_region` checks before its LP; ``None``:
+        no certificates."""
+        return None
 
     def violations(self, m: CounterfactualModel, factual: pd.Series,
                    row: pd.Series) -> list[str]:
         z = m.space.encode(pd.DataFrame([row], columns=m.space.names))[0]
-        if any(in_region(z, points, self.epsilon, self.norm, weights=weights)
-               for points, weights in zip(self._reference_sets(m),
-                                          self._solution_weights(m))):
+        sets = self._reference_sets(m)
+        weights = self._solution_weights(m) or [None] * len(sets)
+        if any(in_region(z, points, self.epsilon, self.norm, weights=lam)
+               for points, lam in zip(sets, weights)):
             return []
         return [f"trust region {self.name!r}: the counterfactual lies outside the "
                 f"{'ε-' if self.epsilon else ''}hull of its reference points"]
