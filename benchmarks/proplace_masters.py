@@ -38,7 +38,7 @@ from common import environment, write  # noqa: E402
 from proplace_table1 import prepare  # noqa: E402
 
 from cfopt.methods import Proplace  # noqa: E402
-from cfopt.methods.proplace import ProplaceMaster  # noqa: E402
+from cfopt.methods.proplace_master import ProplaceMaster  # noqa: E402
 from cfopt.solvers import GurobiBackend, HighsBackend, SolverSettings  # noqa: E402
 
 SETTINGS = SolverSettings(threads=1, mip_gap=1e-4, seed=0)

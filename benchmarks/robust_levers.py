@@ -1,6 +1,6 @@
 """The speed levers of the robust cutting-set loops, each switched off in turn (issue 21).
 
-Eight levers, each an option of the robust explainers and sound either way
+Ten levers, each an option of the robust explainers and sound either way
 (``cfopt.methods``; ``warm_start`` is off by default since this benchmark, the others
 on):
 
@@ -33,7 +33,10 @@ on):
   screen's concrete shifted model at the walk's first point from the factual toward
   the region where the model gives margin σ is added as a copy;
 * ``active_set`` (:class:`cfopt.Proplace` only): each master holds the newest shifted
-  copy and those a master's point missed, solved again with the missed ones.
+  copy and those a master's point missed, solved again with the missed ones;
+* ``piece_points`` (:class:`cfopt.Proplace` only): the query's first master past the
+  cutoff's gate answers with the point of its linear pieces (an LP), proven by one
+  solve of the master whole if the adversary certifies it.
 
 Settings: ``all_on``, each lever off alone (``<lever>_off``) and ``all_on_again`` (the
 same as the first, run last: the noise of the timings), on the same queries:
@@ -102,7 +105,7 @@ from proplace_table1 import prepare as prepare_proplace  # noqa: E402
 import cfopt  # noqa: E402
 
 LEVERS = ("query_bounds", "warm_start", "lp_screen", "ladder", "light_heuristics", "cutoff",
-          "relax_model", "first_cut", "active_set")
+          "relax_model", "first_cut", "active_set", "piece_points")
 PARTS = ("proplace", "delta+k", "delta+k-region", "k")
 #: the levers each workload's explainer has
 HAS = {"proplace": LEVERS, "delta+k": LEVERS[:5], "delta+k-region": LEVERS[:5],

@@ -21,7 +21,7 @@ from cfopt.methods import (
     Proplace,
     RobustnessChecker,
 )
-from cfopt.methods import proplace as proplace_module
+from cfopt.methods import proplace_master as proplace_module
 from cfopt.methods.base import query_input_box
 from cfopt.models.network import ReLUNetwork
 from cfopt.query import ladder

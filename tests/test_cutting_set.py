@@ -157,3 +157,69 @@ def test_the_deadline_is_shared_by_checks_and_the_next_master():
 def test_bad_iteration_cap_is_named():
     with pytest.raises(ValueError, match="max_iterations"):
         CuttingSet(0)
+
+
+class Pieces(Scripted):
+    """A scripted master whose points are a restriction's (``proven`` False): a value,
+    or ``("proof", what)`` steps answered by :meth:`prove` in turn, ``what`` being
+    ``"keep"`` (the candidate, proven optimal), ``"time"`` (the candidate, unproven) or
+    a better value (the master's own point)."""
+
+    def __init__(self, script: list, proofs: list) -> None:
+        super().__init__(script)
+        self.proofs, self.proved = list(proofs), []
+
+    def solve(self, deadline: Deadline) -> MasterAnswer:
+        answer = super().solve(deadline)
+        answer.status, answer.bound, answer.proven = Status.FEASIBLE, None, False
+        return answer
+
+    def prove(self, candidate: MasterAnswer, deadline: Deadline) -> MasterAnswer:
+        self.proved.append(float(candidate.point.iloc[0, 0]))
+        what = self.proofs.pop(0)
+        if what == "keep":
+            return MasterAnswer(Status.OPTIMAL, point=candidate.point, bound=0.5)
+        if what == "time":
+            return MasterAnswer(Status.FEASIBLE, point=candidate.point, message="no proof")
+        return MasterAnswer(Status.OPTIMAL, point=pd.DataFrame({"v": [what]}), bound=what)
+
+
+def test_a_certified_point_of_a_restriction_ends_the_loop_only_once_the_master_proves_it():
+    """A certified unproven point asks the master for its proof (one more iteration):
+    kept, the loop stops certified and optimal with the proof's bound; a better point
+    of the proof is checked as any other; a proof without a point keeps the candidate
+    certified, not optimal; so does an iteration cap before the proof."""
+    master = Pieces([1.0, 2.5], ["keep"])
+    a = Threshold(master, 2.0)
+    out = CuttingSet(10).run(master, [a], _deadline())
+    assert out.status is RobustStatus.CERTIFIED and out.optimal and out.iterations == 3
+    assert master.proved == [2.5] and a.seen == [1.0, 2.5]  # the proof is not re-checked
+    assert float(out.candidate.point.iloc[0, 0]) == 2.5 and out.candidate.bound == 0.5
+    assert [c.verdict for c in out.checks] == [2.5]
+    # the proof finds 2.2, which is checked (robust: certified by a proven master)
+    master = Pieces([2.5], [2.2])
+    a = Threshold(master, 2.0)
+    out = CuttingSet(10).run(master, [a], _deadline())
+    assert out.status is RobustStatus.CERTIFIED and out.optimal and out.iterations == 2
+    assert a.seen == [2.5, 2.2] and float(out.candidate.point.iloc[0, 0]) == 2.2
+    # the proof finds 1.5, not robust: its cut, then the master's next point
+    master = Pieces([2.5, 3.0], [1.5, "keep"])
+    a = Threshold(master, 2.0)
+    out = CuttingSet(10).run(master, [a], _deadline())
+    assert a.seen == [2.5, 1.5, 3.0] and master.cuts == [(a, 1.5)]
+    assert out.status is RobustStatus.CERTIFIED and out.optimal and out.iterations == 4
+    # no proof: certified, not claimed optimal, with the proof's message
+    master = Pieces([2.5], ["time"])
+    out = CuttingSet(10).run(master, [Threshold(master, 2.0)], _deadline())
+    assert out.status is RobustStatus.CERTIFIED and not out.optimal
+    assert out.message == "no proof" and float(out.candidate.point.iloc[0, 0]) == 2.5
+    # the cap comes before the proof
+    master = Pieces([1.0, 2.5], ["keep"])
+    out = CuttingSet(2).run(master, [Threshold(master, 2.0)], _deadline())
+    assert out.status is RobustStatus.CERTIFIED and not out.optimal and master.proved == []
+    assert "not claimed optimal" in out.message
+
+
+def test_a_master_with_only_proven_answers_is_never_asked_for_a_proof():
+    with pytest.raises(NotImplementedError, match="only proven"):
+        Scripted([1.0]).prove(MasterAnswer(Status.FEASIBLE), _deadline())

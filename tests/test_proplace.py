@@ -23,7 +23,7 @@ from cfopt.formulations.robustness import (
     recover_parameters,
 )
 from cfopt.methods import MILPR, RNCE, NonRobustMILP, Proplace, RobustnessChecker
-from cfopt.methods import proplace as proplace_module
+from cfopt.methods import proplace_master as proplace_module
 from cfopt.methods.adversaries.model_shift import ModelShiftAdversary
 from cfopt.methods.cutting_set import Check, MasterAnswer
 from cfopt.models.network import ReLUNetwork
@@ -31,6 +31,7 @@ from cfopt.query import incumbents, ladder
 from cfopt.query.ladder import within_radius
 from cfopt.query.restrictions.relu import objective_value
 from cfopt.results.robust import RobustStatus
+from cfopt.results.status import Status
 
 from .conftest import train_torch
 
@@ -779,7 +780,8 @@ def test_the_cutoff_comes_from_a_point_of_the_master_and_keeps_the_answer(
         cutoffs.clear()
         masters.clear()
         firsts.clear()
-        method = Proplace(net, space, X, delta=delta, k=10, cutoff=on, first_cut=first_cut)
+        method = Proplace(net, space, X, delta=delta, k=10, cutoff=on, first_cut=first_cut,
+                          piece_points=False)
         given: list[float] = []
         solve = method.backend.solve
 
@@ -831,3 +833,102 @@ def test_toward_target_stops_at_the_first_step_with_the_margin(toy) -> None:
             nearest = min(nearest, float(np.abs(first - start).sum()))
     assert float(np.abs(point - start).sum()) == pytest.approx(nearest)
     assert incumbents.toward_target(m, networks, start, ends, 1e6) is None
+
+
+def test_the_first_master_answers_with_its_pieces_point_and_only_a_proof_ends_the_loop(
+        monkeypatch) -> None:
+    """``piece_points=True`` (default; the gate lowered here): a query's first master
+    with a shifted copy answers with the point of its linear pieces, unproven. Cut by
+    the adversary (seed 300), the loop goes on as Algorithm 1; certified, one solve of
+    the master whole proves it optimal within the gap (seed 301: the point is kept,
+    with the proof's bound) or finds a better point, which the loop checks and
+    certifies (seed 303). The answers equal those with ``piece_points=False``."""
+    monkeypatch.setattr(proplace_module, "CUTOFF_NEURONS", -1)
+    events: list[tuple] = []
+    piece_answer = proplace_module.ProplaceMaster._piece_answer
+    prove = proplace_module.ProplaceMaster.prove
+
+    def recording_piece(self, deadline):
+        answer = piece_answer(self, deadline)
+        events.append(("piece", answer is not None and not answer.proven))
+        return answer
+
+    def recording_prove(self, candidate, deadline):
+        answer = prove(self, candidate, deadline)
+        events.append(("prove", answer.point is candidate.point, answer.status))
+        return answer
+
+    monkeypatch.setattr(proplace_module.ProplaceMaster, "_piece_answer", recording_piece)
+    monkeypatch.setattr(proplace_module.ProplaceMaster, "prove", recording_prove)
+    expected = {300: [("piece", True)],
+                301: [("piece", True), ("prove", True, Status.OPTIMAL)],
+                303: [("piece", True), ("prove", False, Status.OPTIMAL)]}
+    for seed, script in expected.items():
+        X, space, net, query, delta = _random_instance(seed)
+        results, seen = {}, {}
+        for on in (True, False):
+            events.clear()
+            results[on] = Proplace(net, space, X, delta=delta, k=10,
+                                   piece_points=on).explain(query, target=1)
+            seen[on] = list(events)
+        assert seen == {True: script, False: []}, seed
+        pieces, whole = results[True], results[False]
+        assert pieces.status is whole.status is RobustStatus.CERTIFIED
+        assert pieces.optimal and whole.optimal and pieces.certificate.robust
+        assert pieces.objective == pytest.approx(whole.objective, rel=1e-6)
+        assert pieces.bound <= pieces.objective + 1e-9
+        assert pieces.objective - pieces.bound <= 1e-4 * pieces.objective + 1e-9
+        # the proof is one more master solve; a point it keeps is not checked again
+        assert pieces.certificate.iterations == whole.certificate.iterations + (
+            seed != 300)
+    with pytest.raises(TypeError, match="piece_points"):
+        Proplace(net, space, X, delta=0.05, piece_points=1)
+
+
+def test_a_query_runs_with_the_garbage_collection_paused_and_resumes_it(
+        toy, monkeypatch) -> None:
+    """Every robust method's ``explain`` pauses Python's automatic garbage collection
+    (its cuts build and drop Pyomo components; full collections walk the whole
+    process) and resumes it as it was: on after a query, on after a query that
+    failed, off after a query run with it off."""
+    import gc
+
+    from cfopt.methods.base import RobustMethod
+
+    def leaves(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from leaves(sub)
+
+    methods = {cls for cls in leaves(RobustMethod) if not getattr(
+        cls.explain, "__isabstractmethod__", False)}
+    assert {Proplace, MILPR, NonRobustMILP, RNCE} <= methods
+    assert all(hasattr(cls.explain, "__wrapped__") for cls in methods), methods
+    X, space, net, queries = toy
+    during: list[bool] = []
+    solve = proplace_module.ProplaceMaster.solve
+
+    def recording(self, deadline):
+        during.append(gc.isenabled())
+        return solve(self, deadline)
+
+    monkeypatch.setattr(proplace_module.ProplaceMaster, "solve", recording)
+    method = Proplace(net, space, X, delta=0.02, k=10)
+    assert gc.isenabled()
+    assert method.explain(queries.iloc[[0]], target=1).found
+    assert during and not any(during) and gc.isenabled()
+
+    def failing(self, deadline):
+        raise RuntimeError("solver gone")
+
+    monkeypatch.setattr(proplace_module.ProplaceMaster, "solve", failing)
+    with pytest.raises(RuntimeError, match="solver gone"):
+        method.explain(queries.iloc[[0]], target=1)
+    assert gc.isenabled()
+    monkeypatch.setattr(proplace_module.ProplaceMaster, "solve", recording)
+    gc.disable()
+    try:
+        method.explain(queries.iloc[[0]], target=1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

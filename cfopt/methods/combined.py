@@ -75,12 +75,13 @@ from .base import (
     check_sigma_tolerance,
     check_switch,
     finish_certificate,
+    gc_paused,
     require_space_encoding,
     target_index,
 )
 from .cutting_set import CuttingSet, MasterAnswer
 from .plausible_region import RobustPlausibleRegion
-from .proplace import ProplaceMaster
+from .proplace_master import ProplaceMaster
 
 
 class CombinedMaster(ProplaceMaster):
@@ -213,6 +214,7 @@ class CombinedRobustExplainer(RobustMethod):
         self.build_time = time.perf_counter() - t0
         self._build_pending = True
 
+    @gc_paused
     def explain(self, x: pd.DataFrame | pd.Series | Mapping,
                 target: Any = None) -> CombinedRobustCounterfactual:
         """The closest counterfactual of one raw row ``x`` certified Δ-robust and

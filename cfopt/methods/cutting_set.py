@@ -10,7 +10,11 @@ searches for a counterexample at the master's point):
    it certifies it (with its proven bound) or returns a counterexample;
 3. if every adversary certified, stop: the candidate is certified, and optimal among
    robust counterfactuals when the master proved optimality; else every counterexample
-   found becomes a cut of the master, and repeat.
+   found becomes a cut of the master, and repeat. A master may answer with a point of
+   a restriction of itself (e.g. of the linear pieces at the last point: cheap, and
+   feasible for the master, but not its proven optimum); certified, such a point ends
+   the loop only once a solve of the master itself proves it optimal within its gap
+   (:meth:`Master.prove`), else the master's better point is checked in turn.
 
 An adversary certifies at its own threshold (PROPLACE's Δ-adversary: a proven bound
 ≥ σ - t), which may be stricter than the level at which a method's answer states
@@ -113,6 +117,11 @@ class MasterAnswer:
             its margin after an infeasible round) and must be solved again.
         answer: the method's own record of the solve (e.g. a
             :class:`~cfopt.Counterfactual`).
+        proven: ``point`` is the master's own optimum (or best point within its
+            limits); ``False``: a point of a restriction of the master (e.g. of the
+            linear pieces at the last point), feasible for it but with no proven bound,
+            which the loop certifies only to ask :meth:`Master.prove` for the
+            master's proof.
     """
 
     status: Status
@@ -123,6 +132,7 @@ class MasterAnswer:
     solved: bool = True
     retry: bool = False
     answer: Any = None
+    proven: bool = True
 
 
 @dataclass
@@ -154,6 +164,16 @@ class Master(ABC):
     def solve(self, deadline: Deadline) -> MasterAnswer:
         """Solve within the deadline's time left (no solve once it has passed:
         ``MasterAnswer(Status.NO_SOLUTION, solved=False)``)."""
+
+    def prove(self, candidate: MasterAnswer, deadline: Deadline) -> MasterAnswer:
+        """Solve the master itself once every adversary has certified ``candidate``, a
+        point of a restriction (``candidate.proven`` False). Returns an answer whose
+        ``point`` *is* ``candidate.point`` (the same object) when the master's proven
+        bound shows the candidate optimal within its gap (status ``OPTIMAL``, that
+        bound) or when the solve gave no better point (any other status: the candidate
+        stays certified, unproven); else the master's own answer, which the loop checks
+        as any other. A master whose answers are all proven is never asked."""
+        raise NotImplementedError(f"{type(self).__name__} gives only proven answers")
 
 
 class Adversary(ABC):
@@ -243,15 +263,25 @@ class CuttingSet:
     def run(self, master: Master, adversaries: Sequence[Adversary],
             deadline: Deadline) -> LoopResult:
         """Alternate master solves and adversary checks until every adversary certifies
-        the candidate or a limit ends the loop."""
+        the candidate or a limit ends the loop. A certified candidate that is only a
+        point of a restriction of the master (``proven`` False) ends the loop only once
+        :meth:`Master.prove` keeps it; the proof counts as a master solve, and a
+        better point it finds is checked as any other."""
         out = LoopResult(checks=[None] * len(adversaries))
+        certified: MasterAnswer | None = None  # a restriction's point, its proof due
         for it in range(1, self.max_iterations + 1):
             s0 = time.perf_counter()
-            answer = master.solve(deadline)
+            answer = master.solve(deadline) if certified is None else \
+                master.prove(certified, deadline)
             out.master_seconds += time.perf_counter() - s0
             out.last = answer
             if answer.solved:
                 out.iterations = it
+            if certified is not None and answer.point is certified.point:
+                out.candidate, out.status = answer, RobustStatus.CERTIFIED
+                out.message = "" if answer.status is Status.OPTIMAL else answer.message
+                return out
+            certified = None
             if answer.retry:
                 continue
             if answer.point is None:
@@ -262,7 +292,14 @@ class CuttingSet:
                 return out
             out.candidate = answer
             if self._check(answer, adversaries, deadline, out):
-                return out
+                if out.status is not RobustStatus.CERTIFIED or answer.proven:
+                    return out
+                certified = answer
+        if certified is not None:  # certified, but the cap came before the master's proof
+            out.status = RobustStatus.CERTIFIED
+            out.message = (f"{self.max_iterations} iterations reached before the master "
+                           f"proved the certified point optimal; it is not claimed optimal")
+            return out
         out.message = f"{self.max_iterations} iterations without the loop's stop; {UNCERTIFIED}"
         return out
 

@@ -44,7 +44,7 @@ from ..results.status import Status
 from ..space.perturbations import setback_cost
 from ..space.space import FeatureSpace
 from .adversaries.k_neighbourhood import KAdversary, KNeighbourhoodAdversary
-from .base import check_switch, query_input_box
+from .base import check_switch, gc_paused, query_input_box
 from .cutting_set import CuttingSet, Deadline, Master, MasterAnswer
 
 ROBUSTNESS = ("none", "C", "K", "CK")
@@ -136,6 +136,7 @@ class PerturbationRobustExplainer:
             raise ValueError("give the label the model assigns to z")
         return self.adversary.check(x, z, label)
 
+    @gc_paused
     def explain(self, x: pd.DataFrame | pd.Series | Mapping, target: Any = None,
                 **options: Any) -> PerturbationRobustCounterfactual:
         """The counterfactual of one raw row with the robustness sought.

@@ -32,6 +32,7 @@ from .base import (
     RobustMethod,
     check_count,
     check_positive,
+    gc_paused,
     require_space_encoding,
     target_index,
 )
@@ -119,6 +120,7 @@ class NonRobustMILP(RobustMethod):
         require_space_encoding(self.milp)
         self.checker = RobustnessChecker(model, self.delta, solver=self.backend.name)
 
+    @gc_paused
     def explain(self, x: pd.DataFrame | pd.Series | Mapping,
                 target: Any = None) -> RobustCounterfactual:
         """The closest counterfactual of ``x``, then its exact robustness check."""
@@ -182,6 +184,7 @@ class MILPR(RobustMethod):
         self._build_pending = True
         self.loop = CuttingSet(self.max_rounds)
 
+    @gc_paused
     def explain(self, x: pd.DataFrame | pd.Series | Mapping,
                 target: Any = None) -> RobustCounterfactual:
         """The closest counterfactual of ``x`` whose margin makes it certified Δ-robust."""

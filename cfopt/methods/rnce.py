@@ -17,7 +17,7 @@ from ..solvers import SolverBackend
 from ..space.space import FeatureSpace
 from ..space.validate import as_frame
 from .adversaries.model_shift import RobustnessChecker
-from .base import RobustMethod, require_space_encoding, target_index
+from .base import RobustMethod, gc_paused, require_space_encoding, target_index
 
 
 class RNCE(RobustMethod):
@@ -57,6 +57,7 @@ class RNCE(RobustMethod):
                 keep &= delta >= 0 if f.direction == "increase" else delta <= 0
         return keep
 
+    @gc_paused
     def explain(self, x: pd.DataFrame | pd.Series | Mapping,
                 target: Any = None) -> RobustCounterfactual:
         """The nearest actionable Δ-robust target-class data row of ``x``."""

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..solvers import SolverBackend, SolverSettings
+from ..solvers import SolveOutcome, SolverBackend, SolverSettings
 from .restrictions.relu import score_targets, target_scores
 
 if TYPE_CHECKING:
@@ -69,12 +69,30 @@ def pattern_cutoff(m: CounterfactualModel, backend: SolverBackend,
                    budget: Callable[[], SolverSettings | None],
                    copies: Sequence[NetworkCopy], candidates: Iterable[np.ndarray]
                    ) -> float | None:
-    """The cutoff of the module docstring for the master ``m``: ``copies`` are the
+    """The cutoff of the module docstring for the master ``m``: the objective of
+    :func:`piece_point`'s point (with :data:`CUTOFF_SLACK`); ``None`` when no
+    restriction has a point (or no time is left)."""
+    outcome = piece_point(m, backend, budget, copies, candidates)
+    return None if outcome is None else cutoff_above(outcome.objective)
+
+
+def cutoff_above(objective: float) -> float:
+    """The cutoff above a known point's ``objective`` (:data:`CUTOFF_SLACK`)."""
+    return objective * (1 + CUTOFF_SLACK) + 1e-9
+
+
+def piece_point(m: CounterfactualModel, backend: SolverBackend,
+                budget: Callable[[], SolverSettings | None],
+                copies: Sequence[NetworkCopy], candidates: Iterable[np.ndarray]
+                ) -> SolveOutcome | None:
+    """Steps 1-2 of the module docstring for the master ``m``: ``copies`` are the
     master's network and its copies (those with a base of their own, e.g. K-scenarios',
     keep their binaries free); ``candidates`` yields model-input points in turn (e.g.
     the last master's, then :func:`toward_target`'s), whose pieces are tried until a
     restriction has a point; ``budget`` gives each restriction's solve settings
-    (``None``: no time left). ``None`` when none has a point (or no time is left)."""
+    (``None``: no time left). The first solve with a point, whose point stays loaded in
+    ``m``'s variables (a point of the master); ``None`` when none has a point (or no
+    time is left)."""
     for inputs in candidates:
         fixed = []
         try:
@@ -89,7 +107,7 @@ def pattern_cutoff(m: CounterfactualModel, backend: SolverBackend,
             for var in fixed:
                 var.unfix()
         if outcome.status.has_solution and outcome.objective is not None:
-            return outcome.objective * (1 + CUTOFF_SLACK) + 1e-9
+            return outcome
     return None
 
 

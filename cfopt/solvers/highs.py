@@ -55,8 +55,24 @@ def _persistent_highs() -> Any:
     pieces fix every ReLU binary of a master, :mod:`cfopt.query.incumbents`)."""
     from pyomo.contrib.solver.solvers.highs import Highs
 
+    class MissFreeComponentMap(ComponentMap):  # type: ignore[misc, valid-type]
+        """A ComponentMap whose ``pop`` of an absent key returns the default without
+        raising inside: ComponentMap's ``__getitem__`` names the missing component in
+        its KeyError, and Pyomo pops every removed constraint from its map of external
+        functions, which holds none of cfopt's (a name costs tens of microseconds;
+        10,499 removals on Adult's 50 Table 1 queries)."""
+
+        def pop(self, key: Any, *default: Any) -> Any:
+            if default and key not in self:
+                return default[0]
+            return super().pop(key, *default)
+
     class BatchedRemovalHighs(Highs):  # type: ignore[misc, valid-type]
         _unused: dict[int, Any] | None = None
+
+        def __init__(self, **kwds: Any) -> None:
+            super().__init__(**kwds)
+            self._external_functions = MissFreeComponentMap()
 
         def remove_constraints(self, cons: list) -> None:
             self._unused = {}
