@@ -116,6 +116,11 @@ class ProplaceMaster(Master):
             if answer is not None:
                 self._pieces_answered = True
                 return answer
+        return self._solve_active(deadline)
+
+    def _solve_active(self, deadline: Deadline) -> MasterAnswer:
+        """:meth:`_solve_held`, repeated with the models left out that its optimal point
+        misses (``active_set``; :meth:`solve`)."""
         while True:
             answer = self._solve_held(deadline)
             if not self.active_set or answer.point is None or \
@@ -135,12 +140,7 @@ class ProplaceMaster(Master):
         objective = self._piece_objective
         self._proof_cutoff = cutoff_above(objective)
         try:
-            while True:
-                answer = self._solve_held(deadline)
-                if not self.active_set or answer.point is None or \
-                        answer.status is not Status.OPTIMAL or \
-                        not self._keep_missed(answer.point):
-                    break
+            answer = self._solve_active(deadline)
         finally:
             self._proof_cutoff = None
         if answer.status is Status.OPTIMAL and answer.bound is not None:
@@ -149,10 +149,11 @@ class ProplaceMaster(Master):
                 return MasterAnswer(Status.OPTIMAL, point=candidate.point,
                                     bound=answer.bound, label=candidate.label)
             return answer
+        why = f" ({answer.message})" if answer.message else ""
         return MasterAnswer(Status.FEASIBLE, point=candidate.point, label=candidate.label,
                             message=f"the master's proof of the certified point ended "
-                                    f"with {answer.status.value} ({answer.message}); the "
-                                    f"point is not claimed optimal")
+                                    f"with {answer.status.value}{why}; the point is not "
+                                    f"claimed optimal")
 
     def _keep_missed(self, point: pd.DataFrame) -> bool:
         """Keep the models left out of the last solve whose margin at ``point`` is below
