@@ -144,7 +144,7 @@ class Proplace(RobustMethod):
             (speed lever, sound either way: the pieces' point is a point of the
             master, and only a solve of the master itself proves a bound). Only the
             first: later points of the pieces collect cuts that make the later
-            masters harder (HELOC query 15: 8.8 s against 4.1 s).
+            masters harder (HELOC query 15: 9.1 s against 4.1 s).
         lp_screen: the adversary's LP relaxation between its interval screen and its
             exact MILP: it certifies when its bound reaches σ - t
             (:class:`~cfopt.methods.adversaries.model_shift.RobustnessChecker`; speed
