@@ -220,6 +220,24 @@ def test_a_certified_point_of_a_restriction_ends_the_loop_only_once_the_master_p
     assert "not claimed optimal" in out.message
 
 
-def test_a_master_with_only_proven_answers_is_never_asked_for_a_proof():
-    with pytest.raises(NotImplementedError, match="only proven"):
-        Scripted([1.0]).prove(MasterAnswer(Status.FEASIBLE), _deadline())
+def test_a_masters_default_proof_is_its_next_solve_which_the_loop_checks():
+    """A master without a proof of its own answers ``prove`` with its next solve: a
+    new answer, which the loop checks (2.5 certified, proven by the solve of 3.0)."""
+    master = Scripted([2.5, 3.0])
+    first = master.solve(_deadline())
+    first.proven = False
+    answer = master.prove(first, _deadline())
+    assert answer.point is not first.point and float(answer.point.iloc[0, 0]) == 3.0
+
+    class Unproven(Scripted):
+        def solve(self, deadline):
+            answer = super().solve(deadline)
+            answer.proven = answer.point is None or float(answer.point.iloc[0, 0]) != 2.5
+            return answer
+
+    master = Unproven([2.5, 3.0])
+    a = Threshold(master, 2.0)
+    out = CuttingSet(10).run(master, [a], _deadline())
+    assert a.seen == [2.5, 3.0] and out.iterations == 2
+    assert out.status is RobustStatus.CERTIFIED and out.optimal
+    assert float(out.candidate.point.iloc[0, 0]) == 3.0

@@ -172,8 +172,9 @@ class Master(ABC):
         bound shows the candidate optimal within its gap (status ``OPTIMAL``, that
         bound) or when the solve gave no better point (any other status: the candidate
         stays certified, unproven); else the master's own answer, which the loop checks
-        as any other. A master whose answers are all proven is never asked."""
-        raise NotImplementedError(f"{type(self).__name__} gives only proven answers")
+        as any other. By default the master's next :meth:`solve`, checked as any other
+        answer (a master whose answers are all proven is never asked)."""
+        return self.solve(deadline)
 
 
 class Adversary(ABC):

@@ -180,6 +180,11 @@ class ProplaceMaster(Master):
         hold_model(self.m, not relaxed)
         return copies, climbing, relaxed
 
+    def _held(self, networks: list[NetworkCopy], relaxed: bool) -> list[NetworkCopy]:
+        """The ``networks`` in the MILP: without the model's own when it is left out
+        (``relaxed``), whose binaries the pieces then need not fix."""
+        return [c for c in networks if not (relaxed and c[0] is self.m.predictor_constr)]
+
     def _pieces_apply(self, copies: list[NetworkCopy], networks: list[NetworkCopy]
                       ) -> bool:
         """Whether a master holding the shifted ``copies`` (``networks``: with its own
@@ -201,9 +206,8 @@ class ProplaceMaster(Master):
         networks = [*network_copies(self.m), *copies]
         if climbing or not self._pieces_apply(copies, networks):
             return None
-        held = [c for c in networks if not (relaxed and c[0] is self.m.predictor_constr)]
-        outcome = piece_point(self.m, self.backend, deadline.left, held,
-                              self.pieces(networks))
+        outcome = piece_point(self.m, self.backend, deadline.left,
+                              self._held(networks, relaxed), self.pieces(networks))
         if outcome is None or outcome.objective is None:
             return None
         solution = verified_solution(self.m)
@@ -229,10 +233,8 @@ class ProplaceMaster(Master):
             cutoff = self._proof_cutoff
             networks = [*network_copies(self.m), *copies]
             if cutoff is None and self.cutoff and self._pieces_apply(copies, networks):
-                held = [c for c in networks
-                        if not (relaxed and c[0] is self.m.predictor_constr)]
-                cutoff = pattern_cutoff(self.m, self.backend, deadline.left, held,
-                                        self.pieces(networks))
+                cutoff = pattern_cutoff(self.m, self.backend, deadline.left,
+                                        self._held(networks, relaxed), self.pieces(networks))
                 settings = deadline.left()
                 if settings is None:
                     return MasterAnswer(Status.NO_SOLUTION, solved=False,
