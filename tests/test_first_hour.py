@@ -4,6 +4,8 @@ default random forest with the heuristic point returned when the solver has none
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from sklearn.ensemble import RandomForestClassifier
@@ -98,6 +100,36 @@ def test_time_limit_on_a_default_forest_returns_the_heuristic_point(german):
         assert ce.status in (cfopt.Status.OPTIMAL, cfopt.Status.FEASIBLE), ce.message
         assert ce.verified and model.predict(space.transform(ce.counterfactual))[0] == 1
         assert ce.total_time < 0.5 + 30.0  # the first query loads the model into HiGHS
+
+
+@pytest.mark.parametrize("kind", ["forest", "network"])
+def test_a_limit_spent_before_the_first_solve_still_returns_the_heuristic_point(
+        german, german_model, kind, monkeypatch):
+    """When the query's time is gone before its first solve (here the process pauses in
+    the query's start, as a garbage collection or a loaded machine can), the answer is
+    still the verified greedy point, FEASIBLE with no bound, not NO_SOLUTION."""
+    if kind == "forest":
+        space = cfopt.FeatureSpace.from_frame(german.X)
+        model = RandomForestClassifier(n_estimators=10, random_state=0).fit(
+            space.transform(german.X), german.y)
+    else:
+        model, space = german_model
+    explainer = cfopt.Explainer(model, space)
+    start = explainer.runner.start
+
+    def paused(*args, **kwargs):
+        settings = start(*args, **kwargs)
+        time.sleep(0.06)
+        return settings
+
+    monkeypatch.setattr(explainer.runner, "start", paused)
+    labels = explainer.milp.predict(german.X)
+    i = [k for k in range(len(labels)) if labels[k] == 0][0]
+    ce = explainer.explain(german.X.iloc[[i]], target=1, time_limit=0.05)
+    assert ce.status is cfopt.Status.FEASIBLE and ce.bound is None, ce.message
+    assert "heuristic counterfactual is returned" in ce.message
+    assert ce.verified and explainer.milp.predict(ce.counterfactual)[0] == 1
+    assert ce.objective == pytest.approx(ce.details["heuristic_objective"])
 
 
 def test_nogood_members_differ_by_meaningful_changes(german, german_model):

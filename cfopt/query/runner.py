@@ -141,6 +141,7 @@ class QueryRunner:
                 budget = time_left(settings, t0)
                 if budget is None:  # the query's time is up: no (further) solve
                     if not outcomes:
+                        self._heuristic_only(m, details, heuristic)
                         outcomes.append(SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0,
                                                      "maxTimeLimit"))
                     break
@@ -295,6 +296,19 @@ class QueryRunner:
                     radius <= pyo.value(m.cutoff):
                 heuristic.append(checked)
         return candidate, radius
+
+    def _heuristic_only(self, m: CounterfactualModel, details: dict[str, Any],
+                        heuristic: list[Verification]) -> None:
+        """The query's verified heuristic point (into ``heuristic``) when its time ran
+        out before the first solve, e.g. in a pause of the process: a greedy walk of
+        a fraction of a second, so that a short limit still returns a verified point
+        wherever the predictor's kind has a heuristic. It runs past the limit; with
+        components that verification cannot see, no heuristic point could be returned,
+        so none is sought."""
+        restriction = restriction_of(m)
+        if self.tighten_per_query and restriction is not None and \
+                restriction.applies(m) and not unchecked_components(m):
+            self._heuristic(m, details, heuristic, restriction)
 
     def _budget(self, m: CounterfactualModel, settings: SolverSettings, t0: float
                 ) -> SolverSettings | None:
