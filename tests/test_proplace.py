@@ -269,6 +269,33 @@ def test_region_cache_pays_once(toy) -> None:
     assert again.objective == pytest.approx(first.objective)
 
 
+def test_the_region_search_builds_its_tree_once_per_rows(monkeypatch) -> None:
+    """The k Δ-robust nearest neighbours search one KD-tree per data set, target and
+    rows, built at the first query and reused; other rows under the same key get a tree
+    of their own, and every answer equals a fresh checker's."""
+    import cfopt.methods.adversaries.model_shift as model_shift
+
+    net = _net((4, 8, 1), 3)
+    Z = np.random.default_rng(3).normal(size=(300, 4))
+    rows, fewer = np.arange(0, 300, 2), np.arange(0, 300, 3)
+    searches = [(Z[0], rows), (Z[1], rows), (Z[2], fewer), (Z[3], rows), (Z[4], rows)]
+    fresh = [RobustnessChecker(net, 0.02).nearest_robust(Z, these, z0, 5)[0]
+             for z0, these in searches]
+    built: list[int] = []
+    tree = model_shift.cKDTree
+
+    def counting(points, *args, **kwargs):
+        built.append(len(points))
+        return tree(points, *args, **kwargs)
+
+    monkeypatch.setattr(model_shift, "cKDTree", counting)
+    checker = RobustnessChecker(net, 0.02)
+    found = [checker.nearest_robust(Z, these, z0, 5, cache_key="data")[0]
+             for z0, these in searches]
+    assert found == fresh and all(len(f) == 5 for f in found)
+    assert built == [150, 100, 150]
+
+
 def _widths(block) -> float:
     """The summed pre-activation bound widths of a block's network copy."""
     return sum(v.ub - v.lb for v in block.component_data_objects(pyo.Var)

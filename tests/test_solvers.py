@@ -273,6 +273,41 @@ def test_removing_constraints_never_names_them(monkeypatch):
     assert backend.solve(m, SolverSettings()).objective == pytest.approx(-25)
 
 
+def test_adding_a_block_sends_its_columns_at_once_and_keeps_the_model(monkeypatch):
+    """Adding a block of many constraints, each with columns of its own (a PROPLACE
+    shifted copy), sends those columns to the loaded HiGHS model in one call (Pyomo
+    alone: one or two calls per constraint, also for constraints with no new column),
+    with their bounds and integrality, and the model solves as a fresh load of it."""
+    import pyomo.environ as pyo
+
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(bounds=(1, 5))
+    m.obj = pyo.Objective(expr=m.x, sense=pyo.maximize)
+    backend = make_solver("highs")
+    assert backend.solve(m, SolverSettings()).objective == pytest.approx(5)
+    highs = backend._instance()._solver_model
+    calls: list[int] = []
+    add = type(highs).addVars
+
+    def counting(self, count, *args):
+        calls.append(count)
+        return add(self, count, *args)
+
+    monkeypatch.setattr(type(highs), "addVars", counting)
+    m.extra = pyo.Block()
+    m.extra.y = pyo.Var(range(20), bounds=(0, 10), domain=pyo.Integers)
+    m.extra.w = pyo.Var(range(20), bounds=(-1, 0.5))
+    m.extra.link = pyo.Constraint(range(20), rule=lambda b, i: b.y[i] + b.w[i] <= m.x + 0.3 * i)
+    m.extra.again = pyo.Constraint(range(20), rule=lambda b, i: b.y[i] >= 0.5 * i)
+    m.obj.expr = m.x - 0.01 * sum(m.extra.y.values()) + 0.1 * sum(m.extra.w.values())
+    grown = backend.solve(m, SolverSettings())
+    assert [count for count in calls if count] == [40] and highs.getNumCol() == 41
+    fresh = make_solver("highs").solve(m, SolverSettings())
+    assert grown.status is fresh.status is cfopt.Status.OPTIMAL
+    assert grown.objective == pytest.approx(fresh.objective, abs=1e-9)
+    assert all(float(v.value) == round(float(v.value)) for v in m.extra.y.values())
+
+
 def test_removing_a_block_drops_its_columns_at_once_and_keeps_the_model(monkeypatch):
     """Deleting a block of many constraints, each with a column of its own, removes
     those columns from the loaded HiGHS model in one call (Pyomo alone: one per

@@ -69,10 +69,33 @@ def _persistent_highs() -> Any:
 
     class BatchedRemovalHighs(Highs):  # type: ignore[misc, valid-type]
         _unused: dict[int, Any] | None = None
+        _new_columns: list | None = None
 
         def __init__(self, **kwds: Any) -> None:
             super().__init__(**kwds)
             self._external_functions = MissFreeComponentMap()
+
+        def add_constraints(self, cons: list) -> None:
+            """Pyomo's, with the new variables of all ``cons`` sent to HiGHS as one batch
+            of columns (Pyomo sends each constraint's own, one HiGHS call or two per
+            constraint, even with none: 11,364 calls on Adult's 50 Table 1 queries)."""
+            self._new_columns = []
+            try:
+                super().add_constraints(cons)
+            finally:
+                self._new_columns = None
+
+        def _add_variables(self, variables: list) -> None:
+            if self._new_columns is None:
+                super()._add_variables(variables)
+            else:
+                self._new_columns.extend(variables)
+
+        def _add_constraints(self, cons: list) -> None:
+            if self._new_columns:
+                new, self._new_columns = self._new_columns, []
+                super()._add_variables(new)
+            super()._add_constraints(cons)
 
         def remove_constraints(self, cons: list) -> None:
             self._unused = {}

@@ -310,8 +310,9 @@ class FeatureSpace:
         if extra:
             raise ValueError(f"unexpected column(s) {extra} not in the feature space "
                              f"(drop the target column before explaining)")
-        columns = {f.name: validate_column(f, frame[f.name].to_numpy(), frame.index,
-                                            check_bounds) for f in self}
+        rows = frame.index.astype(object)  # row labels as Python scalars in the messages
+        columns = {f.name: validate_column(f, frame[f.name].to_numpy(), rows, check_bounds)
+                   for f in self}
         return pd.DataFrame(columns, index=frame.index, columns=self.names)
 
     def validate_or_keep(self, X: pd.DataFrame) -> pd.DataFrame:

@@ -28,9 +28,10 @@ def as_frame(X: pd.DataFrame | pd.Series | Mapping) -> pd.DataFrame:
 
 def validate_column(f: Feature, raw: np.ndarray, index: pd.Index,
                      check_bounds: bool) -> np.ndarray:
-    """One column's values, checked, as an object array of labels or a numeric array."""
+    """One column's values, checked, as an object array of labels or a numeric array
+    (``index``: the row labels as Python objects, ``index.astype(object)``, which the
+    messages name)."""
     name = f.name
-    index = index.astype(object)  # row labels as Python scalars in the messages
     if f.labelled:
         known = set(f.categories)
         values = np.empty(len(raw), dtype=object)

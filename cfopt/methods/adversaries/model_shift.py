@@ -98,6 +98,7 @@ class RobustnessChecker:
         self.settings = SolverSettings(time_limit=time_limit, mip_gap=mip_gap, threads=1,
                                        seed=0)
         self._verdicts: dict[tuple, np.ndarray] = {}
+        self._trees: dict[tuple, tuple[np.ndarray, cKDTree]] = {}
         self._adversaries: dict[tuple[Margin, bool], tuple[AdversaryModel, SolverBackend]] = {}
         self.milp_checks = 0
         #: LP relaxations solved by :meth:`check` (``lp_screen``)
@@ -249,6 +250,15 @@ class RobustnessChecker:
         return model, backend
 
     # ---------------------------------------------------------------- data sets
+    def _tree(self, key: tuple, Z: np.ndarray, rows: np.ndarray) -> cKDTree:
+        """The KD-tree of ``Z[rows]``, built once per data set, target and rows (each
+        query of a target searches the same rows: rebuilding it took a third of Adult's
+        region updates)."""
+        kept = self._trees.get(key)
+        if kept is None or not np.array_equal(kept[0], rows):
+            kept = self._trees[key] = (rows.copy(), cKDTree(Z[rows]))
+        return kept[1]
+
     def nearest_robust(self, Z: np.ndarray, rows: np.ndarray, z0: np.ndarray, k: int, *,
                        target: int = 1, cache_key: Any = None
                        ) -> tuple[list[int], RegionReport]:
@@ -264,7 +274,7 @@ class RobustnessChecker:
         screened = checks = 0
         if not len(rows):
             return found, RegionReport(0, 0, 0, 0, time.perf_counter() - t0)
-        tree = cKDTree(Z[rows])
+        tree = self._tree(key, Z, rows)
         seen = 0
         batch = max(4 * k, 64)
         while len(found) < k and seen < len(rows):
