@@ -148,3 +148,31 @@ def test_inverse_transform_keeps_a_bound_through_scaling_round_off():
     space.validate(back)
     far = space.inverse_transform([[1.5]])  # a genuinely outside input is not clipped
     assert far["f0"][0] > hi
+
+
+def test_labelled_columns_are_checked_per_distinct_value_as_row_by_row():
+    """A labelled column of one kind is checked per distinct value: the values, their
+    bounds and the row an error names are those of the row-by-row check, which a
+    column of mixed kinds (here with a missing value) still takes."""
+    colour = Feature("colour", Kind.ORDINAL, lower=1, upper=2,
+                     categories=("red", "green", "blue"))
+    space = FeatureSpace([colour, Feature("x", Kind.CONTINUOUS, lower=0, upper=1)])
+    rows = pd.DataFrame({"colour": ["green", "blue"] * 500, "x": 0.5},
+                        index=[f"r{i}" for i in range(1000)])
+    checked = space.validate(rows)
+    assert list(checked["colour"]) == list(rows["colour"])
+    assert all(type(v) is str for v in checked["colour"])
+    late, early = rows.copy(), rows.copy()
+    late.loc["r700", "colour"], late.loc["r400", "colour"] = "pink", "grey"
+    with pytest.raises(ValueError, match="unseen category 'grey' in row 'r400'"):
+        space.validate(late)
+    early.loc["r3", "colour"] = "red"  # below the declared lower bound
+    with pytest.raises(ValueError, match="value 'red' in row 'r3' is outside"):
+        space.validate(early)
+    mixed = late.astype({"colour": object})
+    mixed.loc["r900", "colour"] = None
+    with pytest.raises(ValueError, match="unseen category 'grey' in row 'r400'"):
+        space.validate(mixed)
+    mixed.loc["r100", "colour"] = None
+    with pytest.raises(ValueError, match="missing value \\(NaN\\) in row 'r100'"):
+        space.validate(mixed)

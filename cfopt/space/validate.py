@@ -33,19 +33,9 @@ def validate_column(f: Feature, raw: np.ndarray, index: pd.Index,
     messages name)."""
     name = f.name
     if f.labelled:
-        known = set(f.categories)
-        values = np.empty(len(raw), dtype=object)
-        for k, v in enumerate(raw):
-            if _is_missing(v):
-                raise ValueError(f"column {name!r}: missing value (NaN) in row {index[k]!r}")
-            v = plain(v)
-            if v not in known:
-                raise ValueError(f"column {name!r}: unseen category {v!r} in row {index[k]!r}; "
-                                 f"known categories: {list(f.categories)}")
-            values[k] = v
+        values, levels = _labels(f, raw, index)
         if check_bounds and not f.is_onehot:
-            codes = np.array([f.categories.index(v) for v in values], dtype=float)
-            _check_bounds(f, index, codes, values)
+            _check_bounds(f, index, levels, values)
         return values
     if raw.dtype.kind in "iuf" or (raw.dtype.kind == "b" and f.kind is Kind.BINARY):
         values = raw.astype(float)
@@ -68,6 +58,44 @@ def validate_column(f: Feature, raw: np.ndarray, index: pd.Index,
     if check_bounds:
         _check_bounds(f, index, values, values)
     return values.astype(np.int64) if f.is_integral else values
+
+
+#: pandas' inferred types of a column whose values are all of one kind, none missing
+_UNIFORM = frozenset({"string", "integer", "boolean"})
+
+
+def _labels(f: Feature, raw: np.ndarray, index: pd.Index) -> tuple[np.ndarray, np.ndarray]:
+    """A labelled column's values as Python scalars (an object array) and their
+    positions in ``f.categories``; ``ValueError`` naming the first missing value or
+    unseen category. A column of one kind (all strings, integers or booleans, as
+    pandas infers) is checked per distinct value (``pd.factorize`` numbers them in
+    order of first appearance, so the first unseen one is the earliest row); any other
+    row by row."""
+    name, known = f.name, set(f.categories)
+
+    def unseen(v: Any, k: int) -> ValueError:
+        return ValueError(f"column {name!r}: unseen category {v!r} in row {index[k]!r}; "
+                          f"known categories: {list(f.categories)}")
+
+    if pd.api.types.infer_dtype(raw, skipna=False) in _UNIFORM:
+        rows, distinct = pd.factorize(raw)
+        labels = [plain(v) for v in distinct]
+        for u, v in enumerate(labels):
+            if v not in known:
+                raise unseen(v, int(np.flatnonzero(rows == u)[0]))
+        values = np.empty(len(labels), dtype=object)
+        values[:] = labels
+        levels = np.array([f.categories.index(v) for v in labels], dtype=float)
+        return values[rows], levels[rows]
+    values = np.empty(len(raw), dtype=object)
+    for k, v in enumerate(raw):
+        if _is_missing(v):
+            raise ValueError(f"column {name!r}: missing value (NaN) in row {index[k]!r}")
+        v = plain(v)
+        if v not in known:
+            raise unseen(v, k)
+        values[k] = v
+    return values, np.array([f.categories.index(v) for v in values], dtype=float)
 
 
 def _number(f: Feature, value: Any, row: Any) -> float:
