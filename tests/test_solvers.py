@@ -349,3 +349,39 @@ def test_removing_a_block_drops_its_columns_at_once_and_keeps_the_model(monkeypa
     m.obj.sense = pyo.maximize
     back = backend.solve(m, SolverSettings())
     assert back.objective == pytest.approx(3) and highs.getNumCol() == 4
+
+
+@pytest.mark.parametrize("solver", ["highs", "cbc"])
+def test_ranges_are_the_optima_of_each_side_and_keep_the_models_objective(solver):
+    """``ranges``: the least and greatest value of each variable over the model's
+    constraints (its objective set aside), as one LP per side with a temporary
+    objective finds them (the default, which HiGHS's direct runs must match); a variable
+    in no constraint ranges over its bounds; afterwards the model solves to its own
+    optimum."""
+    import pyomo.environ as pyo
+
+    from cfopt.solvers import SolverBackend
+
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(3), bounds=(-2, 4))
+    m.free = pyo.Var(bounds=(-1, 7))
+    m.a = pyo.Constraint(expr=m.x[0] + 2 * m.x[1] <= 3)
+    m.b = pyo.Constraint(expr=m.x[0] - m.x[2] >= -1)
+    m.c = pyo.Constraint(expr=m.x[1] + m.x[2] >= 0.5)
+    m.obj = pyo.Objective(expr=m.x[0] + m.x[1] + 3 * m.x[2] + 10, sense=pyo.minimize)
+    backend = make_solver(solver)
+    if not backend.available():
+        pytest.skip(f"{solver} is not installed")
+    settings = SolverSettings(mip_gap=0.0)
+    before = backend.solve(m, settings)
+    variables = [m.x[0], m.x[1], m.x[2], m.free]
+    found = backend.ranges(m, variables, settings)
+    reference = SolverBackend.ranges(make_solver("highs"), m, variables, settings)
+    expected = [(-2.0, 4.0), (-2.0, 2.5), (-2.0, 4.0), (-1.0, 7.0)]
+    for (lo, hi), (rlo, rhi), (elo, ehi) in zip(found, reference, expected):
+        assert lo == pytest.approx(rlo, abs=1e-9) and hi == pytest.approx(rhi, abs=1e-9)
+        assert lo == pytest.approx(elo, abs=1e-9) and hi == pytest.approx(ehi, abs=1e-9)
+    after = backend.solve(m, settings)
+    assert after.status is cfopt.Status.OPTIMAL
+    assert after.objective == pytest.approx(before.objective, abs=1e-9)
+    assert [o.name for o in m.component_data_objects(pyo.Objective, active=True)] == ["obj"]

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import pyomo.environ as pyo
 
-from ..results.status import Status
 from ..solvers import SolverSettings, make_solver
 from .predictors import PredictorConstr
 
@@ -108,17 +107,11 @@ def tighten_relu_bounds(model: pyo.Block, predictor: PredictorConstr, method: st
         settings = SolverSettings(mip_gap=0.0, threads=1)
         with _integrality_relaxed(model):
             for k, layer in enumerate(layers):
-                for j in list(layer.zhat):
+                neurons = list(layer.zhat)
+                ranges = backend.ranges(model, [layer.zhat[j] for j in neurons], settings)
+                solves += 2 * len(neurons)
+                for j, (lo, hi) in zip(neurons, ranges):
                     lb, ub = layer.zhat[j].bounds
-                    found = []
-                    for sense in (pyo.minimize, pyo.maximize):
-                        model._obbt_objective = pyo.Objective(expr=layer.zhat[j], sense=sense)
-                        outcome = backend.solve(model, settings)
-                        model.del_component(model._obbt_objective)
-                        solves += 1
-                        ok = outcome.status is Status.OPTIMAL and outcome.objective is not None
-                        found.append(outcome.objective if ok else None)
-                    lo, hi = found
                     if lo is not None:
                         lb = max(lb, lo - 1e-6 * max(1.0, abs(lo)))
                     if hi is not None:

@@ -150,6 +150,35 @@ class SolverBackend(ABC):
         return self._solve(model, settings) if start is None else \
             self._solve_from(model, settings, start)
 
+    def ranges(self, model: pyo.Block, variables: list[pyo.Var], settings: SolverSettings
+               ) -> list[tuple[float | None, float | None]]:
+        """The least and the greatest value of each of ``variables`` over ``model``'s
+        constraints and bounds, its own objective set aside: one solve per side, whose
+        optimum it is (``None`` for a side not solved to optimality). The caller relaxes
+        integrality for the bounds of optimization-based bound tightening. By default
+        each side is a solve of a temporary objective, the model's own deactivated
+        meanwhile."""
+        own = [o for o in model.component_data_objects(pyo.Objective, active=True)]
+        for objective in own:
+            objective.deactivate()
+        found: list[tuple[float | None, float | None]] = []
+        try:
+            for var in variables:
+                sides: list[float | None] = []
+                for sense in (pyo.minimize, pyo.maximize):
+                    model._range_objective = pyo.Objective(expr=var, sense=sense)
+                    try:
+                        outcome = self.solve(model, settings)
+                    finally:
+                        model.del_component(model._range_objective)
+                    sides.append(outcome.objective if outcome.status is Status.OPTIMAL
+                                 else None)
+                found.append((sides[0], sides[1]))
+        finally:
+            for objective in own:
+                objective.activate()
+        return found
+
     def cutoff_options(self, cutoff: float) -> dict[str, Any]:
         """The raw options that make the solver discard every point of objective at or
         above ``cutoff`` (minimisation); none by default (the cutoff is not used)."""
