@@ -1,5 +1,6 @@
-"""HiGHS through Pyomo's persistent interface; a solve with a time limit on a large
-model runs in a child process that is ended at the limit (:mod:`cfopt.solvers.isolated`).
+"""HiGHS, its model loaded and kept up to date by Pyomo's persistent interface and run
+directly (here, or, for a solve with a time limit on a large model, in a child process
+that is ended at the limit: :mod:`cfopt.solvers.isolated`).
 """
 
 from __future__ import annotations
