@@ -262,17 +262,7 @@ class HighsBackend(ContribBackend):
 
             highspy.Highs.resetGlobalScheduler(True)
         _HIGHS_THREADS[:] = [settings.threads]
-        loaded = self._solver is not None and self._solver._model is model
-        try:
-            solver, settings = self._loaded(model, settings)
-            if loaded and not updated:
-                solver.update()
-        except KeyboardInterrupt:  # Pyomo's record of what HiGHS holds may be half done
-            self.reset()
-            raise
-        except Exception as exc:
-            self.reset()
-            raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
+        solver, settings, loaded = self._up_to_date(model, settings, updated)
         options = {**self._solver_options(settings), "log_to_console": settings.verbose,
                    "time_limit": self._time_limit(settings, loaded),
                    "mip_rel_gap": settings.mip_gap, **settings.options}
@@ -282,6 +272,26 @@ class HighsBackend(ContribBackend):
         for key, value in options.items():
             highs.setOptionValue(key, value)
         return solver, loaded
+
+    def _up_to_date(self, model: pyo.Block, settings: SolverSettings, updated: bool = False
+                    ) -> tuple[Any, SolverSettings, bool]:
+        """The Pyomo solver holding ``model`` up to date (loaded now if it was not, the
+        loading counted in the time limit; ``updated``: it already is), the settings
+        with the time left, and whether the model was loaded before. An error, or Ctrl-C,
+        while Pyomo sends the changes forgets the loaded model (Pyomo's record of what
+        HiGHS holds may be half done)."""
+        loaded = self._solver is not None and self._solver._model is model
+        try:
+            solver, settings = self._loaded(model, settings)
+            if loaded and not updated:
+                solver.update()
+        except KeyboardInterrupt:
+            self.reset()
+            raise
+        except Exception as exc:
+            self.reset()
+            raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
+        return solver, settings, loaded
 
     def _run_here(self, highs: Any) -> float:
         """HiGHS's ``run`` in this process; its seconds. Ctrl-C cancels it and is raised
@@ -305,23 +315,8 @@ class HighsBackend(ContribBackend):
         """Load (or update) the model here, then solve it in a child killed at the time
         ``limit``, which counts from this call (the loading included); a small model
         (``isolate`` ``None``) is solved here instead."""
-        if not self.available():
-            raise SolverNotAvailableError(f"solver {self.name!r} is not available: "
-                                          f"{INSTALL_HINTS[self.name]}")
-        solver = self._instance()
         t0 = time.perf_counter()
-        try:
-            if solver._model is not model:
-                solver.set_instance(model)
-                solver._solver_model.setOptionValue("output_flag", False)  # HighsIncumbents
-            else:
-                solver.update()
-        except KeyboardInterrupt:  # Pyomo's record of what HiGHS holds may be half done
-            self.reset()
-            raise
-        except Exception as exc:
-            self.reset()
-            raise SolverError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
+        solver, _, _ = self._up_to_date(model, settings)
         highs = solver._solver_model
         if self.isolate is None and highs.getNumCol() < self.ISOLATE_MIN_COLUMNS:
             return self._solve_here(model, settings, updated=True)
