@@ -158,7 +158,7 @@ class SolverBackend(ABC):
         integrality for the bounds of optimization-based bound tightening. By default
         each side is a solve of a temporary objective, the model's own deactivated
         meanwhile."""
-        own = [o for o in model.component_data_objects(pyo.Objective, active=True)]
+        own = list(model.component_data_objects(pyo.Objective, active=True))
         for objective in own:
             objective.deactivate()
         found: list[tuple[float | None, float | None]] = []

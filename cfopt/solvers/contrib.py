@@ -25,13 +25,6 @@ INSTALL_HINTS = {
 
 _INF = float("inf")
 
-#: Pyomo's automatic updates of a loaded model, all off (the caller has just sent them)
-_NO_UPDATES = dict.fromkeys(
-    ("check_for_new_or_removed_constraints", "check_for_new_or_removed_vars",
-     "check_for_new_or_removed_params", "check_for_new_objective", "update_constraints",
-     "update_vars", "update_parameters", "update_named_expressions", "update_objective"),
-    False)
-
 
 def finite(x: Any) -> float | None:
     """A finite number, or ``None`` (also for what a solver's log left undefined)."""
@@ -103,11 +96,8 @@ class ContribBackend(SolverBackend):
         return None
 
 
-    def _solve(self, model: pyo.Block, settings: SolverSettings,
-               updated: bool = False) -> SolveOutcome:
-        """Pyomo's solve of ``model``; ``updated``: the loaded model was just brought up to
-        date (``update()``), so the solve sends nothing again (a walk over every
-        component of the model)."""
+    def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
+        """Pyomo's solve of ``model`` (its persistent interface sends what changed)."""
         from pyomo.contrib.solver.common.results import SolutionStatus, TerminationCondition
 
         if not self.available():
@@ -117,15 +107,13 @@ class ContribBackend(SolverBackend):
         options = dict(self._solver_options(settings))
         options.update(settings.options)
         loaded = getattr(solver, "_model", None) is model
-        updates = {"auto_updates": _NO_UPDATES} if updated and loaded else {}
         t0 = time.perf_counter()
         try:
             with sigint_watch() as interrupted:
                 results = solver.solve(
                     model, load_solutions=False, raise_exception_on_nonoptimal_result=False,
                     tee=settings.verbose, threads=settings.threads, rel_gap=settings.mip_gap,
-                    time_limit=self._time_limit(settings, loaded), solver_options=options,
-                    **updates)
+                    time_limit=self._time_limit(settings, loaded), solver_options=options)
         except Exception as exc:
             self.reset()
             translated = self._translate_error(exc)
