@@ -273,6 +273,20 @@ def test_removing_constraints_never_names_them(monkeypatch):
     assert backend.solve(m, SolverSettings()).objective == pytest.approx(-25)
 
 
+def _count_calls(monkeypatch, owner: type, name: str) -> list[int]:
+    """The counts (first argument) of every later call of ``owner.name`` (a HiGHS
+    method taking a count of columns or rows first), which still does its work."""
+    counts: list[int] = []
+    method = getattr(owner, name)
+
+    def counting(self, count, *args):
+        counts.append(count)
+        return method(self, count, *args)
+
+    monkeypatch.setattr(owner, name, counting)
+    return counts
+
+
 def test_adding_a_block_sends_its_columns_at_once_and_keeps_the_model(monkeypatch):
     """Adding a block of many constraints, each with columns of its own (a PROPLACE
     shifted copy), sends those columns to the loaded HiGHS model in one call (Pyomo
@@ -286,14 +300,7 @@ def test_adding_a_block_sends_its_columns_at_once_and_keeps_the_model(monkeypatc
     backend = make_solver("highs")
     assert backend.solve(m, SolverSettings()).objective == pytest.approx(5)
     highs = backend._instance()._solver_model
-    calls: list[int] = []
-    add = type(highs).addVars
-
-    def counting(self, count, *args):
-        calls.append(count)
-        return add(self, count, *args)
-
-    monkeypatch.setattr(type(highs), "addVars", counting)
+    calls = _count_calls(monkeypatch, type(highs), "addVars")
     m.extra = pyo.Block()
     m.extra.y = pyo.Var(range(20), bounds=(0, 10), domain=pyo.Integers)
     m.extra.w = pyo.Var(range(20), bounds=(-1, 0.5))
@@ -331,14 +338,7 @@ def test_removing_a_block_drops_its_columns_at_once_and_keeps_the_model(monkeypa
     assert first.status is cfopt.Status.OPTIMAL and first.objective == pytest.approx(2)
     highs = backend._instance()._solver_model
     assert highs.getNumCol() == 31
-    removals: list[int] = []
-    delete = type(highs).deleteVars
-
-    def counting(self, count, *args):
-        removals.append(count)
-        return delete(self, count, *args)
-
-    monkeypatch.setattr(type(highs), "deleteVars", counting)
+    removals = _count_calls(monkeypatch, type(highs), "deleteVars")
     m.del_component(m.extra)
     alone = backend.solve(m, SolverSettings())
     assert [count for count in removals if count] == [30]
