@@ -276,13 +276,18 @@ class ShiftedNetwork(ModelAdapter):
 
 def add_shifted_copy(m: CounterfactualModel, params: Parameters,
                      box: tuple[np.ndarray, np.ndarray], name: str,
-                     hull: np.ndarray | None = None) -> tuple[pyo.Block, PredictorConstr]:
+                     hull: np.ndarray | None = None,
+                     hull_weights: Sequence[pyo.Var] | None = None
+                     ) -> tuple[pyo.Block, PredictorConstr]:
     """One more network copy in the master of Algorithm 1, the block ``m.<name>`` (delete
     it to drop the copy): the shifted model ``params`` embedded with
     :func:`add_predictor` on the counterfactual's model inputs (``predictor``), its
     big-M constants from interval bounds over the input ``box`` (e.g. the plausible
     region's bounding box; with ``hull``, points whose convex hull holds the master's
-    inputs, e.g. the region's, the first layer's within its values at them), and the
+    inputs, e.g. the region's, the first layer's within its values at them; with
+    ``hull_weights`` too, the variables of which the inputs are the combination of
+    ``hull``'s rows, the first layer's vertex envelope,
+    :meth:`~cfopt.formulations.predictors.PredictorConstr.vertex_envelope`), and the
     validity constraints of :func:`~cfopt.formulations.validity.add_validity` for the
     query's target with ``m.margin`` (the master margin σ): target sign x logit ≥ σ, or
     the target's logit ≥ every other class's + σ. Returns the block and its predictor."""
@@ -294,4 +299,8 @@ def add_shifted_copy(m: CounterfactualModel, params: Parameters,
     pred.set_input_box(*box, hull=hull)
     add_validity(copy, pred.outputs, pred.output_bounds(), adapter, m.margin)
     set_target(copy, adapter, [adapter.class_index(t) for t in m.target])
+    envelope = (pred.vertex_envelope(hull, hull_weights)
+                if hull is not None and hull_weights is not None else None)
+    if envelope is not None:
+        copy.vertex_envelope = envelope
     return copy, pred

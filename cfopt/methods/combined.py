@@ -147,6 +147,9 @@ class CombinedRobustExplainer(RobustMethod):
             region's points), each scenario copy's over that box widened by
             its scenario (:mod:`cfopt.constraints.scenarios`); ``False``: the model's
             global bounds (the region's box with a region).
+        vertex_envelope: with ``query_bounds`` and a region, every shifted copy's
+            first-layer outputs bounded by their values at the region's points
+            (as :class:`~cfopt.methods.proplace.Proplace`; speed lever, sound either way).
         ladder: solve each master up a ladder of radii from the greatest proven bound
             so far, bounding the master's network, every shifted copy and every
             scenario copy within each radius, split by the features a point within it
@@ -174,7 +177,8 @@ class CombinedRobustExplainer(RobustMethod):
                  delta: float, k: int = 20, labels: Any = None, setback: bool = False,
                  sigma: float = 0.01, tolerance: float = 0.005, k_tolerance: float = 1e-6,
                  min_change: float = MIN_CHANGE, query_bounds: bool = True,
-                 ladder: bool = True, warm_start: bool = False, lp_screen: bool = True,
+                 vertex_envelope: bool = True, ladder: bool = True, warm_start: bool = False,
+                 lp_screen: bool = True,
                  light_heuristics: bool = True, max_iterations: int = 50,
                  time_limit: float | None = None, solver: str | SolverBackend = "highs",
                  objective: str | Mapping[str, float] = "l1",
@@ -190,6 +194,7 @@ class CombinedRobustExplainer(RobustMethod):
         k_tolerance = check_positive("k_tolerance", k_tolerance)
         self.max_iterations = check_count("max_iterations", max_iterations)
         self.query_bounds = check_switch("query_bounds", query_bounds)
+        self.vertex_envelope = check_switch("vertex_envelope", vertex_envelope)
         self.ladder = check_switch("ladder", ladder)
         self.warm_start = check_switch("warm_start", warm_start)
         self.lp_screen = check_switch("lp_screen", lp_screen)
@@ -247,7 +252,10 @@ class CombinedRobustExplainer(RobustMethod):
         hull = self.region.hull(m) if self.region is not None and self.query_bounds else None
         box = self.master_box(m, None if self.region is None else self.region.box(m),
                               self.query_bounds, hull)
-        shift = ModelShiftAdversary(self.checker, m, index, need, box, self.lp_screen, hull)
+        weights = (self.region.hull_weights(m) if self.vertex_envelope and hull is not None
+                   and self.region is not None else None)
+        shift = ModelShiftAdversary(self.checker, m, index, need, box, self.lp_screen, hull,
+                                    weights)
         perturb = KNeighbourhoodAdversary(self.k_adversary, self.scenarios, m,
                                           box if self.query_bounds else None)
         master = CombinedMaster(m, self.backend, self.sigma, shift, self.scenarios,

@@ -84,6 +84,14 @@ class RobustPlausibleRegion(ConvexHull):
         hull does not hold."""
         return None if self.epsilon else self._reference_sets(m)[0]
 
+    def hull_weights(self, m: CounterfactualModel) -> list[pyo.Var] | None:
+        """The variables λ of the region's points in :meth:`hull`'s order (every point of
+        the region is their combination); ``None`` with a slack ball (ε > 0)."""
+        if self.epsilon:
+            return None
+        block = m.component(self.name)
+        return [block.weight[i] for i in block.POINTS]
+
     def box(self, m: CounterfactualModel) -> tuple[np.ndarray, np.ndarray]:
         """The bounding box of the current reference points (model inputs), widened by
         the slack radius: every point of the region lies in it."""

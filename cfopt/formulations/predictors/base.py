@@ -145,6 +145,14 @@ class PredictorConstr:
         default: an encoding without internal bounds has nothing to set)."""
         return 0
 
+    def vertex_envelope(self, points: np.ndarray, weights: Sequence[pyo.Var]
+                        ) -> pyo.Constraint | None:
+        """Rows, to add to a block, that tighten the encoding when its inputs are the
+        convex combination of the rows of ``points`` with ``weights`` (ReLU networks:
+        the first layer's vertex envelope, :mod:`cfopt.formulations.predictors.network`);
+        ``None`` by default: an encoding without a convex first layer has no envelope."""
+        return None
+
     def set_neuron_bounds(self, k: int, j: int, lb: float, ub: float) -> None:
         """Bounds of neuron ``j`` of layer ``k`` of :meth:`dense_layers`, in the block's
         units (``IndexError`` by default: an encoding without layers has no neurons)."""

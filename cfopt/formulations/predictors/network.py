@@ -10,6 +10,19 @@ with :math:`[l_j, u_j]` from interval propagation over the input box
 (:meth:`~cfopt.models.network.ReLUNetwork.box_bounds`, tightened by
 :mod:`cfopt.formulations.bound_tightening`). A network without hidden layer is a
 linear model (:mod:`.linear`).
+
+When the inputs are a convex combination of known points, :math:`z = \sum_l \lambda_l
+p_l` with :math:`\lambda \ge 0`, :math:`\sum_l \lambda_l = 1` (PROPLACE's plausible
+region, Def. 10, with no slack), each first-layer output is bounded by its values at the
+points (:meth:`NetworkPredictorConstr.vertex_envelope`):
+
+.. math:: z_j \le \sum_l \lambda_l \max(0, w_j^\top p_l + b_j),
+
+Jensen's inequality for the convex :math:`\max(0, w_j^\top z + b_j)`, implied by the
+encoding and the combination, so no point is lost. It is the neuron's concave envelope
+over the points' hull when they are affinely independent, far below the big-M
+relaxation's :math:`z_j \le u_j (\hat z_j - l_j) / (u_j - l_j)`, which only knows the
+interval :math:`[l_j, u_j]`.
 """
 
 from __future__ import annotations
@@ -94,6 +107,31 @@ class NetworkPredictorConstr(PredictorConstr):
         ones; returns the number of stable hidden neurons."""
         return self.set_layer_bounds(self.adapter.structure.box_bounds(lower, upper,
                                                                        hull=hull))
+
+    def vertex_envelope(self, points: np.ndarray, weights: Sequence[pyo.Var]
+                        ) -> pyo.Constraint | None:
+        """The first layer's vertex envelope (module docstring) for inputs that are the
+        convex combination of the rows of ``points`` (model inputs) with ``weights``
+        (one variable per row, ≥ 0, summing to 1, constrained elsewhere): an indexed
+        constraint, to add to a block, with one row per neuron whose bounds straddle 0
+        (a stable neuron's encoding is already exact), in the block's units; ``None``
+        when the first layer has no ReLU."""
+        points = np.atleast_2d(np.asarray(points, dtype=np.float64))
+        if len(weights) != len(points):
+            raise ValueError(f"{len(points)} points need as many weights, got {len(weights)}")
+        if not self._relu[0]:
+            return None
+        first, layer = self._layers[0], self.adapter.structure.layers[0]
+        values = np.maximum(points @ layer.weight.T + layer.bias, 0.0) / self._scales[0]
+        lb, ub = self.layer_bounds()[0]
+
+        def envelope(_: pyo.Block, j: int) -> Any:
+            at = values[:, j] > 0
+            return first.z[j] <= LinearExpression(
+                constant=0.0, linear_coefs=values[at, j].tolist(),
+                linear_vars=[w for w, use in zip(weights, at) if use])
+
+        return pyo.Constraint([j for j in first.z if lb[j] < 0 < ub[j]], rule=envelope)
 
     def fix_pattern(self, inputs: np.ndarray) -> list[pyo.Var]:
         """Each free ReLU binary fixed to the side of its neuron's pre-activation at

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -347,6 +347,11 @@ class ModelShiftAdversary(Adversary):
             plausible region's), which bound each copy's first layer too
             (:meth:`~cfopt.models.network.ReLUNetwork.box_bounds`); ``None``: the box
             alone.
+        hull_weights: with ``hull``, the master's variables λ of which its model inputs
+            are the combination of ``hull``'s rows: each copy then gets its first
+            layer's vertex envelope
+            (:meth:`~cfopt.formulations.predictors.PredictorConstr.vertex_envelope`;
+            implied by the master, so sound either way); ``None``: none.
         lp_screen: screen each check with the LP relaxation between the interval screen
             and the exact MILP (:meth:`RobustnessChecker.check`; speed lever, sound
             either way).
@@ -356,9 +361,11 @@ class ModelShiftAdversary(Adversary):
 
     def __init__(self, checker: RobustnessChecker, m: CounterfactualModel, target: int,
                  threshold: float, box: tuple[np.ndarray, np.ndarray] | None = None,
-                 lp_screen: bool = False, hull: np.ndarray | None = None) -> None:
+                 lp_screen: bool = False, hull: np.ndarray | None = None,
+                 hull_weights: Sequence[pyo.Var] | None = None) -> None:
         self.checker, self.m, self.target, self.threshold = checker, m, target, threshold
         self.box, self.lp_screen, self.hull = box, lp_screen, hull
+        self.hull_weights = hull_weights
         #: the shifted models added to the master, in order
         self.models: list[Parameters] = []
         self._copies: list[tuple[pyo.Block, PredictorConstr]] = []
@@ -396,7 +403,8 @@ class ModelShiftAdversary(Adversary):
         if self.box is None:
             raise ValueError("this model-shift adversary has no input box for the copies")
         self._copies.append(add_shifted_copy(self.m, check.counterexample, self.box,
-                                             f"shifted_{len(self._copies) + 1}", self.hull))
+                                             f"shifted_{len(self._copies) + 1}", self.hull,
+                                             self.hull_weights))
         self.models.append(check.counterexample)
 
     def network_copies(self, m: CounterfactualModel) -> list[NetworkCopy]:

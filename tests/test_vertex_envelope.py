@@ -1,0 +1,133 @@
+"""The first layer's vertex envelope of a network copy whose inputs are a convex
+combination of known points (PROPLACE's plausible region): rows implied by the
+encoding, which only tighten the relaxation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyomo.environ as pyo
+import pytest
+
+from cfopt.formulations.bound_tightening import relax_integrality
+from cfopt.formulations.robustness import add_shifted_copy
+from cfopt.methods import Proplace
+from cfopt.results.robust import RobustStatus
+from cfopt.solvers import SolverSettings
+
+from .test_proplace import _first_query_in_region, _random_instance, toy  # noqa: F401
+
+
+def _shifted(method: Proplace) -> list[tuple[np.ndarray, np.ndarray]]:
+    structure = method.milp.predictor_constr.adapter.structure
+    return [(w + 0.05, b - 0.05) for w, b in structure.parameters]
+
+
+def test_every_point_of_the_hull_satisfies_the_envelope_rows(toy) -> None:  # noqa: F811
+    """One row per first-layer neuron whose bounds straddle 0, and at every convex
+    combination of the region's points, with the first layer's exact outputs, each row
+    holds (Jensen's inequality), with equality at the points themselves."""
+    method, hull, box = _first_query_in_region(toy)
+    m = method.milp
+    weights = method.region.hull_weights(m)
+    params = _shifted(method)
+    copy, pred = add_shifted_copy(m, params, box, "enveloped", hull, weights)
+    rows = copy.vertex_envelope
+    lb, ub = pred.layer_bounds()[0]
+    assert list(rows) == [j for j in range(len(lb)) if lb[j] < 0 < ub[j]] and len(rows) >= 2
+    first, scale = pred.dense_layers()[0], pred.neuron_scales()[0]
+    w, b = params[0]
+    rng = np.random.default_rng(0)
+    combinations = [*np.eye(len(hull)), *rng.dirichlet(np.full(len(hull), 0.3), 300)]
+    tight = 0
+    for lam in combinations:
+        for var, value in zip(weights, lam):
+            var.set_value(float(value))
+        outputs = np.maximum((lam @ hull) @ w.T + b, 0.0) / scale
+        for j in rows:
+            first.z[j].set_value(float(outputs[j]))
+            slack = pyo.value(rows[j].upper) - pyo.value(rows[j].body)
+            assert slack >= -1e-9, (lam, j)
+            tight += slack < 1e-9
+    assert tight >= len(hull) * len(rows)  # at least every point itself, every row
+
+
+def test_the_envelope_tightens_the_relaxation_to_its_values_at_the_points(toy  # noqa: F811
+                                                                          ) -> None:
+    """Over the master's LP relaxation (the plausible region, integrality relaxed), the
+    greatest sum of a shifted copy's first-layer outputs is, with the envelope, the
+    greatest sum at one of the region's points (a linear function of λ), and above it
+    with the big-M rows alone (each neuron's relaxation only knows its interval); the
+    MILP's optimum stays the same (the rows are implied)."""
+    method, hull, box = _first_query_in_region(toy)
+    m, backend = method.milp, method.backend
+    params = _shifted(method)
+    w, b = params[0]
+    at_points = np.maximum(hull @ w.T + b, 0.0).sum(axis=1).max()
+    settings = SolverSettings(mip_gap=0.0)
+    found = {}
+    for name, weights in (("plain", None), ("enveloped", method.region.hull_weights(m))):
+        copy, pred = add_shifted_copy(m, params, box, name, hull, weights)
+        first, scale = pred.dense_layers()[0], pred.neuron_scales()[0]
+        copy.total = pyo.Var()
+        copy.total_is = pyo.Constraint(expr=copy.total == sum(
+            float(s) * first.z[j] for j, s in zip(first.z, scale)))
+        optimum = backend.solve(m, settings).objective
+        saved = relax_integrality(m)
+        try:
+            (_, greatest), = backend.ranges(m, [copy.total], settings)
+        finally:
+            for v, domain, lb, ub in saved:
+                v.domain = domain
+                v.setlb(lb)
+                v.setub(ub)
+        found[name] = (greatest, optimum)
+        m.del_component(copy)
+    assert found["enveloped"][0] == pytest.approx(at_points, rel=1e-7)
+    assert found["plain"][0] > at_points + 0.05
+    assert found["enveloped"][1] == pytest.approx(found["plain"][1], abs=1e-7)
+
+
+def test_vertex_envelope_adds_the_rows_to_every_copy_and_keeps_the_answer(toy  # noqa: F811
+                                                                          ) -> None:
+    """``vertex_envelope``: each shifted copy the adversary adds gets its envelope rows
+    (none when off, or without ``query_bounds``), and the answer is the same."""
+    X, space, net, queries = toy
+    added = []
+    original = add_shifted_copy
+
+    def recording(m, params, box, name, hull=None, hull_weights=None):
+        copy, pred = original(m, params, box, name, hull, hull_weights)
+        rows = copy.component("vertex_envelope")
+        added.append(0 if rows is None else len(rows))
+        return copy, pred
+
+    from cfopt.methods.adversaries import model_shift
+
+    answers = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(model_shift, "add_shifted_copy", recording)
+        for on, bounds in ((True, True), (False, True), (True, False)):
+            added.clear()
+            answers[on, bounds] = Proplace(
+                net, space, X, delta=0.05, k=10, vertex_envelope=on,
+                query_bounds=bounds).explain(queries.iloc[[0]], target=1)
+            assert len(added) == len(answers[on, bounds].certificate.models) > 0
+            assert (min(added) > 0) if on and bounds else (max(added) == 0)
+    objectives = [a.objective for a in answers.values()]
+    assert all(a.certified for a in answers.values())
+    assert max(objectives) - min(objectives) < 1e-6
+
+
+def test_vertex_envelope_never_changes_the_answer() -> None:
+    """A speed lever only: on random instances (certified and proven infeasible ones)
+    the status and the optimum are the same with it on and off."""
+    statuses = set()
+    for seed in (180, 181, 182, 183, 184, 185, 186, 188):
+        X, space, net, query, delta = _random_instance(seed)
+        on, off = (Proplace(net, space, X, delta=delta, k=8, vertex_envelope=flag).explain(
+            query, target=1) for flag in (True, False))
+        assert on.status is off.status, seed
+        statuses.add(on.status)
+        if on.found:
+            assert on.certified and on.objective == pytest.approx(off.objective, abs=1e-6)
+    assert statuses == {RobustStatus.CERTIFIED, RobustStatus.INFEASIBLE}
