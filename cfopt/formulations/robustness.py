@@ -290,13 +290,18 @@ def add_shifted_copy(m: CounterfactualModel, params: Parameters,
     :meth:`~cfopt.formulations.predictors.PredictorConstr.vertex_envelope`), and the
     validity constraints of :func:`~cfopt.formulations.validity.add_validity` for the
     query's target with ``m.margin`` (the master margin σ): target sign x logit ≥ σ, or
-    the target's logit ≥ every other class's + σ. Returns the block and its predictor."""
-    adapter = ShiftedNetwork(params, m.adapter.decision, m.adapter.classes)
+    the target's logit ≥ every other class's + σ. The neurons dead over the box (and
+    hull) are left out (:meth:`~cfopt.models.network.ReLUNetwork.without_dead_neurons`:
+    the same logits wherever the big-M constants hold). Returns the block and its
+    predictor."""
+    net = ReLUNetwork.from_parameters(params)
+    live, bounds = net.without_dead_neurons(net.box_bounds(*box, hull=hull))
+    adapter = ShiftedNetwork(live.parameters, m.adapter.decision, m.adapter.classes)
     copy = pyo.Block()
     m.add_component(name, copy)
     pred = add_predictor(copy, adapter, encode_inputs(m, m.space, m.input_specs),
                          name="predictor")
-    pred.set_input_box(*box, hull=hull)
+    pred.set_layer_bounds(bounds)
     add_validity(copy, pred.outputs, pred.output_bounds(), adapter, m.margin)
     set_target(copy, adapter, [adapter.class_index(t) for t in m.target])
     envelope = (pred.vertex_envelope(hull, hull_weights)

@@ -157,6 +157,26 @@ class ReLUNetwork:
         *hidden, last = self.layers
         return ReLUNetwork((*hidden, DenseLayer(c @ last.weight, c @ last.bias, False)))
 
+    def without_dead_neurons(self, bounds: LayerBounds) -> tuple[ReLUNetwork, LayerBounds]:
+        """The network without the hidden neurons whose pre-activation upper bound in
+        ``bounds`` (every layer's, as :meth:`box_bounds`) is ≤ 0, each layer keeping at
+        least one, and the bounds of the neurons kept: such a neuron outputs 0 wherever
+        the bounds hold (the big-M encoding fixes its binary to 0), so the logits there
+        are the same, with fewer rows."""
+        if len(bounds) != len(self.layers):
+            raise ValueError(f"bounds for {len(bounds)} layers, the network has "
+                             f"{len(self.layers)}")
+        layers, kept = list(self.layers), list(bounds)
+        for k in range(len(layers) - 1):
+            alive = np.asarray(bounds[k][1]) > 0
+            if not alive.any():
+                alive[int(np.argmax(bounds[k][1]))] = True
+            layer, nxt = layers[k], layers[k + 1]
+            layers[k] = DenseLayer(layer.weight[alive], layer.bias[alive], layer.relu)
+            layers[k + 1] = DenseLayer(nxt.weight[:, alive], nxt.bias, nxt.relu)
+            kept[k] = (np.asarray(bounds[k][0])[alive], np.asarray(bounds[k][1])[alive])
+        return ReLUNetwork(tuple(layers)), kept
+
     # ------------------------------------------------------------ forward pass
     def pre_activations(self, Z: np.ndarray) -> list[np.ndarray]:
         """Every layer's pre-activation :math:`W^k h^{k-1} + b^k` on the rows of ``Z``

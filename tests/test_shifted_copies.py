@@ -1,6 +1,7 @@
-"""The first layer's vertex envelope of a network copy whose inputs are a convex
-combination of known points (PROPLACE's plausible region): rows implied by the
-encoding, which only tighten the relaxation."""
+"""The shifted network copies of PROPLACE's masters: without the neurons dead over
+their input box, and with the first layer's vertex envelope when their inputs are a
+convex combination of known points (the plausible region): each exact for the master's
+points, each only smaller or tighter."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from cfopt.formulations.bound_tightening import relax_integrality
 from cfopt.formulations.robustness import add_shifted_copy
 from cfopt.methods import Proplace
+from cfopt.models.network import ReLUNetwork
 from cfopt.results.robust import RobustStatus
 from cfopt.solvers import SolverSettings
 
@@ -20,6 +22,52 @@ from .test_proplace import _first_query_in_region, _random_instance, toy  # noqa
 def _shifted(method: Proplace) -> list[tuple[np.ndarray, np.ndarray]]:
     structure = method.milp.predictor_constr.adapter.structure
     return [(w + 0.05, b - 0.05) for w, b in structure.parameters]
+
+
+def test_dead_neurons_are_left_out_with_the_same_logits_in_the_box() -> None:
+    """``without_dead_neurons``: the hidden neurons whose upper bound over the box is
+    ≤ 0 are gone, each layer keeps at least one, and every point of the box gets the
+    same logits."""
+    rng = np.random.default_rng(3)
+    params = [(rng.normal(size=(12, 5)), rng.normal(size=12) - 1.0),
+              (rng.normal(size=(10, 12)), rng.normal(size=10) - 1.5),
+              (rng.normal(size=(2, 10)), rng.normal(size=2))]
+    net = ReLUNetwork.from_parameters(params)
+    lower, upper = np.full(5, 0.2), np.full(5, 0.4)
+    bounds = net.box_bounds(lower, upper)
+    live, kept = net.without_dead_neurons(bounds)
+    for k, layer in enumerate(live.layers[:-1]):
+        assert layer.weight.shape[0] == max(1, int((bounds[k][1] > 0).sum()))
+    for (lb, ub), (klb, kub) in zip(live.box_bounds(lower, upper), kept):
+        np.testing.assert_allclose(lb, klb, atol=1e-12)
+        np.testing.assert_allclose(ub, kub, atol=1e-12)
+    assert sum(layer.weight.shape[0] for layer in live.layers[:-1]) < 22
+    points = rng.uniform(lower, upper, size=(2000, 5))
+    np.testing.assert_allclose(live.logits(points), net.logits(points), atol=1e-12)
+    dead = [(w, np.full_like(b, -100.0)) if k == 0 else (w, b)
+            for k, (w, b) in enumerate(params)]
+    all_dead = ReLUNetwork.from_parameters(dead)
+    one, _ = all_dead.without_dead_neurons(all_dead.box_bounds(lower, upper))
+    assert one.layers[0].weight.shape[0] == 1
+    np.testing.assert_allclose(one.logits(points), all_dead.logits(points), atol=1e-12)
+    with pytest.raises(ValueError, match="bounds for 2 layers"):
+        net.without_dead_neurons(bounds[:2])
+
+
+def test_a_shifted_copy_holds_only_the_neurons_live_over_the_hull(toy) -> None:  # noqa: F811
+    """A shifted copy's network keeps only the neurons live over the region's box and
+    hull, and gives the shifted model's own logits at every point of the hull."""
+    method, hull, box = _first_query_in_region(toy)
+    params = _shifted(method)
+    full = ReLUNetwork.from_parameters(params)
+    bounds = full.box_bounds(*box, hull=hull)
+    live = [max(1, int((ub > 0).sum())) for _, ub in bounds[:-1]]
+    _, pred = add_shifted_copy(method.milp, params, box, "pruned", hull)
+    structure = pred.adapter.structure
+    assert [layer.weight.shape[0] for layer in structure.layers[:-1]] == live
+    assert sum(live) < sum(w.shape[0] for w, _ in params[:-1])
+    points = np.random.default_rng(0).dirichlet(np.ones(len(hull)), 500) @ hull
+    np.testing.assert_allclose(structure.logits(points), full.logits(points), atol=1e-12)
 
 
 def test_every_point_of_the_hull_satisfies_the_envelope_rows(toy) -> None:  # noqa: F811
@@ -35,7 +83,7 @@ def test_every_point_of_the_hull_satisfies_the_envelope_rows(toy) -> None:  # no
     lb, ub = pred.layer_bounds()[0]
     assert list(rows) == [j for j in range(len(lb)) if lb[j] < 0 < ub[j]] and len(rows) >= 2
     first, scale = pred.dense_layers()[0], pred.neuron_scales()[0]
-    w, b = params[0]
+    w, b = pred.adapter.structure.parameters[0]  # the copy's live neurons
     rng = np.random.default_rng(0)
     combinations = [*np.eye(len(hull)), *rng.dirichlet(np.full(len(hull), 0.3), 300)]
     tight = 0
@@ -61,7 +109,7 @@ def test_the_envelope_tightens_the_relaxation_to_its_values_at_the_points(toy  #
     method, hull, box = _first_query_in_region(toy)
     m, backend = method.milp, method.backend
     params = _shifted(method)
-    w, b = params[0]
+    w, b = params[0]  # a dead neuron adds 0 at every point
     at_points = np.maximum(hull @ w.T + b, 0.0).sum(axis=1).max()
     settings = SolverSettings(mip_gap=0.0)
     found = {}
