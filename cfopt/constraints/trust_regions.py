@@ -203,6 +203,8 @@ class ConvexHull(_Region):
             raise ValueError(f"max_points must be a positive integer, got {max_points!r}")
         self.max_points = max_points
         self.include_factual = bool(include_factual)
+        #: the block and the points :meth:`set_points` last stored in it
+        self._points: tuple[pyo.Block, np.ndarray] | None = None
 
     def build(self, m: CounterfactualModel, block: pyo.Block) -> None:
         n = m.space.n_inputs
@@ -225,14 +227,21 @@ class ConvexHull(_Region):
         points = self._Z[rows]
         if self.include_factual:
             points = np.vstack([m.space.encode(m.factual), points])
+        self.set_points(block, points)
+
+    def set_points(self, block: pyo.Block, points: np.ndarray) -> None:
+        """The hull's points at this query (model inputs, one per row), padded to the
+        block's by repeating the last, into ``block.point``."""
         points = np.vstack([points, np.repeat(points[-1:], len(block.POINTS) - len(points),
-                                              axis=0)])  # pad by repeating a point
-        for i in range(points.shape[0]):
-            for j in range(points.shape[1]):
-                block.point[i, j] = float(points[i, j])
+                                              axis=0)])
+        block.point.store_values({(i, j): float(points[i, j]) for i in range(points.shape[0])
+                                  for j in range(points.shape[1])})
+        self._points = (block, points)
 
     def _reference_sets(self, m: CounterfactualModel) -> list[np.ndarray]:
         block = m.component(self.name)
+        if self._points is not None and self._points[0] is block:
+            return [self._points[1].copy()]
         k, n = len(block.POINTS), len(block.INPUTS)
         return [np.array([[pyo.value(block.point[i, j]) for j in range(n)]
                           for i in range(k)])]

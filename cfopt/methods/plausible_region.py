@@ -71,12 +71,7 @@ class RobustPlausibleRegion(ConvexHull):
         found, report = self.checker(m).nearest_robust(
             self._Z, rows, z0, self.k, target=target_index(m), cache_key=(id(self), self.name))
         self.report = report
-        points = np.vstack([z0[None, :], self._Z[found]])
-        points = np.vstack([points, np.repeat(points[-1:], len(block.POINTS) - len(points),
-                                              axis=0)])
-        for i in range(points.shape[0]):
-            for j in range(points.shape[1]):
-                block.point[i, j] = float(points[i, j])
+        self.set_points(block, np.vstack([z0[None, :], self._Z[found]]))
 
     def hull(self, m: CounterfactualModel) -> np.ndarray | None:
         """The current reference points (model inputs, one per row), whose convex hull

@@ -253,7 +253,17 @@ class FeatureSpace:
         """Model input matrix of rows that are already valid (as returned by
         :meth:`validate` or produced by cfopt); no checks."""
         out = np.zeros((len(frame), self.n_inputs))
+        plain_numbers = [(f, sl.start) for f, sl in zip(self, self.input_slices().values())
+                         if not f.is_onehot and not f.labelled]
+        if plain_numbers:  # one conversion for every numeric column
+            columns = [sl for _, sl in plain_numbers]
+            shift = np.array([f.shift for f, _ in plain_numbers], dtype=float)
+            scale = np.array([f.scale for f, _ in plain_numbers], dtype=float)
+            values = frame[[f.name for f, _ in plain_numbers]].to_numpy(dtype=float)
+            out[:, columns] = (values - shift) / scale
         for f, sl in zip(self, self.input_slices().values()):
+            if not f.is_onehot and not f.labelled:
+                continue
             values = frame[f.name].to_numpy()
             if f.is_onehot:
                 for k, level in enumerate(f.categories):
