@@ -202,6 +202,42 @@ def test_a_hull_checks_its_data_once_and_selects_the_targets_from_it(monkeypatch
     assert set(region._candidates(explainer.milp)) == set(predicted)
 
 
+def test_a_hulls_rows_hold_its_points_as_numbers_at_each_query(monkeypatch):
+    """The hull's rows hold each query's points as numbers, no parameter a persistent
+    solver would send again at every solve; a second query rebuilds them with its own
+    points, and each answer lies in its own hull."""
+    from pyomo.core.expr.visitor import identify_mutable_parameters
+
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame(rng.uniform(0, 1, (200, 3)), columns=["a", "b", "c"])
+    space = cfopt.FeatureSpace.from_frame(X)
+    Z = space.transform(X)
+    model = LogisticRegression().fit(Z, (Z[:, 0] + Z[:, 1] > 1).astype(int))
+    region = cfopt.ConvexHull(X, max_points=6, name="hull")
+    explainer = cfopt.Explainer(model, space, constraints=[region])
+    rejected = np.flatnonzero(model.predict(Z) == 0)
+    for row in rejected[:2]:
+        ce = explainer.explain(X.iloc[[row]], target=1)
+        block = explainer.milp.component("hull")
+        points = np.array([[block.point[p, j].value for j in block.INPUTS]
+                           for p in block.POINTS])
+        for j in block.INPUTS:
+            assert not list(identify_mutable_parameters(block.hull[j].body))
+            terms = {v.name: c for v, c in zip(*_linear_terms(block.hull[j].body))}
+            side = terms[block.s_pos[j].name]  # z + s = Σ λ p, on either side of the row
+            assert [-side * terms.get(block.weight[p].name, 0.0) for p in block.POINTS] == \
+                pytest.approx(points[:, j].tolist())
+        assert ce.verified and in_region(space.transform(ce.counterfactual)[0], points, 0.0,
+                                         "l1")
+
+
+def _linear_terms(expression):
+    from pyomo.repn import generate_standard_repn
+
+    repn = generate_standard_repn(expression)
+    return repn.linear_vars, [float(c) for c in repn.linear_coefs]
+
+
 def test_learned_causal_equation(german, german_forest):
     X = german.X
     space, model, rows = german_forest

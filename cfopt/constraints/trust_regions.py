@@ -214,10 +214,7 @@ class ConvexHull(_Region):
         block.point = pyo.Param(block.POINTS, block.INPUTS, mutable=True, initialize=0.0)
         block.weight = pyo.Var(block.POINTS, bounds=(0, 1))
         block.convexity = pyo.Constraint(expr=pyo.quicksum(block.weight.values()) == 1)
-        z = self._encoding(m)
-        block.hull = pyo.Constraint(block.INPUTS, rule=lambda b, j: z[j] + b.s_pos[j]
-                                    - b.s_neg[j] == pyo.quicksum(
-                                        b.point[i, j] * b.weight[i] for i in b.POINTS))
+        self.set_points(m, block, np.zeros((k, n)))
 
     def update(self, m: CounterfactualModel, block: pyo.Block) -> None:
         rows = self._candidates(m)
@@ -227,16 +224,24 @@ class ConvexHull(_Region):
         points = self._Z[rows]
         if self.include_factual:
             points = np.vstack([m.space.encode(m.factual), points])
-        self.set_points(block, points)
+        self.set_points(m, block, points)
 
-    def set_points(self, block: pyo.Block, points: np.ndarray) -> None:
+    def set_points(self, m: CounterfactualModel, block: pyo.Block, points: np.ndarray
+                   ) -> None:
         """The hull's points at this query (model inputs, one per row), padded to the
-        block's by repeating the last, into ``block.point``."""
+        block's by repeating the last: kept in ``block.point`` and written into the rows
+        ``block.hull`` as numbers (rebuilt, 23 rows on HELOC, where coefficients that
+        are parameters would be sent to the solver again at every solve)."""
         points = np.vstack([points, np.repeat(points[-1:], len(block.POINTS) - len(points),
                                               axis=0)])
         block.point.store_values({(i, j): float(points[i, j]) for i in range(points.shape[0])
                                   for j in range(points.shape[1])})
         self._points = (block, points)
+        z = self._encoding(m)
+        block.del_component("hull")
+        block.hull = pyo.Constraint(block.INPUTS, rule=lambda b, j: z[j] + b.s_pos[j]
+                                    - b.s_neg[j] == pyo.quicksum(
+                                        float(points[i, j]) * b.weight[i] for i in b.POINTS))
 
     def _reference_sets(self, m: CounterfactualModel) -> list[np.ndarray]:
         block = m.component(self.name)

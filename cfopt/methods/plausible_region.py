@@ -71,7 +71,7 @@ class RobustPlausibleRegion(ConvexHull):
         found, report = self.checker(m).nearest_robust(
             self._Z, rows, z0, self.k, target=target_index(m), cache_key=(id(self), self.name))
         self.report = report
-        self.set_points(block, np.vstack([z0[None, :], self._Z[found]]))
+        self.set_points(m, block, np.vstack([z0[None, :], self._Z[found]]))
 
     def hull(self, m: CounterfactualModel) -> np.ndarray | None:
         """The current reference points (model inputs, one per row), whose convex hull
