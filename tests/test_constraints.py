@@ -129,9 +129,7 @@ def test_all_families_compose(german, german_forest):
         if after["housing"] == "own" != before["housing"]:
             assert after["property"] == before["property"]
         assert after["duration"] - before["duration"] == pytest.approx(0.003 * delta, abs=1e-4)
-        block = explainer.milp.component("hull")
-        points = np.array([[block.point[p, j].value for j in block.INPUTS]
-                           for p in block.POINTS])
+        points = explainer.milp.constraints["hull"].points(explainer.milp)
         assert in_region(space.transform(ce.counterfactual)[0], points, 0.3, "l1")
         assert not explainer.milp.violations(ce.counterfactual)
     assert found >= 3
@@ -219,8 +217,8 @@ def test_a_hulls_rows_hold_its_points_as_numbers_at_each_query(monkeypatch):
     for row in rejected[:2]:
         ce = explainer.explain(X.iloc[[row]], target=1)
         block = explainer.milp.component("hull")
-        points = np.array([[block.point[p, j].value for j in block.INPUTS]
-                           for p in block.POINTS])
+        points = region.points(explainer.milp)
+        assert len(points) == len(block.POINTS) and not np.isnan(points).any()
         for j in block.INPUTS:
             assert not list(identify_mutable_parameters(block.hull[j].body))
             terms = {v.name: c for v, c in zip(*_linear_terms(block.hull[j].body))}

@@ -203,15 +203,14 @@ class ConvexHull(_Region):
             raise ValueError(f"max_points must be a positive integer, got {max_points!r}")
         self.max_points = max_points
         self.include_factual = bool(include_factual)
-        #: the block and the points :meth:`set_points` last stored in it
-        self._points: tuple[pyo.Block, np.ndarray] | None = None
+        #: per block (by id), the block and the points :meth:`set_points` wrote into it
+        self._points: dict[int, tuple[pyo.Block, np.ndarray]] = {}
 
     def build(self, m: CounterfactualModel, block: pyo.Block) -> None:
         n = m.space.n_inputs
         k = min(self.max_points, len(self.data)) + int(self.include_factual)
         block.POINTS = pyo.RangeSet(0, k - 1)
         self._add_slack(block, n)
-        block.point = pyo.Param(block.POINTS, block.INPUTS, mutable=True, initialize=0.0)
         block.weight = pyo.Var(block.POINTS, bounds=(0, 1))
         block.convexity = pyo.Constraint(expr=pyo.quicksum(block.weight.values()) == 1)
         self.set_points(m, block, np.zeros((k, n)))
@@ -229,27 +228,25 @@ class ConvexHull(_Region):
     def set_points(self, m: CounterfactualModel, block: pyo.Block, points: np.ndarray
                    ) -> None:
         """The hull's points at this query (model inputs, one per row), padded to the
-        block's by repeating the last: kept in ``block.point`` and written into the rows
-        ``block.hull`` as numbers (rebuilt, 23 rows on HELOC, where coefficients that
-        are parameters would be sent to the solver again at every solve)."""
+        block's by repeating the last, written into the rows ``block.hull`` as numbers
+        (rebuilt, 23 rows on HELOC, where coefficients that are parameters would be sent
+        to the solver again at every solve) and kept (:meth:`points`)."""
         points = np.vstack([points, np.repeat(points[-1:], len(block.POINTS) - len(points),
                                               axis=0)])
-        block.point.store_values({(i, j): float(points[i, j]) for i in range(points.shape[0])
-                                  for j in range(points.shape[1])})
-        self._points = (block, points)
+        self._points[id(block)] = (block, points)
         z = self._encoding(m)
         block.del_component("hull")
         block.hull = pyo.Constraint(block.INPUTS, rule=lambda b, j: z[j] + b.s_pos[j]
                                     - b.s_neg[j] == pyo.quicksum(
                                         float(points[i, j]) * b.weight[i] for i in b.POINTS))
 
+    def points(self, m: CounterfactualModel) -> np.ndarray:
+        """The hull's points in ``m`` at its current query (model inputs, one per row, in
+        the order of the weights ``block.weight``; zeros before the first query)."""
+        return self._points[id(m.component(self.name))][1].copy()
+
     def _reference_sets(self, m: CounterfactualModel) -> list[np.ndarray]:
-        block = m.component(self.name)
-        if self._points is not None and self._points[0] is block:
-            return [self._points[1].copy()]
-        k, n = len(block.POINTS), len(block.INPUTS)
-        return [np.array([[pyo.value(block.point[i, j]) for j in range(n)]
-                          for i in range(k)])]
+        return [self.points(m)]
 
     def _solution_weights(self, m: CounterfactualModel) -> list[np.ndarray | None]:
         values = [w.value for w in m.component(self.name).weight.values()]
