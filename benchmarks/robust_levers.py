@@ -1,6 +1,6 @@
 """The speed levers of the robust cutting-set loops, each switched off in turn (issue 21).
 
-Ten levers, each an option of the robust explainers and sound either way
+Eleven levers, each an option of the robust explainers and sound either way
 (``cfopt.methods``; ``warm_start`` is off by default since this benchmark, the others
 on):
 
@@ -36,7 +36,11 @@ on):
   copy and those a master's point missed, solved again with the missed ones;
 * ``piece_points`` (:class:`cfopt.Proplace` only): the query's first master past the
   cutoff's gate answers with the point of its linear pieces (an LP), proven by one
-  solve of the master whole if the adversary certifies it.
+  solve of the master whole if the adversary certifies it;
+* ``vertex_envelope`` (:class:`cfopt.Proplace`, and
+  :class:`cfopt.CombinedRobustExplainer` within a region): every shifted copy's
+  first-layer outputs bounded by their values at the region's points, weighted as the
+  master's point combines them (Jensen's inequality).
 
 Settings: ``all_on``, each lever off alone (``<lever>_off``) and ``all_on_again`` (the
 same as the first, run last: the noise of the timings), on the same queries:
@@ -105,11 +109,11 @@ from proplace_table1 import prepare as prepare_proplace  # noqa: E402
 import cfopt  # noqa: E402
 
 LEVERS = ("query_bounds", "warm_start", "lp_screen", "ladder", "light_heuristics", "cutoff",
-          "relax_model", "first_cut", "active_set", "piece_points")
+          "relax_model", "first_cut", "active_set", "piece_points", "vertex_envelope")
 PARTS = ("proplace", "delta+k", "delta+k-region", "k")
 #: the levers each workload's explainer has
-HAS = {"proplace": LEVERS, "delta+k": LEVERS[:5], "delta+k-region": LEVERS[:5],
-       "k": ("query_bounds", "ladder")}
+HAS = {"proplace": LEVERS, "delta+k": LEVERS[:5],
+       "delta+k-region": (*LEVERS[:5], "vertex_envelope"), "k": ("query_bounds", "ladder")}
 
 
 def settings(part: str) -> dict[str, dict[str, bool]]:
