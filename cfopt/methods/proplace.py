@@ -91,8 +91,8 @@ class Proplace(RobustMethod):
             master's point combines them
             (:meth:`~cfopt.formulations.predictors.PredictorConstr.vertex_envelope`:
             Jensen's inequality, implied by the master; speed lever, sound either way).
-            The masters' relaxations are far tighter (HELOC, Table 1: HiGHS's time on
-            the masters 10.2 → 7.0 s, ``benchmarks/robust_levers.py``).
+            The masters' relaxations are far tighter (HELOC's 50 Table 1 queries: the
+            masters 10.8 s off against 7.9 / 8.3 s on, ``benchmarks/robust_levers.py``).
         ladder: solve each master up a ladder of radii from the greatest proven bound
             of the query's masters so far, bounding the master's network and every
             shifted copy within each radius (:class:`ProplaceMaster`; with an L0 term
