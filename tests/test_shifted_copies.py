@@ -9,6 +9,7 @@ import numpy as np
 import pyomo.environ as pyo
 import pytest
 
+import cfopt
 from cfopt.formulations.bound_tightening import relax_integrality
 from cfopt.formulations.robustness import add_shifted_copy
 from cfopt.methods import Proplace
@@ -164,6 +165,40 @@ def test_vertex_envelope_adds_the_rows_to_every_copy_and_keeps_the_answer(toy  #
     objectives = [a.objective for a in answers.values()]
     assert all(a.certified for a in answers.values())
     assert max(objectives) - min(objectives) < 1e-6
+    with pytest.raises(TypeError, match="vertex_envelope"):
+        Proplace(net, space, X, delta=0.05, vertex_envelope="off")
+
+
+def test_the_combined_method_envelopes_its_shifted_copies_within_a_region(toy  # noqa: F811
+                                                                          ) -> None:
+    """``CombinedRobustExplainer(vertex_envelope=...)`` within a plausible region: each
+    shifted copy gets its envelope rows when on and none when off, with the same
+    answer; a non-boolean is refused naming the switch."""
+    X, space, net, queries = toy
+    added = []
+    original = add_shifted_copy
+
+    def recording(m, params, box, name, hull=None, hull_weights=None):
+        copy, pred = original(m, params, box, name, hull, hull_weights)
+        rows = copy.component("vertex_envelope")
+        added.append(0 if rows is None else len(rows))
+        return copy, pred
+
+    from cfopt.methods.adversaries import model_shift
+
+    answers = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(model_shift, "add_shifted_copy", recording)
+        for on in (True, False):
+            added.clear()
+            answers[on] = cfopt.CombinedRobustExplainer(
+                net, space, X, delta=0.05, k=10, vertex_envelope=on).explain(
+                queries.iloc[[0]], target=1)
+            assert added and ((min(added) > 0) if on else (max(added) == 0))
+    assert answers[True].certified and answers[False].certified
+    assert answers[True].objective == pytest.approx(answers[False].objective, abs=1e-6)
+    with pytest.raises(TypeError, match="vertex_envelope"):
+        cfopt.CombinedRobustExplainer(net, space, X, delta=0.05, vertex_envelope=1)
 
 
 def test_vertex_envelope_never_changes_the_answer() -> None:
