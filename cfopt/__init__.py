@@ -26,6 +26,7 @@ from .constraints import (
     ClusterHulls,
     ConstraintBlock,
     ConvexHull,
+    CustomConstraint,
     IfCategory,
     IfIncreases,
     IsolationForestScore,
@@ -70,7 +71,8 @@ __all__ = [
     "Explainer", "FeatureSpace", "Feature", "Kind", "Perturbation", "Counterfactual",
     "CounterfactualSet", "BatchResult", "Status", "datasets", "metrics",
     # composing the problem and declaring constraints
-    "build", "CounterfactualModel", "ConstraintBlock", "LinearConstraint", "IfCategory",
+    "build", "CounterfactualModel", "ConstraintBlock", "CustomConstraint", "LinearConstraint",
+    "IfCategory",
     "IfIncreases", "Step", "CausalModel", "StructuralEquation", "ConvexHull",
     "NearestNeighbourHull", "ClusterHulls", "IsolationForestScore",
     # robust methods and their answers

@@ -49,11 +49,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
-from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 
 from .constraints.blocks import ConstraintBlock
-from .errors import AlreadyTargetError, ModelChangedError
-from .formulations.actionability import add_actionability, add_max_changes
+from .constraints.composition import Composition
+from .errors import ModelChangedError
+from .formulations.actionability import (
+    actionability_violations,
+    add_actionability,
+    add_max_changes,
+)
 from .formulations.bound_tightening import BoundTighteningReport, tighten_relu_bounds
 from .formulations.distances import (
     feature_weights,
@@ -66,9 +70,10 @@ from .formulations.predictors import PredictorConstr, add_predictor
 from .formulations.validity import (
     add_validity,
     check_margin,
-    parse_interval,
     set_target,
     set_target_interval,
+    target_indices,
+    target_interval,
 )
 from .models import ModelAdapter, parse_model
 from .space.encoding import (
@@ -87,7 +92,7 @@ from .space.validate import as_frame
 ACTIONABILITY_GROUPS = ("immutable", "increase_only", "decrease_only", "max_changes")
 
 
-class CounterfactualModel(pyo.ConcreteModel):
+class CounterfactualModel(Composition):
     """The counterfactual MILP for one learned model and one feature space.
 
     Args:
@@ -156,20 +161,12 @@ class CounterfactualModel(pyo.ConcreteModel):
             add_max_changes(self, space, _check_max_changes(max_changes, space))
         add_validity(self, self._predictor.outputs, self._predictor.output_bounds(), adapter,
                      margin)
-        # not a component attribute: the L∞ objective alone is the Var ``m.linf`` itself
-        object.__setattr__(self, "_distance",
-                           objective_expression(self, space, terms, weight_map,
+        self.add_objective(objective_expression(self, space, terms, weight_map,
                                                 indicators=self.capped))
-        self.objective = pyo.Objective(expr=self._distance, sense=pyo.minimize)
-        self._max_objective = float(compute_bounds_on_expr(self.objective.expr)[1]) + 1.0
-        self.cutoff = pyo.Param(mutable=True, initialize=self._max_objective)
-        self.objective_cutoff = pyo.Constraint(expr=self.objective.expr <= self.cutoff)
         #: per query: crossing a tree split that holds the factual counts as a change
         self.factual_split_changes = pyo.ConstraintList()
         self._global_bounds = self._predictor.layer_bounds()
-        self._builtin_components = frozenset(c.local_name for c in self.component_objects(
-            descend_into=False))
-        self._constraints: dict[str, ConstraintBlock] = {}
+        self.close_formulation()
         for c in constraints:
             self.add_constraint(c)
         self.build_time = time.perf_counter() - t0
@@ -239,71 +236,6 @@ class CounterfactualModel(pyo.ConcreteModel):
         """The model has binary change indicators ``changed[f]`` (L0 or ``max_changes``)."""
         return self.capped or "l0" in self._terms
 
-    @property
-    def max_objective(self) -> float:
-        """An upper bound on the objective over the feature box (the inactive cutoff)."""
-        return self._max_objective
-
-    @property
-    def constraints(self) -> dict[str, ConstraintBlock]:
-        """The declared constraint blocks by name."""
-        return dict(self._constraints)
-
-    def add_constraint(self, constraint: ConstraintBlock) -> pyo.Block:
-        """Add a declared constraint as the sub-block ``m.<constraint.name>`` (a unique
-        name is chosen when it has none); it applies to every later query."""
-        if not isinstance(constraint, ConstraintBlock):
-            raise TypeError(f"constraints must be cfopt constraint blocks (LinearConstraint, "
-                            f"IfIncreases, CausalModel, ConvexHull, ...), got "
-                            f"{type(constraint).__name__}")
-        constraint.validate(self._space)
-        name = constraint.name
-        if name is None:
-            k = 1
-            while self.component(f"{constraint.kind}_{k}") is not None:
-                k += 1
-            name = constraint.name = f"{constraint.kind}_{k}"
-        if self.component(name) is not None:
-            raise ValueError(f"a component named {name!r} already exists in the model; "
-                             f"give the constraint another name")
-        block = pyo.Block()
-        self.add_component(name, block)
-        constraint.build(self, block)
-        self._constraints[name] = constraint
-        if self._factual is not None and self._target:
-            constraint.update(self, block)
-        self._refresh_objective()
-        return block
-
-    def remove_constraint(self, name: str) -> ConstraintBlock:
-        """Remove the declared constraint block ``name``; returns it."""
-        if name not in self._constraints:
-            raise KeyError(f"no declared constraint named {name!r}; the model has "
-                           f"{sorted(self._constraints)}")
-        self.del_component(name)
-        removed = self._constraints.pop(name)
-        self._refresh_objective()
-        return removed
-
-    def _refresh_objective(self) -> None:
-        """Objective = the distance + every declared block's cost term
-        (:meth:`ConstraintBlock.objective_term`); the cutoff follows it."""
-        extra = [t for name, c in self._constraints.items()
-                 if (t := c.objective_term(self, self.component(name))) is not None]
-        expr = self._distance + sum(extra) if extra else self._distance
-        if extra or self.objective.expr is not self._distance:
-            self.objective.set_value(expr)
-            self._max_objective = float(compute_bounds_on_expr(expr)[1]) + 1.0
-            self.cutoff = self._max_objective
-            self.objective_cutoff.set_value(expr <= self.cutoff)
-
-    def user_components(self) -> list[pyo.Component]:
-        """Active constraint components and blocks added after construction (declared
-        constraint blocks included)."""
-        return [c for c in self.component_objects((pyo.Constraint, pyo.Block),
-                                                  descend_into=False, active=True)
-                if c.local_name not in self._builtin_components]
-
     def library_input(self, j: int, value: float) -> float:
         """The real model's own value of input ``j`` at the raw code whose MILP input is
         ``value`` (:func:`cfopt.space.encoding.library_input`)."""
@@ -364,42 +296,17 @@ class CounterfactualModel(pyo.ConcreteModel):
         if self._factual is None:
             raise RuntimeError("set the factual (set_factual) before the target")
         if self._adapter.is_regressor:
-            self._target = self._set_interval(target)
-            self._update_constraints()
-            return self._target
-        classes = self._adapter.classes
-        if target is None or (isinstance(target, str) and target == "opposite"
-                              and "opposite" not in classes):
-            labels = tuple(c for c in classes if c != self._factual_class)
-        elif isinstance(target, (list, tuple, set, frozenset, np.ndarray, pd.Index)):
-            labels = tuple(dict.fromkeys(target))
+            low, high = target_interval(target, self._factual_class)
+            set_target_interval(self, self._predictor.output_bounds(), low, high)
+            self._target = (low, high)
         else:
-            labels = (target,)
-        if not labels:
-            raise ValueError("the target set is empty; give at least one class label")
-        indices = [self._adapter.class_index(t) for t in labels]
-        if self._factual_class in labels:
-            raise AlreadyTargetError(
-                f"the factual is already classified as {self._factual_class!r}, which is in "
-                f"the target {list(labels)}; a counterfactual must change the class")
-        if self._adapter.decision == "sign" and len(indices) != 1:
-            raise ValueError(f"a binary model has one target class, got {list(labels)}")
-        set_target(self, self._adapter, indices)
-        self._target = tuple(classes[i] for i in indices)
-        self._update_constraints()
-        return self._target
-
-    def _update_constraints(self) -> None:
+            indices = target_indices(self._adapter, target, self._factual_class)
+            set_target(self, self._adapter, indices)
+            self._target = tuple(self._adapter.classes[i] for i in indices)
         for name, c in self._constraints.items():
             c.update(self, self.component(name))
-
-    def _set_interval(self, target: Any) -> tuple[float, float]:
-        low, high = parse_interval(target)
-        if low <= self._factual_class <= high:
-            raise AlreadyTargetError(f"the factual's prediction {self._factual_class:g} already "
-                                     f"lies in the target interval [{low:g}, {high:g}]")
-        set_target_interval(self, self._predictor.output_bounds(), low, high)
-        return (low, high)
+        self.refresh_raw()  # the user's term at this factual; checked before any solve
+        return self._target
 
     def describe_target(self) -> str:
         """The current target in words (``be classified as [...]`` / ``reach a
@@ -448,31 +355,31 @@ class CounterfactualModel(pyo.ConcreteModel):
         return np.array([v.item() if isinstance(v, np.generic) else v for v in labels],
                         dtype=object)
 
-    def violations(self, row: pd.DataFrame) -> list[str]:
-        """Declared constraints (bounds, actionability, max changes) that a raw
-        counterfactual row violates with respect to the current factual."""
-        problems = []
+    def violations(self, row: pd.DataFrame, *, witness: bool = False) -> list[str]:
+        """Declared constraints (bounds, actionability, max changes, declared blocks, and
+        the Pyomo constraints added to the model directly: :mod:`cfopt.constraints.raw`)
+        that a raw counterfactual row violates with respect to the current factual.
+        ``witness``: the model holds the solver's values of this point (the user's own
+        variables are checked at them; without, a constraint using one is reported)."""
         before, after = self._factual.iloc[0], row.iloc[0]
+        problems = self.space_violations(row)
+        for name, c in self._constraints.items():
+            if c.needs_witness and not witness:
+                problems.append(f"{name!r} is checked only on a solver's point")
+            else:
+                problems.extend(c.violations(self, before, after))
+        return problems + self.raw.problems(self, row, witness)
+
+    def space_violations(self, row: pd.DataFrame) -> list[str]:
+        """What a raw row breaks of the feature space (bounds, kinds, categories) and of
+        actionability (immutable, monotone features, ``max_changes``)."""
         try:
             self._space.validate(row)
+            problems = []
         except ValueError as exc:
-            problems.append(str(exc))
-        changed = 0
-        for f in self._space:
-            moved = before[f.name] != after[f.name]
-            changed += int(moved)
-            if f.immutable and moved:
-                problems.append(f"immutable feature {f.name!r} changed")
-            if not f.is_onehot and f.direction != "any" and moved:
-                delta = f.to_code(after[f.name]) - f.to_code(before[f.name])
-                if (f.direction == "increase") != (delta > 0):
-                    problems.append(f"{f.direction}-only feature {f.name!r} moved the other way")
-        if changed > self.change_cap:
-            problems.append(f"{changed} features changed, above the cap of "
-                            f"{self.change_cap:g}")
-        for c in self._constraints.values():
-            problems.extend(c.violations(self, before, after))
-        return problems
+            problems = [str(exc)]
+        return problems + actionability_violations(self._space, self._factual.iloc[0],
+                                                   row.iloc[0], self.change_cap)
 
     def distances(self, row: pd.DataFrame) -> dict[str, float]:
         """Weighted L1, L0 and weighted L∞ distances of a raw row from the factual."""

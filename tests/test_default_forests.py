@@ -184,7 +184,7 @@ def test_inner_stage_proves_only_true_bounds(deep, monkeypatch):
     verified point at least it; a better point it finds replaces the incumbent."""
     from cfopt.query.inner_radius import inner_stage
     from cfopt.query.restrictions.relu import objective_value
-    from cfopt.query.restrictions.trees import greedy_tree_counterfactual
+    from cfopt.query.restrictions.tree_walk import greedy_tree_counterfactual
     from cfopt.query.solution import verify_row
     from cfopt.solvers import SolverSettings
 

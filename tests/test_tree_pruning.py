@@ -10,7 +10,8 @@ from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier
 
 import cfopt
 from cfopt.query.restrictions.relu import objective_value
-from cfopt.query.restrictions.trees import greedy_tree_counterfactual, query_box
+from cfopt.query.restrictions.tree_walk import greedy_tree_counterfactual
+from cfopt.query.restrictions.trees import query_box
 from cfopt.space.encoding import encode
 
 MODELS = {

@@ -49,10 +49,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import cloudpickle
 import pandas as pd
 
+from ..constraints.raw import raw_components
 from ..errors import AlreadyTargetError, InfeasibleError
 from ..progress import BatchProgress
 from ..query.runner import QUERY_OPTIONS
-from ..query.solution import unchecked_components
 from ..results.counterfactual import Counterfactual
 from ..results.serialize import json_value
 from ..results.status import Status
@@ -376,12 +376,13 @@ def _fill(explainer: Explainer, frame: pd.DataFrame,
 def _payload(explainer: Explainer, solver_threads: int) -> bytes:
     """What a worker needs to build the same explainer, pickled once (cloudpickle)."""
     m = explainer.milp
-    raw = unchecked_components(m)
+    raw = raw_components(m)
     if raw:
-        raise ValueError(f"Pyomo components {raw} were added to explainer.milp directly; "
+        raise ValueError(f"{', '.join(raw)} were added to explainer.milp directly; "
                          f"parallel workers rebuild the model from the explainer's arguments "
-                         f"and declared constraint blocks only. Declare them as a "
-                         f"cfopt.ConstraintBlock (constraints=[...]) or use n_jobs=1")
+                         f"and declared constraint blocks only. Declare them as blocks "
+                         f"(constraints=[cfopt.CustomConstraint(rule, cost=...)] or a "
+                         f"cfopt.ConstraintBlock) or use n_jobs=1")
     solver = copy.copy(explainer.backend)
     solver.reset()  # a copy without the loaded model (persistent solvers do not pickle)
     spec = {"explainer_type": type(explainer), "arguments": explainer.build_arguments,

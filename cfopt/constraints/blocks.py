@@ -15,7 +15,13 @@ sub-block of the :class:`~cfopt.CounterfactualModel` named after it (``m.<name>`
   and :meth:`cost` its exact value at a raw row;
 * :meth:`network_copies` (optional) lists the copies of the model's network the block
   adds, which a restricted solve bounds over the points within a radius
-  (:mod:`cfopt.query.ladder`).
+  (:mod:`cfopt.query.ladder`);
+* :attr:`needs_witness` (optional) says that the check reads the solver's values of the
+  block's own variables (:class:`~cfopt.CustomConstraint`).
+
+A cost must be bounded below over the variables' bounds for the speed paths to prune
+(:meth:`~cfopt.constraints.raw.RawProblem.distance_radius`; an unbounded one leaves the
+declared problem whole).
 
 Each block is one constraint group for the infeasibility diagnosis.
 """
@@ -76,6 +82,15 @@ class ConstraintBlock(ABC):
         in the solver's solution hold exactly (e.g. the split sides of an embedded tree
         ensemble); decoding moves the solver's point into it. None by default."""
         return {}
+
+    @property
+    def needs_witness(self) -> bool:
+        """Whether :meth:`violations` and :meth:`cost` read the solver's values of the
+        block's own variables (a witness that the point is a solution of the MILP with
+        the block), so that they hold only on a solver's point: a heuristic point is then
+        never taken for a point of the declared problem. False by default: a block
+        checks the raw row alone."""
+        return False
 
     def network_copies(self, m: CounterfactualModel) -> list[NetworkCopy]:
         """The copies of the model's network the block adds to ``m``, each with the model

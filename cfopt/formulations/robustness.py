@@ -299,6 +299,7 @@ def add_shifted_copy(m: CounterfactualModel, params: Parameters,
     adapter = ShiftedNetwork(live.parameters, m.adapter.decision, m.adapter.classes)
     copy = pyo.Block()
     m.add_component(name, copy)
+    m.adopt(name)
     pred = add_predictor(copy, adapter, encode_inputs(m, m.space, m.input_specs),
                          name="predictor")
     pred.set_layer_bounds(bounds)

@@ -20,8 +20,11 @@ C_f(n))` (categorical: :math:`w_f` if the factual's level is not in :math:`C_f(n
 .. math:: \text{LB}(n) = a \sum_f d_f(n) + b\,|\{f : d_f(n) > 0\}| + c \max_f d_f(n).
 
 Every point :math:`x` that reaches :math:`n` in the MILP has :math:`x_f \in C_f(n)`,
-hence, the declared blocks' costs being non-negative, objective :math:`(x) \ge
-\text{LB}(n)`; :math:`\text{LB}` grows along paths. :func:`search` keeps the leaves
+hence distance :math:`(x) \ge \text{LB}(n)`; :math:`\text{LB}` grows along paths. The
+region's radius :math:`r` bounds the distance: a query of objective radius :math:`r'`
+takes :math:`r = r' - \underline t` for a lower bound :math:`\underline t` of the costs
+beyond the distance (declared blocks', the user's term:
+:meth:`~cfopt.constraints.raw.RawProblem.distance_radius`). :func:`search` keeps the leaves
 :math:`l` with every :math:`C_f(l) \ne \emptyset` and :math:`\text{LB}(l) \le r`,
 walking each tree depth first and cutting a subtree as soon as its root fails.
 

@@ -52,8 +52,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyomo.environ as pyo
 
+from ..errors import AlreadyTargetError
 from ..models import ModelAdapter
 
 
@@ -134,6 +136,42 @@ def set_target(m: pyo.Block, adapter: ModelAdapter, target_indices: Sequence[int
     chosen = set(target_indices)
     for c in m.CLASSES:
         m.target_mask[c] = 1.0 if c in chosen else 0.0
+
+
+def target_indices(adapter: ModelAdapter, target: Any, factual_class: Any) -> list[int]:
+    """The class indices of a classifier's ``target``: a label, a list of labels, or
+    ``None`` / ``"opposite"`` (every class but the factual's; ``"opposite"`` is a label
+    when the model has a class of that name). Raises
+    :class:`~cfopt.errors.AlreadyTargetError` when the factual's class is among them."""
+    classes = adapter.classes
+    if target is None or (isinstance(target, str) and target == "opposite"
+                          and "opposite" not in classes):
+        labels = tuple(c for c in classes if c != factual_class)
+    elif isinstance(target, (list, tuple, set, frozenset, np.ndarray, pd.Index)):
+        labels = tuple(dict.fromkeys(target))
+    else:
+        labels = (target,)
+    if not labels:
+        raise ValueError("the target set is empty; give at least one class label")
+    indices = [adapter.class_index(t) for t in labels]
+    if factual_class in labels:
+        raise AlreadyTargetError(
+            f"the factual is already classified as {factual_class!r}, which is in the "
+            f"target {list(labels)}; a counterfactual must change the class")
+    if adapter.decision == "sign" and len(indices) != 1:
+        raise ValueError(f"a binary model has one target class, got {list(labels)}")
+    return indices
+
+
+def target_interval(target: Any, prediction: float) -> tuple[float, float]:
+    """A regressor's target interval (:func:`parse_interval`); raises
+    :class:`~cfopt.errors.AlreadyTargetError` when the factual's ``prediction`` lies in
+    it."""
+    low, high = parse_interval(target)
+    if low <= prediction <= high:
+        raise AlreadyTargetError(f"the factual's prediction {prediction:g} already lies in "
+                                 f"the target interval [{low:g}, {high:g}]")
+    return low, high
 
 
 def check_margin(margin: Any) -> None:

@@ -43,11 +43,15 @@ if TYPE_CHECKING:
 #: absolute optimality tolerance on the objective (HiGHS's default absolute MIP gap)
 ABS_GAP = 1e-6
 
+#: the termination of a query whose tree region could not be built by its deadline
+REGION_TOO_LARGE = "regionTooLarge"
+
 
 @dataclass(frozen=True)
 class Verdict:
     """A query's status, returned point (``None`` without a verified one), objective,
-    valid bound, message, and the real model's prediction on the point."""
+    valid bound, message, the real model's prediction on the point, and why less than
+    optimality was proven (one of :data:`REASONS`; ``None`` for ``OPTIMAL``)."""
 
     status: Status
     row: pd.DataFrame | None
@@ -55,6 +59,35 @@ class Verdict:
     bound: float | None
     message: str
     predicted: Any = None
+    reason: str | None = None
+
+
+#: why a query's answer is not a proof of optimality, as ``details["reason"]`` names it
+REASONS = {
+    "time_limit": "the query's time limit was reached",
+    "region_too_large": "the trees' region could not be built in the time left",
+    "no_bound": "the solver gave no bound",
+    "gap": "the point is above the proven bound by more than the requested gap",
+    "margin_retry": "the point comes from a re-solve with a larger margin",
+    "refuted": "a verified point refutes the solver's proof",
+    "solver_stopped": "the solver stopped without a verified point",
+    "verification_failed": "no point passed verification",
+    "infeasible": "no point exists",
+    "error": "the solver failed",
+}
+
+
+def stop_reason(outcome: SolveOutcome) -> str:
+    """Why a solve without a proof stopped: its region too large to build, else its
+    time limit (a solver stops early on nothing else here)."""
+    return "region_too_large" if outcome.termination == REGION_TOO_LARGE else "time_limit"
+
+
+def stop_words(outcome: SolveOutcome) -> str:
+    """:func:`stop_reason` in words, with the outcome's own message."""
+    if outcome.termination == REGION_TOO_LARGE:
+        return outcome.message
+    return "time limit reached"
 
 
 def proven_optimal(objective: float, bound: float | None, mip_gap: float) -> bool:
@@ -95,38 +128,50 @@ def claim(outcomes: list[SolveOutcome], point: Verification | None, m: Counterfa
                            f"the solver proved {refuted}, but a verified counterfactual of "
                            f"objective {objective:.6g} refutes it (the solver's numerics on "
                            f"this model): no valid bound, optimality not proven",
-                           best.predicted)
+                           best.predicted, "refuted")
         bound = None if bound is None else min(bound, objective)
         if proven_optimal(objective, bound, mip_gap):
             return Verdict(Status.OPTIMAL, best.row, objective, bound, "", best.predicted)
         if not solved:
-            why = (f"the solver ended {last.status.value} without a verified point"
+            stopped = last.status in (Status.NO_SOLUTION, Status.FEASIBLE)
+            reason = stop_reason(last) if stopped else "solver_stopped"
+            why = (f"{stop_words(last)}: the verified heuristic counterfactual is returned, "
+                   f"optimality not proven" if stopped else
+                   f"the solver ended {last.status.value} without a verified point"
                    f"{f' ({last.message})' if last.message else ''}: the verified "
                    f"heuristic counterfactual is returned, optimality not proven")
         elif len(outcomes) > 1:
+            reason = "margin_retry"
             why = (f"the solver's point failed verification and the re-solve with margin "
                    f"{margin:g} (a smaller problem) found this one; optimality is not proven "
                    f"for the declared problem")
         elif first.status is Status.FEASIBLE:
-            why = "time limit reached: best incumbent returned, optimality not proven"
+            reason = stop_reason(first)
+            why = f"{stop_words(first)}: best incumbent returned, optimality not proven"
         elif bound is None:
-            why = "the solver gave no bound: optimality not proven"
+            reason, why = "no_bound", "the solver gave no bound: optimality not proven"
         else:
+            reason = "gap"
             why = (f"the verified point's objective {objective:.6g} is above the proven bound "
                    f"{bound:.6g} by more than the requested gap {mip_gap:g}: optimality not "
                    f"proven")
-        return Verdict(Status.FEASIBLE, best.row, objective, bound, why, best.predicted)
+        return Verdict(Status.FEASIBLE, best.row, objective, bound, why, best.predicted,
+                       reason)
     if point is not None:  # a solution that never verified
         return Verdict(Status.VERIFICATION_FAILED, None, None, None,
                        f"the solver's point is predicted as {point.predicted!r} by the real "
                        f"model (the target: {m.describe_target()}) or breaks "
                        f"{point.problems}; the last solve with margin {margin:g} ended "
-                       f"{last.status.value}; no counterfactual returned")
+                       f"{last.status.value}; no counterfactual returned",
+                       reason="verification_failed")
     if first.status is Status.INFEASIBLE:
         return Verdict(Status.INFEASIBLE, None, None, None,
-                       "the solver proved that no counterfactual satisfies the constraints")
+                       "the solver proved that no counterfactual satisfies the constraints",
+                       reason="infeasible")
     if first.status is Status.NO_SOLUTION:
         return Verdict(Status.NO_SOLUTION, None, None, bound,
-                       "time limit reached before any counterfactual was found")
+                       f"{stop_words(first)} before any counterfactual was found",
+                       reason=stop_reason(first))
     return Verdict(Status.ERROR, None, None, None,
-                   last.message or f"solver terminated with {last.termination}")
+                   last.message or f"solver terminated with {last.termination}",
+                   reason="error")

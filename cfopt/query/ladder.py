@@ -27,22 +27,45 @@ a far smaller problem):
    \min(b, r))` is a valid bound (an optimum :math:`\le r` is the optimum).
 
 Past the last rung, the declared problem is solved with the bound climbed so far.
+
+**Ascent from a guess** (:func:`ascend`, issue 37). When the query's heuristic point is
+no point of the declared problem (it breaks a declared block or a constraint of the
+user's own, or the real model does not verify it), its distance :math:`g` bounds
+nothing, but the same steps climb from it with no lower bound yet: rungs :math:`r_k =
+\underline t + 2^k g` (:data:`GROWTH`; :math:`\underline t` a lower bound of the costs
+beyond the distance, so that :math:`r_k` admits the distances up to :math:`2^k g`),
+each solved on the predictor's restriction to the points of objective :math:`\le r_k`
+(a tree ensemble's leaves within the radius,
+built per query for a large one; a network's bounds within it: exact for those points,
+:mod:`.restrictions`). A rung's proven optimum :math:`\le r` is the answer; a rung
+proven empty below :math:`r` (infeasible, or a bound :math:`\ge r`) makes :math:`r`
+the lower bound; a point the solve finds is a point of the declared problem once
+verified, and its objective :math:`U` the last rung (:math:`P_U` holds the optimum). A
+rung out of time answers with its point and :math:`\max(L, \min(b, r))`; a region too
+large to build by the deadline answers with the best verified point and :math:`L`,
+saying so. From :math:`r \ge` the objective's upper bound over the box (or after
+:data:`MAX_ASCENT` rungs) the declared problem is solved whole.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
+import pandas as pd
 import pyomo.environ as pyo
 
+from ..formulations.tree_regions import RegionTooLarge
 from ..results.status import Status
 from ..solvers import SolveOutcome, SolverBackend, SolverSettings
+from .claims import REGION_TOO_LARGE
 from .inner_radius import after, with_floor
-from .restrictions import restriction_of
-from .restrictions.relu import factual_score, network_copies, unstable_neurons
+from .restrictions import Restriction, restriction_of
+from .restrictions.relu import factual_score, network_copies, objective_value, unstable_neurons
+from .solution import Verification, start_of, verified_solution
 from .supports import solve_split, supports
 
 if TYPE_CHECKING:
@@ -66,11 +89,27 @@ HARD_NEURONS = 8
 
 NO_TIME = SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit")
 
+#: the factor from one rung of an ascent to the next
+GROWTH = 2.0
+
+#: the most rungs of an ascent before the declared problem whole
+MAX_ASCENT = 12
+
+
+def too_large(radius: float) -> SolveOutcome:
+    """The outcome of a tree region within ``radius`` that could not be built by the
+    query's deadline (:class:`~cfopt.formulations.tree_regions.RegionTooLarge`)."""
+    where = "the whole actionable region" if math.isinf(radius) else f"radius {radius:.6g}"
+    return SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, REGION_TOO_LARGE,
+                        f"the trees' leaves within {where} of the factual could not be "
+                        f"built in the time left")
+
 
 def first_floor(m: CounterfactualModel) -> float | None:
     """A proven lower bound on the optimum before any solve: a counterfactual of a
     factual that is no counterfactual itself changes at least one feature, which costs
-    the L0 coefficient (every other term is ≥ 0). The factual must be none for the real
+    the L0 coefficient, and every cost beyond the distance is at least
+    :attr:`~cfopt.constraints.raw.RawProblem.extra_floor`. The factual must be none for the real
     model (not a target) *and* for the MILP (the float64 network's target score below
     the margin, beyond a band of 1e-6 (1 + |score|)): at a tie the real model's float32
     logits can go either way (differential seed 95721: class 0 alone, class 3 in a
@@ -81,9 +120,10 @@ def first_floor(m: CounterfactualModel) -> float | None:
         return None
     score = factual_score(m)
     margin = float(pyo.value(m.margin))
-    if score is None or score >= margin - 1e-6 * (1.0 + abs(score)):
+    floor = b + m.raw.extra_floor
+    if score is None or score >= margin - 1e-6 * (1.0 + abs(score)) or not floor > 0:
         return None
-    return b
+    return floor
 
 
 def can_climb(m: CounterfactualModel, floor: float | None,
@@ -184,3 +224,90 @@ def climb(m: CounterfactualModel, backend: SolverBackend,
     alone = backend.solve(m, settings)
     details.setdefault("ladder", []).append((math.inf, alone.status.value, alone.wall_time))
     return with_floor(after(spent, alone), known, math.inf)
+
+
+def ascend(m: CounterfactualModel, backend: SolverBackend,
+           budget: Callable[[], SolverSettings | None], restriction: Restriction,
+           candidate: pd.DataFrame, guess: float, details: dict[str, Any], deadline: float,
+           incumbent: list[Verification]) -> SolveOutcome:
+    """Solve ``m`` up the ladder of radii from the distance ``guess`` of the heuristic
+    point ``candidate``, which the declared problem does not admit (module docstring,
+    *ascent*); ``budget`` gives each solve's settings (``None``: no time left),
+    ``deadline`` bounds the building of tree regions; a verified point of a rung better
+    than ``incumbent[0]`` (if any) takes its place, and starts the later rungs."""
+    floor, spent = -math.inf, None
+    distance, found = guess, math.inf
+    for _ in range(MAX_ASCENT):
+        radius = min(m.raw.extra_floor + distance, found * (1 + 1e-6) + 1e-9)
+        if not (distance > 0 and math.isfinite(radius) and radius < m.max_objective):
+            break
+        try:
+            restricted = restriction.restrict(m, candidate, radius, details, deadline,
+                                              verified=False)
+        except RegionTooLarge:
+            return _known(after(spent, too_large(radius)), floor, math.inf)
+        if restricted is None:
+            break
+        if restricted.rebuilt:
+            backend.reset()
+        settings = budget()
+        if settings is None:
+            return _known(after(spent, NO_TIME), floor, math.inf)
+        start = start_of(m, incumbent[0].row) if incumbent else None
+        with restricted.context:
+            alone = backend.solve(m, settings, start)
+        details.setdefault("ascent", []).append((radius, alone.status.value, alone.wall_time))
+        outcome = after(spent, alone)
+        found = _verified(m, outcome, incumbent)
+        beyond = outcome.objective is not None and outcome.objective > radius * (
+            1 + 1e-6) + 1e-9
+        if outcome.status is Status.OPTIMAL and not beyond:
+            return _known(outcome, floor, radius)
+        empty = outcome.status is Status.INFEASIBLE or beyond or (
+            outcome.bound is not None and outcome.bound >= radius)
+        if not empty:  # the rung's solve stopped without a proof (time)
+            return _known(outcome, floor, radius)
+        floor, spent = radius, outcome
+        distance *= GROWTH
+    settings = budget()
+    if settings is None:
+        return _known(after(spent, NO_TIME), floor, math.inf)
+    try:
+        whole = restriction.whole(m, details, deadline)
+    except RegionTooLarge:
+        return _known(after(spent, too_large(math.inf)), floor, math.inf)
+    if whole:
+        backend.reset()
+        settings = budget()
+        if settings is None:
+            return _known(after(spent, NO_TIME), floor, math.inf)
+    start = start_of(m, incumbent[0].row) if incumbent else None
+    alone = backend.solve(m, settings, start)
+    details.setdefault("ascent", []).append((math.inf, alone.status.value, alone.wall_time))
+    return _known(after(spent, alone), floor, math.inf)
+
+
+def _verified(m: CounterfactualModel, outcome: SolveOutcome,
+              incumbent: list[Verification]) -> float:
+    """The objective of the best verified point known after ``outcome`` (``inf``: none):
+    the solve's point, decoded and verified, replaces ``incumbent[0]`` when cheaper."""
+    if outcome.status.has_solution:
+        point = verified_solution(m)
+        if point.verified:
+            value = objective_value(m, point.row)
+            if not incumbent or value < objective_value(m, incumbent[0].row):
+                incumbent[:] = [point]
+    return objective_value(m, incumbent[0].row) if incumbent else math.inf
+
+
+def _known(outcome: SolveOutcome, floor: float, radius: float) -> SolveOutcome:
+    """``outcome`` of a solve restricted to the points of objective ``<= radius`` with
+    the bound valid for the declared problem: ``max(floor, min(bound, radius))``
+    (``floor``: a radius below which no point exists; ``-inf``: none)."""
+    if outcome.status in (Status.INFEASIBLE, Status.ERROR) and math.isinf(radius):
+        return outcome
+    own = -math.inf if outcome.bound is None else min(outcome.bound, radius)
+    if outcome.status is Status.INFEASIBLE:  # no point within the radius: floor it
+        own = radius
+    bound = max(floor, own)
+    return dataclasses.replace(outcome, bound=None if math.isinf(bound) else bound)

@@ -18,7 +18,6 @@ import dataclasses
 import math
 import time
 from collections.abc import Mapping
-from contextlib import AbstractContextManager
 from typing import Any
 
 import pandas as pd
@@ -35,17 +34,11 @@ from ..solvers.cpsat import CpSatBackend, check_supported
 from .claims import claim
 from .diagnosis import diagnose
 from .inner_radius import after, inner_stage, with_floor
-from .ladder import can_climb, climb
+from .ladder import NO_TIME, ascend, can_climb, climb, too_large
 from .restrictions import Restriction, restriction_of
-from .restrictions.relu import objective_value
+from .restrictions.relu import distance_value, objective_value
 from .restrictions.trees import build_box_region, build_query_region, per_query
-from .solution import (
-    Verification,
-    start_of,
-    unchecked_components,
-    verified_solution,
-    verify_row,
-)
+from .solution import Verification, start_of, verified_solution, verify_row
 
 #: the options of one query (``explain``, ``explain_many``, a diverse set's solves)
 QUERY_OPTIONS = ("time_limit", "mip_gap", "max_changes")
@@ -172,6 +165,12 @@ class QueryRunner:
         solver_times = [o.solver_time for o in outcomes if o.solver_time is not None]
         if outcomes[-1].objective is not None:
             details["solver_objective"] = outcomes[-1].objective
+        if verdict.reason is not None:
+            details["reason"] = verdict.reason
+        if m.raw.names:
+            details["raw_constraints"] = m.raw.names
+        if m.raw.term is not None:
+            details["raw_objective_term"] = str(m.raw.term)
         row = verdict.row
         return Counterfactual(
             factual=factual, counterfactual=row, target=target_labels,
@@ -188,34 +187,80 @@ class QueryRunner:
     def _solve(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
                details: dict[str, Any], heuristic: list[Verification],
                lower: float | None = None) -> SolveOutcome:
-        """One solve within the time left of the query started at ``t0``, restricted
-        around a heuristic counterfactual of objective ``r`` when possible
-        (:mod:`cfopt.query.restrictions`; trees built per query from the inside out,
-        :mod:`cfopt.query.inner_radius`) and started from it; the verified heuristic point
-        is kept in ``heuristic`` (the answer when no solve finds one in time). The
-        restriction keeps every point of objective at most ``r``, so it is exact when the
-        optimum is: the full problem is solved instead when the restricted one is
-        infeasible or its best point lies beyond ``r`` (the heuristic point broke a
-        constraint raw rows cannot show, e.g. a raw Pyomo one). Out of time for that, the
-        restricted point is kept with the bound ``min(bound, r)``, valid for the full
-        problem. With a proven lower bound ``lower``, the solve climbs from it instead
-        (:func:`.ladder.climb`)."""
+        """One solve within the time left of the query started at ``t0``, by the first
+        stage that applies (each exact, :mod:`cfopt.query.claims` states what it proves):
+
+        1. with a proven lower bound ``lower``, up the ladder of radii from it
+           (:func:`.ladder.climb`) where the predictor allows;
+        2. around the query's verified heuristic point of objective ``r`` (kept in
+           ``heuristic``, the answer when no solve finds a better one in time): the
+           problem restricted to the points of objective at most ``r``
+           (:mod:`cfopt.query.restrictions`; per-query trees from the inside out,
+           :mod:`cfopt.query.inner_radius`), started from it (:meth:`_around`);
+        3. from a heuristic point the declared problem does not admit (it breaks a
+           declared block or a constraint of the user's own, or the real model does not
+           verify it), up a ladder of radii from its objective (:func:`.ladder.ascend`);
+        4. else the declared problem whole (:meth:`_whole`)."""
         if self.tighten_per_query and can_climb(m, lower):
             assert lower is not None
             return climb(m, self.backend, lambda: self._budget(m, settings, t0), lower,
                          details)
         limit = settings.time_limit
         deadline = math.inf if limit is None else t0 + limit
-        no_time = SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit")
-        first, floor, radius = None, None, math.inf  # the inside-out stage's bound
+        restriction = restriction_of(m) if self.tighten_per_query else None
+        if restriction is None or not restriction.applies(m):
+            return self._whole(m, settings, t0, details, deadline)
+        candidate, guess = self._heuristic(m, details, heuristic, restriction)
+        if heuristic:
+            return self._around(m, settings, t0, details, heuristic, restriction, deadline)
+        if candidate is None:
+            return self._whole(m, settings, t0, details, deadline, restriction)
+        details["restricted"] = True
+        return ascend(m, self.backend, lambda: self._load_budget(m, settings, t0, details),
+                      restriction, candidate, guess, details, deadline, heuristic)
+
+    def _whole(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
+               details: dict[str, Any], deadline: float,
+               restriction: Restriction | None = None) -> SolveOutcome:
+        """The declared problem whole (per-query trees: built on every leaf the query's
+        actionability admits, by ``deadline``)."""
+        budget, stop = self._whole_budget(m, settings, t0, details, deadline, restriction)
+        return stop if budget is None else self.backend.solve(m, budget)
+
+    def _whole_budget(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
+                      details: dict[str, Any], deadline: float,
+                      restriction: Restriction | None
+                      ) -> tuple[SolverSettings | None, SolveOutcome]:
+        """Make ``m`` the declared problem whole (:meth:`Restriction.whole`); the settings
+        of its solve, or ``None`` with why it cannot be solved (no time left, its trees
+        too large to build in it)."""
         try:
-            found = (self._restriction(m, details, heuristic, deadline)
-                     if self.tighten_per_query else None)
+            if restriction is not None and restriction.whole(m, details, deadline):
+                self.backend.reset()
+        except RegionTooLarge:
+            return None, too_large(math.inf)
+        return self._load_budget(m, settings, t0, details), NO_TIME
+
+    def _around(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
+                details: dict[str, Any], heuristic: list[Verification],
+                restriction: Restriction, deadline: float) -> SolveOutcome:
+        """Stage 2 of :meth:`_solve`: the restriction to the points of objective at most
+        the verified heuristic point's ``r`` keeps every point of the declared problem
+        that is at least as good, so it is exact; its best point beyond ``r``, or none,
+        is only numerics (a point the MILP's margin or tolerances exclude): the whole
+        problem is solved then. Without the time for that, the restricted point is kept
+        with the bound ``min(bound, r)``, valid for the declared problem."""
+        radius = objective_value(m, heuristic[0].row)
+        first, floor = None, None  # the inside-out stage's outcome and bound
+        try:
+            restricted = restriction.restrict(m, heuristic[0].row, radius, details, deadline,
+                                              verified=True)
+            if restricted is None:
+                return self._whole(m, settings, t0, details, deadline, restriction)
             budget = self._load_budget(m, settings, t0, details)
-            if found is None or budget is None:
-                return no_time if budget is None else self.backend.solve(m, budget)
-            restriction, radius = found
-            if per_query(m) and heuristic and math.isfinite(radius):  # from the inside out
+            if budget is None:
+                return NO_TIME
+            if per_query(m):  # from the inside out
                 stage = inner_stage(m, self.backend, budget, radius, heuristic, details,
                                     deadline)
                 if stage.final:
@@ -223,32 +268,29 @@ class QueryRunner:
                 first, floor, radius = stage.outcome, stage.floor, stage.radius
                 details["region_leaves"] = build_query_region(m, radius, deadline)
                 self.backend.reset()
-                budget = self._load_budget(m, settings, t0, details)
+            elif restricted.rebuilt:
+                self.backend.reset()
         except RegionTooLarge:  # the query's trees took the time left to build
-            return with_floor(after(first, no_time), floor, radius)
+            return with_floor(after(first, too_large(radius)), floor, radius)
+        budget = self._load_budget(m, settings, t0, details)
         if budget is None:
-            return with_floor(no_time, floor, radius)
-        start = start_of(m, heuristic[0].row) if heuristic else None  # within the radius
-        with restriction:
+            return with_floor(after(first, NO_TIME), floor, radius)
+        start = start_of(m, heuristic[0].row)
+        with restricted.context:
             outcome = after(first, self.backend.solve(m, budget, start))
         details["restricted"] = True
         beyond = outcome.objective is not None and outcome.objective > radius * (
             1 + 1e-6) + 1e-9
-        if math.isinf(radius) or (outcome.status is not Status.INFEASIBLE and not beyond):
+        if outcome.status is not Status.INFEASIBLE and not beyond:
             return with_floor(outcome, floor, radius)
         details["fallback"] = True
-        try:
-            if per_query(m):  # the whole declared problem's trees
-                details["region_leaves"] = build_query_region(m, math.inf, deadline)
-                self.backend.reset()
-            budget = self._budget(m, settings, t0)
-        except RegionTooLarge:
-            budget = None
+        budget, stop = self._whole_budget(m, settings, t0, details, deadline, restriction)
         if budget is None:
             bound = radius if outcome.bound is None else min(outcome.bound, radius)
             return with_floor(dataclasses.replace(
                 outcome, status=Status.FEASIBLE if beyond else Status.NO_SOLUTION,
-                bound=bound if beyond else outcome.bound), floor, radius)
+                bound=bound if beyond else outcome.bound, termination=stop.termination,
+                message=stop.message), floor, radius)
         return with_floor(after(outcome, self.backend.solve(m, budget, start)), floor,
                           math.inf)
 
@@ -268,6 +310,7 @@ class QueryRunner:
         """One CP-SAT solve within the time left of the query started at ``t0`` (its model
         built on the leaves within the radius of a verified heuristic point, which starts
         the search: exact, see :meth:`CpSatBackend.solve_query`); the decoded point."""
+        check_supported(m)  # components added since the build
         budget = time_left(settings, t0)
         restriction = restriction_of(m)  # the trees' (CP-SAT takes tree ensembles only)
         found = self._heuristic(m, details, heuristic, restriction) \
@@ -282,32 +325,33 @@ class QueryRunner:
     def _heuristic(self, m: CounterfactualModel, details: dict[str, Any],
                    heuristic: list[Verification], restriction: Restriction
                    ) -> tuple[pd.DataFrame | None, float]:
-        """A heuristic counterfactual of the query meeting the declared constraints and
-        its objective ``r`` (``inf`` without one); the first such point the real model
-        verifies joins ``heuristic``."""
-        candidate = _admissible(m, restriction.heuristic(m))
-        radius = math.inf if candidate is None else objective_value(m, candidate)
-        if candidate is not None:
-            details["heuristic_objective"] = radius
-            checked = verify_row(m, candidate)
-            # a point of the declared problem: verification sees every constraint, and
-            # it is within the objective cutoff (diverse sets' ε window)
-            if checked.verified and not heuristic and not unchecked_components(m) and \
-                    radius <= pyo.value(m.cutoff):
+        """A heuristic counterfactual of the query and its distance (``inf`` without
+        one). It joins ``heuristic`` when it is a point of the declared problem: the
+        real model verifies it, it meets every declared constraint and the user's own
+        (:meth:`CounterfactualModel.violations`), and it lies within the objective's
+        cutoff (a diverse set's ε window); otherwise its distance is a guess of the
+        radius at which points are found (``details["heuristic_guess"]``)."""
+        candidate = restriction.heuristic(m)
+        if candidate is None:
+            return None, math.inf
+        checked = verify_row(m, candidate)
+        if checked.verified and not heuristic:
+            value = objective_value(m, candidate)
+            if value <= pyo.value(m.cutoff):
+                details["heuristic_objective"] = value
                 heuristic.append(checked)
-        return candidate, radius
+                return candidate, distance_value(m, candidate)
+        details["heuristic_guess"] = distance_value(m, candidate)
+        return candidate, details["heuristic_guess"]
 
     def _heuristic_only(self, m: CounterfactualModel, details: dict[str, Any],
                         heuristic: list[Verification]) -> None:
         """The query's verified heuristic point (into ``heuristic``) when its time ran
         out before the first solve, e.g. in a pause of the process: a greedy walk of
         a fraction of a second, so that a short limit still returns a verified point
-        wherever the predictor's kind has a heuristic. It runs past the limit; with
-        components that verification cannot see, no heuristic point could be returned,
-        so none is sought."""
+        wherever the predictor's kind has a heuristic. It runs past the limit."""
         restriction = restriction_of(m)
-        if self.tighten_per_query and restriction is not None and \
-                restriction.applies(m) and not unchecked_components(m):
+        if self.tighten_per_query and restriction is not None and restriction.applies(m):
             self._heuristic(m, details, heuristic, restriction)
 
     def _budget(self, m: CounterfactualModel, settings: SolverSettings, t0: float
@@ -320,33 +364,3 @@ class QueryRunner:
                 budget.time_limit <= self.backend.overhead(m):
             return None
         return budget
-
-    def _restriction(self, m: CounterfactualModel, details: dict[str, Any],
-                     heuristic: list[Verification], deadline: float = math.inf
-                     ) -> tuple[AbstractContextManager[None], float] | None:
-        """The per-query restriction of this query (:mod:`cfopt.query.restrictions`, by
-        the predictor's kind) and the objective ``r`` of the heuristic point it is built
-        around (infinite: actionability only, exact), or ``None``; the first heuristic
-        point the real model verifies joins ``heuristic``. Trees built per query are
-        built here, within ``r`` (by ``deadline``), unless a verified heuristic point
-        lets :meth:`_solve` build them from the inside out."""
-        restriction = restriction_of(m)
-        if restriction is None or not restriction.applies(m):
-            return None
-        candidate, radius = self._heuristic(m, details, heuristic, restriction)
-        restricted = restriction.restrict(m, candidate, radius, details, deadline,
-                                          verified=bool(heuristic))
-        if restricted is None:
-            return None
-        if restricted.rebuilt:
-            self.backend.reset()  # loading the new trees beats removing the old ones
-        return restricted.context, radius
-
-
-def _admissible(m: CounterfactualModel, candidate: pd.DataFrame | None
-                ) -> pd.DataFrame | None:
-    """The heuristic candidate if it meets the declared constraints (else its objective
-    would not bound the constrained optimum)."""
-    if candidate is None or m.violations(candidate):
-        return None
-    return candidate

@@ -15,7 +15,8 @@ repairs these at their root and never moves the goalposts:
    A difference within float round-off of the code is no move in either candidate.
 3. **Verification.** A candidate is returned only if the real model's own prediction
    on it (exactly as returned, no rounding afterwards) is a target and it satisfies
-   every declared constraint (:meth:`CounterfactualModel.violations`).
+   every declared constraint (:meth:`CounterfactualModel.violations`), the Pyomo
+   constraints added to the model directly included (:mod:`cfopt.constraints.raw`).
 """
 
 from __future__ import annotations
@@ -123,29 +124,25 @@ def candidates(m: CounterfactualModel) -> list[pd.DataFrame]:
     return rows
 
 
-def verify_row(m: CounterfactualModel, row: pd.DataFrame) -> Verification:
-    """What the real model and the declared constraints say of a raw row."""
+def verify_row(m: CounterfactualModel, row: pd.DataFrame, *, witness: bool = False
+               ) -> Verification:
+    """What the real model and the declared constraints say of a raw row (``witness``:
+    the model holds the solver's values of this point, at which the user's own
+    variables are checked: :mod:`cfopt.constraints.raw`)."""
     predicted = m.classify(row)[0]
-    problems = m.violations(row)
+    problems = m.violations(row, witness=witness)
     return Verification(row, predicted, problems,
                         verified=m.is_target(predicted) and not problems)
 
 
-def unchecked_components(m: CounterfactualModel) -> list[str]:
-    """Names of the Pyomo components added to ``m`` directly (not as
-    declared constraint blocks): :func:`verify_row` cannot check a row against
-    them, so a row it verifies is a point of the declared problem only when there are
-    none. (A solver's point meets them by construction.)"""
-    return [c.local_name for c in m.user_components() if c.local_name not in m.constraints]
-
-
 def verified_solution(m: CounterfactualModel) -> Verification:
-    """The first candidate (:func:`candidates`) that the real model classifies as a
-    target and that meets every declared constraint; else the first candidate with what
-    is wrong with it (``verified`` False)."""
+    """The first candidate (:func:`candidates`) of the solver's solution that the real
+    model classifies as a target and that meets every declared constraint (the user's
+    own variables at the solver's values); else the first candidate with what is wrong
+    with it (``verified`` False)."""
     checked = []
     for row in candidates(m):
-        result = verify_row(m, row)
+        result = verify_row(m, row, witness=True)
         if result.verified:
             return result
         checked.append(result)

@@ -61,7 +61,7 @@ def supports(m: CounterfactualModel, radius: float) -> list[Support] | None:
         return None
     terms = m.objective_terms
     a, b, c = (terms.get(k, 0.0) for k in ("l1", "l0", "linf"))
-    limit = radius * (1 + 1e-9) + 1e-12  # as radius_moves: a point at r stays inside
+    limit = m.raw.distance_radius(radius) * (1 + 1e-9) + 1e-12  # as radius_moves
     movable = sorted(reach.moves, key=str)
 
     def affordable(chosen: tuple[str, ...]) -> bool:

@@ -72,6 +72,7 @@ class KAdversary:
         m.adversary_coef = pyo.Param(range(len(outputs)), mutable=True, initialize=0.0)
         m.adversary_objective = pyo.Objective(expr=pyo.quicksum(
             m.adversary_coef[j] * outputs[j] for j in range(len(outputs))), sense=pyo.minimize)
+        m.adopt("adversary_coef", "adversary_objective")
         self._inputs = encode_inputs(m, m.space, m.input_specs)
 
     def _set_box(self, x: pd.Series, z: pd.Series) -> None:

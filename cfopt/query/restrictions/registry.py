@@ -47,6 +47,13 @@ class Restriction(ABC):
         a heuristic point of the query), or ``None``; what it did goes into ``details``;
         anything built must be done by ``deadline``."""
 
+    def whole(self, m: CounterfactualModel, details: dict[str, Any], deadline: float) -> bool:
+        """Make ``m`` the declared problem whole again after restricted solves (by
+        ``deadline``); whether the predictor's block was built anew (a persistent solver
+        must reload the model). Nothing to do by default: restrictions are undone on
+        leaving their context."""
+        return False
+
     def within_radius(self, m: CounterfactualModel, radius: float, details: dict[str, Any],
                       support: Collection[str] | None = None, copies: Sequence[NetworkCopy] = ()
                       ) -> AbstractContextManager[None] | None:

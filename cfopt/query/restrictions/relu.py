@@ -10,9 +10,11 @@ optimal counterfactual lies close to the factual :math:`\hat x`. For one query:
    until the target wins by twice the margin. Its objective value is :math:`r`.
 2. **Region bounds** (:func:`radius_bounds`): every counterfactual at least as good
    satisfies :math:`\text{objective} \le r`. For an objective
-   :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}` (declared blocks' costs are
-   ≥ 0), a changed feature costs at least :math:`b + (a + c) w_f |\Delta_f|`, so each
-   moves by :math:`w_f |\Delta_f| \le (r - b)/(a + c)` at most, at most
+   :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}` plus costs of at least
+   :math:`\underline t` (declared blocks', the user's term; :math:`r` is read as
+   :math:`r - \underline t`), a changed feature costs at least
+   :math:`b + (a + c) w_f |\Delta_f|`, so each moves by
+   :math:`w_f |\Delta_f| \le (r - b)/(a + c)` at most, at most
    :math:`\lfloor r/b \rfloor` features change, and the weighted L1 spent is at most
    :math:`(r - b)/a` (:math:`r/a` if the factual could be its own answer)
    (:func:`radius_moves`). The first layer's pre-activation :math:`w^\top z + b` is
@@ -118,10 +120,18 @@ def factual_score(m: CounterfactualModel) -> float | None:
 
 
 def objective_value(m: CounterfactualModel, row: pd.DataFrame) -> float:
-    """The MILP objective of a raw row (the distance plus the declared blocks' costs)."""
-    distances = m.distances(row)
+    """The MILP objective of a raw row: the distance, the declared blocks' costs and the
+    term the user added to ``m.objective`` (:meth:`RawProblem.term_value
+    <cfopt.constraints.raw.RawProblem.term_value>`, the user's own variables at the
+    solver's values)."""
     extra = sum(c.cost(m, m.factual.iloc[0], row.iloc[0]) for c in m.constraints.values())
-    return float(sum(c * distances[k] for k, c in m.objective_terms.items()) + extra)
+    return distance_value(m, row) + float(extra) + m.raw.term_value(m, row)
+
+
+def distance_value(m: CounterfactualModel, row: pd.DataFrame) -> float:
+    """The distance part of the MILP objective at a raw row (its norms' weighted sum)."""
+    distances = m.distances(row)
+    return float(sum(c * distances[k] for k, c in m.objective_terms.items()))
 
 
 def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.DataFrame | None:
@@ -129,7 +139,8 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
 
     The returned row is classified as the target with the model's margin by the
     float64 network and satisfies bounds, actionability and ``max_changes``; it ignores
-    user-added constraints (the caller must not assume it is feasible for them).
+    declared blocks and the user's own constraints (the caller checks them:
+    :meth:`CounterfactualModel.violations`).
     """
     net = m.adapter.structure
     if not isinstance(net, ReLUNetwork) or m.factual is None or not m.target:
@@ -199,7 +210,7 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
     row = space.inverse_transform(z[None, :])
     final = _score(net, space.encode(row)[0], decision, targets,
                    with_grad=False)[0]
-    if final < margin or m.violations(row):
+    if final < margin or m.space_violations(row):
         return None
     return row
 
@@ -223,9 +234,11 @@ def radius_moves(m: CounterfactualModel, radius: float,
                  support: Collection[str] | None = None) -> RadiusMoves:
     r"""The :class:`RadiusMoves` of the current query: a change of feature :math:`f`
     costs at least :math:`b + (a + c) w_f |\Delta_f|` for the objective
-    :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}` (declared blocks' costs are
-    ≥ 0), so it moves by :math:`w_f |\Delta_f| \le (r - b)/(a + c)` at most (an
-    integral feature by whole raw units), a category switch is affordable only when
+    :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}` (the costs beyond it, at least
+    :math:`\underline t`, leave a distance of :math:`r - \underline t`:
+    :meth:`~cfopt.constraints.raw.RawProblem.distance_radius`), so it moves by
+    :math:`w_f |\Delta_f| \le (r - b)/(a + c)` at most (an integral feature by whole
+    raw units), a category switch is affordable only when
     :math:`b + (a + c) w_f \le r`; at most
     :math:`\lfloor r / b \rfloor` features change (and at most ``max_changes``); the L1
     spent is at most :math:`(r - b)/a` when the factual is not a counterfactual (one
@@ -235,6 +248,7 @@ def radius_moves(m: CounterfactualModel, radius: float,
     split solve of :mod:`cfopt.query.supports`), so at most ``len(support)`` do."""
     terms = m.objective_terms
     a, b, c = (terms.get(k, 0.0) for k in ("l1", "l0", "linf"))
+    radius = m.raw.distance_radius(radius)  # the costs beyond the distance: at least this
     radius = radius * (1 + 1e-9) + 1e-12  # a point at the radius stays inside (rounding)
     space, weights = m.space, m.weights
     z0 = space.encode(m.factual)[0]

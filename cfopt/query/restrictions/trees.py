@@ -6,18 +6,9 @@ the leaves within the heuristic's radius only (:func:`build_query_region`, with 
 lower bound and the exactness argument of :mod:`cfopt.formulations.tree_regions`). One
 query only reaches a small part of either:
 
-1. **Incumbent** (:func:`greedy_tree_counterfactual`): from the factual, each step
-   tries every single-feature move to a split side of the ensemble (the largest value
-   going left / the smallest going right of every threshold on that feature's inputs,
-   mapped back to raw codes) and every category switch, evaluated in one batch on the
-   float64 ensemble. If some move reaches the target with twice the margin, the
-   cheapest such move ends the walk; otherwise the move with the best ratio of score
-   gain to objective increase is taken. A descent then moves one changed feature at a
-   time back toward the factual (to a split side or the factual's own value) while the
-   target stays met, cheapest point first; a swap puts one changed feature back at the
-   factual's value, walks and descends again without it, and keeps the cheaper point
-   (the walk is myopic: a category switch of weight 1 where numeric moves cost a
-   fifth). Its objective value is :math:`r`.
+1. **Incumbent** (:func:`~.tree_walk.greedy_tree_counterfactual`): a greedy walk on the
+   float64 ensemble from the factual over the split sides (:mod:`.tree_walk`). Its
+   objective value is :math:`r`.
 2. **Query box** (:func:`query_box`): any counterfactual with objective
    :math:`\le r` (objective :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}`) moves
    numeric feature :math:`f` by at most :math:`\min(r/a, r/c) / w_f` raw units, and
@@ -30,15 +21,16 @@ query only reaches a small part of either:
 
 The restricted problem has the same optimum as the original whenever the original
 optimum is :math:`\le r`; when it is infeasible or its optimum exceeds :math:`r` (the
-heuristic point misses the MILP's margin or a user constraint), the caller solves the
-original problem. Without a
-heuristic point, :math:`r = \infty` and only actionability prunes (exact always).
+heuristic point misses the MILP's margin), the caller solves the original problem.
+A heuristic point the declared problem does not admit (it breaks a declared or a raw
+constraint) only guesses the radius: the caller climbs from it
+(:func:`cfopt.query.ladder.ascend`). Without a heuristic point, :math:`r = \infty` and
+only actionability prunes (exact always).
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -49,258 +41,20 @@ import pyomo.environ as pyo
 
 from ...formulations.predictors.trees import TreePredictorConstr
 from ...formulations.tree_regions import CategoryTerm, NumericTerm, QueryRegion
-from ...models.trees import TreeEnsemble
-from ...space.encoding import encode
 from .registry import Restricted, Restriction, register_restriction
+from .tree_walk import greedy_tree_counterfactual
 
 if TYPE_CHECKING:
     from ...problem import CounterfactualModel
 
 Box = list[tuple[float, float]]
-#: candidate moves per feature and step of the heuristic: the nearest on each side of the
-#: factual and an even spread over the others (a default forest on Adult has ~20,000
-#: split values on one feature, and every candidate is a pass through every tree)
-MAX_MOVES = 64
-
-
-def _target_score(m: CounterfactualModel, out: np.ndarray) -> np.ndarray:
-    """How much each row of outputs meets the target by (>= margin: valid in the MILP)."""
-    adapter = m.adapter
-    if adapter.is_regressor:
-        low, high = m.target
-        return np.minimum(out[:, 0] - low, high - out[:, 0])
-    targets = [adapter.class_index(t) for t in m.target]
-    if adapter.decision == "sign":
-        return out[:, 0] if targets[0] == 1 else -out[:, 0]
-    others = [j for j in range(out.shape[1]) if j not in targets]
-    return out[:, targets].max(axis=1) - out[:, others].max(axis=1)
-
-
-class _Encoder:
-    """Model inputs and objective of raw feature codes (categoricals: level index),
-    vectorised over candidate moves of one feature."""
-
-    def __init__(self, m: CounterfactualModel) -> None:
-        self.m = m
-        self.space = m.space
-        self.features = list(m.space)
-        self.index = {f.name: i for i, f in enumerate(self.features)}
-        self.specs_of: dict[str, list[tuple[int, object]]] = {}
-        for k, spec in enumerate(m.input_specs):
-            if spec.feature is not None:
-                self.specs_of.setdefault(spec.feature, []).append((k, spec))
-        self.weights = np.array([m.weights[f.name] for f in self.features])
-        self.terms = m.objective_terms
-
-    def codes(self, row: pd.DataFrame) -> np.ndarray:
-        values = row.iloc[0]
-        return np.array([f.categories.index(values[f.name]) if f.is_onehot
-                         else f.to_code(values[f.name]) for f in self.features], dtype=float)
-
-    def row(self, codes: np.ndarray) -> pd.DataFrame:
-        return pd.DataFrame([{f.name: f.categories[int(c)] if f.is_onehot else f.from_code(c)
-                              for f, c in zip(self.features, codes)}],
-                            columns=self.space.names)
-
-    def inputs(self, z: np.ndarray, name: str, values: np.ndarray) -> np.ndarray:
-        """Copies of the input vector ``z`` with feature ``name`` set to each code."""
-        Z = np.repeat(z[None, :], len(values), axis=0)
-        f = self.space[name]
-        for k, spec in self.specs_of.get(name, []):
-            if spec.kind == "affine":
-                Z[:, k] = spec.a * values + spec.b
-            elif spec.kind == "indicator":
-                Z[:, k] = [float(f.categories[int(v)] == spec.level) for v in values]
-            elif spec.kind == "levels":
-                value_of = spec.values()
-                Z[:, k] = [value_of[f.categories[int(v)]] for v in values]
-        return Z
-
-    def objective(self, delta: np.ndarray) -> np.ndarray:
-        """Objective of rows of per-feature weighted moves |code - code0| (category
-        changes as 0/1) — the MILP's objective (:func:`objective_expression`)."""
-        weighted = delta * self.weights
-        out = np.zeros(len(delta))
-        for term, coef in self.terms.items():
-            if term == "l1":
-                out += coef * weighted.sum(axis=1)
-            elif term == "l0":
-                out += coef * (delta > 0).sum(axis=1)
-            else:
-                out += coef * weighted.max(axis=1, initial=0.0)
-        return out
-
-
-def _moves(m: CounterfactualModel, enc: _Encoder, name: str, x0: float,
-           split_values: dict[int, np.ndarray]) -> np.ndarray:
-    """Candidate codes of one feature: the split sides of its inputs (raw codes)."""
-    f = m.space[name]
-    if f.is_onehot:
-        return np.arange(len(f.categories), dtype=float)
-    values = []
-    for k, spec in enc.specs_of.get(name, []):
-        if spec.kind == "affine" and spec.a != 0 and k in split_values:
-            values.append((split_values[k] - spec.b) / spec.a)
-    if not values:
-        return np.empty(0)
-    codes = np.concatenate(values)
-    if f.is_integral:
-        codes = np.unique(np.concatenate([np.floor(codes + 1e-9), np.ceil(codes - 1e-9)]))
-    codes = codes[(codes >= f.lower) & (codes <= f.upper)]
-    if f.direction == "increase":
-        codes = codes[codes >= x0]
-    elif f.direction == "decrease":
-        codes = codes[codes <= x0]
-    codes = np.unique(codes)
-    if len(codes) <= MAX_MOVES:
-        return codes
-    near = MAX_MOVES // 4
-    spread = np.linspace(0, len(codes) - 1, MAX_MOVES // 2).astype(int)
-    return np.unique(np.concatenate([codes[codes < x0][-near:], codes[codes > x0][:near],
-                                     codes[spread]]))
-
-
-class _Walk:
-    """The state of the heuristic: the current codes ``c`` and model inputs ``z`` of a
-    query, the factual's codes ``c0``, and the candidate codes of each mutable feature."""
-
-    def __init__(self, m: CounterfactualModel, ensemble: TreeEnsemble) -> None:
-        self.m, self.ensemble = m, ensemble
-        self.enc = enc = _Encoder(m)
-        split_values = m.predictor_constr.split_values()
-        self.c0 = enc.codes(m.factual)
-        self.c = self.c0.copy()
-        self.z = encode(m.space, m.input_specs, m.factual)[0]
-        self.goal = 2.0 * float(pyo.value(m.margin))
-        self.cap = m.change_cap
-        self.score = float(_target_score(m, ensemble.outputs(self.z[None, :]))[0])
-        self.onehot = np.array([f.is_onehot for f in enc.features])
-        self.candidates = {f.name: _moves(m, enc, f.name, self.c0[enc.index[f.name]],
-                                          split_values) for f in m.space if not f.immutable}
-
-    def delta(self) -> np.ndarray:
-        """Per feature, the move from the factual: |code - code0|, categories 0/1."""
-        return np.where(self.onehot, self.c != self.c0, np.abs(self.c - self.c0))
-
-    def cost(self) -> float:
-        return float(self.enc.objective(self.delta()[None, :])[0])
-
-    def moves(self, closer: bool) -> tuple[list[tuple[int, float]], np.ndarray, np.ndarray,
-                                           np.ndarray]:
-        """Every single-feature move (``closer``: of a changed feature, strictly toward
-        its factual value, the factual's own included) as ``(feature, code)`` with the
-        inputs, target scores and objectives of the points they reach."""
-        enc, c, c0 = self.enc, self.c, self.c0
-        delta = self.delta()
-        n_changed = int((delta > 0).sum())
-        batches, owners = [], []
-        for name, codes in self.candidates.items():
-            i = enc.index[name]
-            if closer:
-                if delta[i] == 0:
-                    continue
-                codes = np.append(codes, c0[i])
-                codes = codes[codes == c0[i] if self.onehot[i]
-                              else np.abs(codes - c0[i]) < delta[i]]
-            codes = np.unique(codes[codes != c[i]])
-            if not len(codes) or (delta[i] == 0 and n_changed >= self.cap):
-                continue
-            batches.append(enc.inputs(self.z, name, codes))
-            owners.extend((i, float(v)) for v in codes)
-        if not batches:
-            return [], np.empty((0, len(self.z))), np.empty(0), np.empty(0)
-        Z = np.vstack(batches)
-        scores = _target_score(self.m, self.ensemble.outputs(Z))
-        D = np.repeat(delta[None, :], len(owners), axis=0)
-        for r, (i, v) in enumerate(owners):
-            D[r, i] = float(v != c0[i]) if self.onehot[i] else abs(v - c0[i])
-        return owners, Z, scores, enc.objective(D)
-
-    def take(self, owner: tuple[int, float], z: np.ndarray, score: float) -> None:
-        self.c[owner[0]] = owner[1]
-        self.z = z
-        self.score = score
-
-    def reach(self, max_steps: int) -> bool:
-        """Walk until the target is met with the goal margin (module docstring);
-        whether it was."""
-        for _ in range(max_steps):
-            if self.score >= self.goal:
-                return True
-            owners, Z, scores, costs = self.moves(closer=False)
-            if not owners:
-                return False
-            valid = scores >= self.goal
-            if valid.any():
-                best = int(np.flatnonzero(valid)[np.argmin(costs[valid])])
-            else:
-                gain = scores - self.score
-                extra = costs - self.cost()
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    ratio = np.where(extra > 0, gain / np.where(extra > 0, extra, 1.0),
-                                     np.inf)
-                ratio = np.where(gain > 1e-12, ratio, -np.inf)
-                best = int(np.argmax(ratio))
-                if ratio[best] == -np.inf:  # no move improves the score
-                    return False
-            self.take(owners[best], Z[best], float(scores[best]))
-        return self.score >= self.goal
-
-    def descend(self, max_steps: int) -> None:
-        """The cheapest valid move back toward the factual, while there is one."""
-        for _ in range(max_steps):
-            owners, Z, scores, costs = self.moves(closer=True)
-            valid = (scores >= self.goal) & (costs < self.cost())
-            if not valid.any():
-                return
-            best = int(np.flatnonzero(valid)[np.argmin(costs[valid])])
-            self.take(owners[best], Z[best], float(scores[best]))
-
-    def without(self, i: int) -> _Walk:
-        """A copy with feature ``i`` back at the factual's value and never moved."""
-        other = copy.copy(self)
-        name = self.enc.features[i].name
-        other.candidates = {k: v for k, v in self.candidates.items() if k != name}
-        other.c = self.c.copy()
-        other.c[i] = self.c0[i]
-        other.z = self.enc.inputs(self.z, name, self.c0[i:i + 1])[0]
-        other.score = float(_target_score(self.m, self.ensemble.outputs(other.z[None, :]))[0])
-        return other
-
-
-def greedy_tree_counterfactual(m: CounterfactualModel, max_steps: int = 30
-                               ) -> pd.DataFrame | None:
-    """A cheap counterfactual of the current query for a tree-ensemble model (raw row,
-    verified by the real model, within bounds and actionability), or ``None``: the walk,
-    the descent and the swaps of the module docstring, ``max_steps`` moves each at
-    most."""
-    ensemble = m.adapter.structure
-    if not isinstance(ensemble, TreeEnsemble) or m.factual is None or not m.target:
-        return None
-    walk = _Walk(m, ensemble)
-    if not walk.reach(max_steps):
-        return None
-    walked = walk.c.copy()
-    walk.descend(max_steps)
-    for i in np.argsort(-walk.delta() * walk.enc.weights):
-        if walk.c[i] == walk.c0[i]:
-            continue
-        other = walk.without(int(i))  # the swap: reach the target without feature i
-        if other.reach(max_steps):
-            other.descend(max_steps)
-            if other.cost() < walk.cost():
-                walk = other
-    for codes in (walk.c, walked):  # the real model decides (float32 splits)
-        row = walk.enc.row(codes)
-        if m.is_target(m.classify(row)[0]) and not m.violations(row):
-            return row
-    return None
 
 
 def query_box(m: CounterfactualModel, radius: float = math.inf) -> Box:
     """Model-input intervals containing every counterfactual of objective ≤ ``radius``
     that respects the actionability constraints (module docstring, step 2)."""
     terms = m.objective_terms
+    radius = m.raw.distance_radius(radius)
     reach = math.inf
     for term in ("l1", "linf"):
         if term in terms and terms[term] > 0:
@@ -425,7 +179,8 @@ def query_region(m: CounterfactualModel, radius: float = math.inf) -> QueryRegio
             terms.append(NumericTerm(inputs, lo, hi, x0, m.weights[f.name]))
     coef = m.objective_terms
     return QueryRegion(list(m.predictor_constr.input_bounds), terms, coef.get("l1", 0.0),
-                       coef.get("l0", 0.0), coef.get("linf", 0.0), radius)
+                       coef.get("l0", 0.0), coef.get("linf", 0.0),
+                       m.raw.distance_radius(radius))
 
 
 def build_query_region(m: CounterfactualModel, radius: float = math.inf,
@@ -464,6 +219,12 @@ class TreeRestriction(Restriction):
             details["region_leaves"] = build_query_region(m, radius, deadline)
             return Restricted(contextlib.nullcontext(), rebuilt=True)
         return Restricted(pruned_within(m, radius, details))
+
+    def whole(self, m: CounterfactualModel, details: dict[str, Any], deadline: float) -> bool:
+        if not per_query(m):
+            return False
+        details["region_leaves"] = build_query_region(m, math.inf, deadline)
+        return True
 
 
 register_restriction(TreePredictorConstr, TreeRestriction())

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import pyomo.environ as pyo
 
+from ...constraints.raw import raw_components
 from ...errors import SolverNotAvailableError, UnsupportedModelError
 from ...formulations.tree_regions import (
     ForestIndex,
@@ -51,7 +52,8 @@ _STATUS = {"OPTIMAL": Status.OPTIMAL, "FEASIBLE": Status.FEASIBLE,
 
 def check_supported(m: CounterfactualModel) -> None:
     """Raise naming what ``solver="cpsat"`` cannot solve exactly in ``m`` (a model that is
-    not a tree ensemble, declared constraint blocks, constraints added to the model)."""
+    not a tree ensemble, declared constraint blocks, components added to the model or
+    a term added to its objective); checked at the build and at every query."""
     if not isinstance(m.adapter.structure, TreeEnsemble):
         raise UnsupportedModelError(
             f"solver='cpsat' solves tree ensembles only; the {m.adapter.kind} model is not "
@@ -60,9 +62,9 @@ def check_supported(m: CounterfactualModel) -> None:
     if blocks:
         raise ValueError(f"solver='cpsat' does not encode declared constraint blocks "
                          f"({', '.join(blocks)}); use solver='highs'")
-    added = [c.local_name for c in m.user_components()]
+    added = raw_components(m)
     if added:
-        raise ValueError(f"solver='cpsat' does not see constraints added to the Pyomo model "
+        raise ValueError(f"solver='cpsat' does not see what was added to the Pyomo model "
                          f"({', '.join(added)}); use solver='highs'")
 
 
