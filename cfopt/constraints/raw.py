@@ -282,16 +282,33 @@ def raw_problem(m: CounterfactualModel) -> RawProblem:
     return out
 
 
+#: the variables of the formulation that are only bounded below by what they stand for
+#: (``dev >= |x - x0| / R``, ``changed >= |x - x0| / R``, ``linf >= w |x - x0|``): exact
+#: only where the objective pushes them down
+EPIGRAPHS = ("dev", "changed", "linf")
+
+
 def _user_term(m: CounterfactualModel, composed: Any) -> Any:
     """The user's objective term: ``m.objective`` less the composed objective, as the
     linear expression of their difference's standard representation (``None`` when it
-    is 0). Raises ``ValueError`` when it is not linear."""
+    is 0). Raises ``ValueError`` when it is not linear, or when the objective rewards an
+    epigraph variable (:data:`EPIGRAPHS`: the solver would raise it without moving the
+    feature)."""
     repn = generate_standard_repn(m.objective.expr - composed, compute_values=True,
                                   quadratic=True)
     if not repn.is_linear():
         raise ValueError("the objective you set on m.objective is not linear; cfopt solves "
                          "mixed-integer linear programs: keep your term linear (an "
                          "epigraph variable for a convex piecewise-linear cost)")
+    full = generate_standard_repn(m.objective.expr, compute_values=True)
+    for a, var in zip(full.linear_coefs, full.linear_vars):
+        if a < 0 and var.parent_block() is m and \
+                var.parent_component().local_name in EPIGRAPHS:
+            raise ValueError(
+                f"the objective you set on m.objective rewards {var.name} (coefficient "
+                f"{float(a):.6g}); it is only bounded below by what it stands for, so the "
+                f"solver would raise it without moving the feature: write a reward on the "
+                f"feature itself, e.g. -c * (m.x[f] - m.x0[f])")
     terms = [(float(a), v) for a, v in zip(repn.linear_coefs, repn.linear_vars) if a != 0]
     if not terms:
         return None if float(repn.constant) == 0 else float(repn.constant)
