@@ -59,6 +59,19 @@ def train_torch(Z: np.ndarray, y: np.ndarray, hidden=(16, 16), n_classes: int = 
     return net.eval()
 
 
+def noisy_grid() -> tuple[pd.DataFrame, np.ndarray]:
+    """Noisy labels on a 10 x 8 x 3 x 4 grid (integers a, b, d; categorical c): deep
+    trees fit their noise."""
+    rng = np.random.default_rng(3)
+    n = 1200
+    frame = pd.DataFrame({"a": rng.integers(0, 10, n), "b": rng.integers(0, 8, n),
+                          "c": rng.choice(["red", "green", "blue"], n),
+                          "d": rng.integers(0, 4, n)})
+    score = (0.5 * frame["a"] - 0.6 * frame["b"] + 1.5 * (frame["c"] == "red")
+             - 0.8 * frame["d"])
+    return frame, (score + rng.normal(0, 1.5, n) > 0).astype(int).to_numpy()
+
+
 def mixed_data(n: int = 300, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
     """Raw rows with numeric, integer and categorical features and a label that depends
     on all of them (for the model-agnostic baselines' tests)."""

@@ -21,7 +21,7 @@ from cfopt import Status
 from cfopt.query.restrictions.relu import objective_value
 from cfopt.query.restrictions.tree_walk import greedy_tree_counterfactual
 
-from .conftest import grid
+from .conftest import grid, noisy_grid
 
 MARGIN = 1e-3
 
@@ -29,14 +29,7 @@ MARGIN = 1e-3
 @pytest.fixture(scope="module")
 def forest():
     """Noisy labels on a 10 x 8 x 3 x 4 grid: a forest of 12 trees of depth 8."""
-    rng = np.random.default_rng(3)
-    n = 1200
-    frame = pd.DataFrame({"a": rng.integers(0, 10, n), "b": rng.integers(0, 8, n),
-                          "c": rng.choice(["red", "green", "blue"], n),
-                          "d": rng.integers(0, 4, n)})
-    score = (0.5 * frame["a"] - 0.6 * frame["b"] + 1.5 * (frame["c"] == "red")
-             - 0.8 * frame["d"])
-    y = (score + rng.normal(0, 1.5, n) > 0).astype(int).to_numpy()
+    frame, y = noisy_grid()
     space = cfopt.FeatureSpace.from_frame(frame)
     model = RandomForestClassifier(12, max_depth=8, random_state=0).fit(
         space.transform(frame), y)
@@ -380,3 +373,20 @@ def test_raw_components_name_the_declared_way_for_parallel_and_cpsat(forest):
     m.objective.set_value(m.objective.expr + m.dev["a"])
     with pytest.raises(ValueError, match="a term added to m.objective"):
         cpsat.explain(frame.iloc[[rejected(frame, space, model, 1)[0]]], target=1)
+
+
+def test_tree_models_solve_without_probing_unless_the_user_says(forest, german, german_model):
+    """HiGHS's presolve probing is off for tree ensembles only (``tree_options``: it
+    grows far faster than a forest's region), and the user's own option wins."""
+    frame, space, model = forest
+    x = frame.iloc[[rejected(frame, space, model, 1)[0]]]
+    net, german_space = german_model
+    seen = {}
+    for name, e in (("trees", cfopt.Explainer(model, space)),
+                    ("user", cfopt.Explainer(model, space,
+                                             solver_options={"presolve_rule_off": 0})),
+                    ("network", cfopt.Explainer(net, german_space))):
+        settings = e.runner.start(x if name != "network" else german.X.iloc[[1]], 1, {})
+        seen[name] = settings.options.get("presolve_rule_off")
+    assert seen == {"trees": 1 << 15, "user": 0, "network": None}
+    assert cfopt.solvers.make_solver("cbc").tree_options() == {}

@@ -20,21 +20,14 @@ from cfopt.formulations import tree_cuts
 from cfopt.formulations.tree_regions import leaf_depth_sum, search
 from cfopt.query.restrictions.trees import query_region
 
-from .conftest import grid
+from .conftest import grid, noisy_grid
 from .test_bruteforce import MARGIN, enumerate_minimum
 
 
 @pytest.fixture(scope="module")
 def deep():
     """Noisy labels on a 10 x 8 x 3 x 4 grid: unlimited-depth trees of ~100 leaves."""
-    rng = np.random.default_rng(3)
-    n = 1200
-    frame = pd.DataFrame({"a": rng.integers(0, 10, n), "b": rng.integers(0, 8, n),
-                          "c": rng.choice(["red", "green", "blue"], n),
-                          "d": rng.integers(0, 4, n)})
-    score = (0.5 * frame["a"] - 0.6 * frame["b"] + 1.5 * (frame["c"] == "red")
-             - 0.8 * frame["d"])
-    y = (score + rng.normal(0, 1.5, n) > 0).astype(int).to_numpy()
+    frame, y = noisy_grid()
     space = cfopt.FeatureSpace.from_frame(frame)
     space.increase_only("a").immutable("d")
     model = RandomForestClassifier(30, random_state=0).fit(space.transform(frame), y)

@@ -33,7 +33,7 @@ import pyomo.environ as pyo
 from pyomo.core.expr.relational_expr import RelationalExpression
 
 from .blocks import ConstraintBlock
-from .raw import RowValues, check_variables, members, violation
+from .raw import RowValues, check_variables, members, row_problems
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel
@@ -96,17 +96,8 @@ class CustomConstraint(ConstraintBlock):
 
     def violations(self, m: CounterfactualModel, factual: pd.Series,
                    row: pd.Series) -> list[str]:
-        out = []
-        with RowValues(m, _frame(row)):
-            for name, data in members(m.component(self.name)):
-                found = violation(data)
-                if found is None:
-                    out.append(f"custom constraint {self.name!r}: {name} cannot be "
-                               f"evaluated (a variable of its own has no value)")
-                elif found[0] > found[1]:
-                    out.append(f"custom constraint {self.name!r}: {name} is violated by "
-                               f"{found[0]:.6g} (tolerance {found[1]:.3g})")
-        return out
+        return row_problems(m, _frame(row), members(m.component(self.name)),
+                            f"custom constraint {self.name!r}:")
 
 
 def _relations(made: Any, name: str | None) -> list[Any]:

@@ -37,7 +37,7 @@ values, exactly as a declared :class:`~cfopt.ConstraintBlock` is:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -174,6 +174,23 @@ def raw_components(m: CounterfactualModel) -> list[str]:
     return names
 
 
+def row_problems(m: CounterfactualModel, row: pd.DataFrame,
+                 constraints: Iterable[tuple[str, Any]], what: str) -> list[str]:
+    """Messages for each of the named constraint data ``constraints`` that the raw
+    one-row frame ``row`` breaks (module docstring), each introduced by ``what``."""
+    out = []
+    with RowValues(m, row):
+        for name, data in constraints:
+            found = violation(data)
+            if found is None:
+                out.append(f"{what} {name!r} cannot be evaluated: a variable of your own in "
+                           f"it has no value")
+            elif found[0] > found[1]:
+                out.append(f"{what} {name!r} is violated by {found[0]:.6g} at the point's "
+                           f"raw values (tolerance {found[1]:.3g})")
+    return out
+
+
 def members(component: Any) -> Iterator[tuple[str, Any]]:
     """The active constraint data of a user's constraint or block, by name."""
     if isinstance(component, pyo.Block):
@@ -218,19 +235,7 @@ class RawProblem:
         if self.needs_witness and not witness:
             return ["the components you added to the model use variables of your own: "
                     "they are checked only on a solver's point"]
-        if not self.constraints:
-            return []
-        out = []
-        with RowValues(m, row):
-            for name, data in self.constraints:
-                found = violation(data)
-                if found is None:
-                    out.append(f"constraint {name!r} cannot be evaluated: a variable of "
-                               f"your own in it has no value")
-                elif found[0] > found[1]:
-                    out.append(f"constraint {name!r} is violated by {found[0]:.6g} at the "
-                               f"point's raw values (tolerance {found[1]:.3g})")
-        return out
+        return row_problems(m, row, self.constraints, "constraint")
 
     def term_value(self, m: CounterfactualModel, row: pd.DataFrame) -> float:
         """The user's objective term at the raw ``row`` (0 without one; the user's own

@@ -24,6 +24,7 @@ import pandas as pd
 import pyomo.environ as pyo
 
 from ..errors import InfeasibleError
+from ..formulations.predictors import TreePredictorConstr
 from ..formulations.tree_regions import BUILD_SECONDS_PER_LEAF, RegionTooLarge
 from ..problem import CounterfactualModel
 from ..results.counterfactual import Counterfactual
@@ -91,6 +92,9 @@ class QueryRunner:
         the query's solver settings."""
         settings = dataclasses.replace(
             self.settings, **{k: v for k, v in options.items() if k in ("time_limit", "mip_gap")})
+        if isinstance(self.milp.predictor_constr, TreePredictorConstr):  # the user's win
+            settings = dataclasses.replace(settings, options={
+                **self.backend.tree_options(), **settings.options})
         m = self.milp
         m.set_factual(x)
         m.set_target(target)

@@ -207,6 +207,13 @@ class SolverBackend(ABC):
         None by default (the solver's own defaults stand)."""
         return {}
 
+    def tree_options(self) -> dict[str, Any]:
+        """Raw options for the MILPs of tree ensembles (many binaries linked by chains of
+        split orderings), where the solver's defaults spend their time poorly. Options
+        of how the solver searches only: they never change what a solve proves. None by
+        default."""
+        return {}
+
     def overhead(self, model: pyo.Block) -> float:
         """Seconds a solve of ``model`` is expected to spend outside the solver's own
         clock (sending changes to a loaded model); 0 when unknown."""
