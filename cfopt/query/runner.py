@@ -218,6 +218,7 @@ class QueryRunner:
         if heuristic:
             return self._around(m, settings, t0, details, heuristic, restriction, deadline)
         if candidate is None:
+            details["heuristic"] = "none found"
             return self._whole(m, settings, t0, details, deadline, restriction)
         details["restricted"] = True
         return ascend(m, self.backend, lambda: self._load_budget(m, settings, t0, details),

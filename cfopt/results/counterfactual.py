@@ -112,8 +112,13 @@ class Counterfactual(Answer):
         margin: the validity margin (logit units) of the last solve.
         attempts: solves made (more than 1 when verification required a larger margin).
         message: diagnostics in words.
-        details: solve details (heuristic objective, restricted / fallback solve,
-            stable neurons of the restricted solve).
+        details: solve details: ``reason`` (why less than optimality was proven, one of
+            :data:`cfopt.query.claims.REASONS`), ``raw_constraints`` and
+            ``raw_objective_term`` (what was added to the model directly, checked),
+            ``heuristic_objective`` (an admitted heuristic point's), ``heuristic_guess``
+            (the distance of one that broke a rule) or ``heuristic`` ("none found"),
+            ``ascent`` (the radii climbed: radius, status, seconds), restricted /
+            fallback solve, tree leaves built, stable neurons of the restricted solve.
         space: the feature space of the query (for :meth:`plot`; not serialized).
     """
 
