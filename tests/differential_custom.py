@@ -25,6 +25,14 @@ an ordinal) and :math:`o_{f,l} = [z_f = l]`:
   L1 / L∞ objectives), ``changed`` :math:`[c_f \ne \hat c_f]` (:math:`\kappa \ge 0`, L0 or
   a cap on changes), ``move`` :math:`c_f - \hat c_f`, ``onehot`` :math:`o_{f,l}`,
   ``category_changed`` :math:`[z_f \ne \hat z_f]` (any sign).
+
+:func:`draw` picks one to three of them (a linear rule as often as a term, an
+:class:`AtMost` half as often; each declared or raw at even odds): linear rules on one to
+three features with coefficients in {-2, -1, -0.5, 0.5, 1, 2, 3},
+their right-hand side met by the factual (40 %) or by a random admissible point of their
+features, with a slack of 0-2 on an inequality (most instances stay feasible, some do
+not); :math:`k` below the group's size; terms on one or two features, :math:`|\kappa|
+\in \{0.25, 0.5, 1, 2\}` (``move``: divided by :math:`u_f - l_f`).
 """
 
 from __future__ import annotations
