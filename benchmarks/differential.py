@@ -2,8 +2,9 @@
 
 Builds ``--instances`` random seeded instances (``tests/differential_instances.py``: 14
 model families, mixed feature spaces, multiclass target sets, factuals on split
-thresholds and decision boundaries, badly scaled features), explains each with HiGHS,
-CBC and Gurobi (those installed), checks every answer against the independent
+thresholds and decision boundaries, badly scaled features, rules and objective terms of
+one's own), explains each with HiGHS, CBC, Gurobi and CP-SAT (those installed; CP-SAT on
+tree ensembles without rules of one's own), checks every answer against the independent
 references of ``tests/differential.py`` and the solvers against each other, and writes
 ``benchmarks/results/differential.json``: ``summary`` (counters, statuses per family and
 solver, instances per case), ``failures`` (each with the line that reproduces it),

@@ -16,15 +16,19 @@ minus max outside T of the per-class scores; regression with target [lo, hi],
 min(pred - lo, hi - pred). The cost is recomputed on the raw row: weighted L1 with
 weight 1/spread of each numeric feature (spread: its range in the training rows; 1 if
 0), a category change costing 1; L0 the number of changed features; L∞ the largest
-weighted move.
+weighted move. A ``custom`` instance (``tests/differential_custom.py``) adds rules of the
+user's own to P(μ) and terms of the user's own to the cost, each recomputed on the raw
+row; every solver is given them as declared blocks and as raw components of its
+``explainer.milp`` (CP-SAT refuses both: ``"skipped"``).
 
 Scores computed in different float precisions differ slightly, so an ambiguity band
 ε = 1e-6·(1+|s|) separates opt_strict (min cost with prediction in T and score ≥ μ + ε)
 from opt_loose (min cost with prediction in T). Checks per (instance, solver):
 
 * ``unverified_returned``: a returned counterfactual that the library does not predict
-  as a target, that breaks a declared constraint, or whose reported objective differs
-  from the recomputed cost (rel. 1e-6); also OPTIMAL without a point;
+  as a target, that breaks a declared constraint (a custom rule too), or whose reported
+  objective differs from the recomputed cost (with the custom terms; rel. 1e-6); also
+  OPTIMAL without a point;
 * ``wrong_optimal``: OPTIMAL with objective > opt_strict + g·|objective| + 1e-6;
 * ``false_infeasible``: ``InfeasibleError`` (or status INFEASIBLE) while a point has a
   target prediction and score ≥ μ + ε;
@@ -35,8 +39,9 @@ from opt_loose (min cost with prediction in T). Checks per (instance, solver):
   lies within a solver's feasibility tolerance below the margin: it is verified, the
   bound stays valid for P(μ), and the other claim is true of P(μ));
 * ``crashes``: any exception but ``InfeasibleError`` (licence refusals are skips);
-* ``harness_bugs``: the reference contradicted (a verified point cheaper than the exact
-  opt_loose, or than the exact opt_strict) — the referee itself is wrong.
+* ``harness_bugs``: the reference contradicted (a verified point breaking no declared
+  constraint cheaper than the exact opt_loose, or than the exact opt_strict) — the
+  referee itself is wrong.
 
 Every opt_strict the checks use is the cost of a witness point the library places in
 P(μ+ε), so no failure is reported without a point to show.
@@ -61,6 +66,7 @@ import cfopt
 from cfopt.query import ladder
 from cfopt.query.ladder import first_floor
 
+from .differential_custom import add_raw, build
 from .differential_instances import CASES, Instance, make_instance
 from .differential_linear import linear_reference
 from .differential_models import FAMILIES, NETWORK_FAMILIES, TREE_FAMILIES
@@ -69,6 +75,7 @@ from .differential_reference import (
     admissible,
     assess,
     costs,
+    custom_extra,
     exhaustive,
     moves,
     plan,
@@ -164,7 +171,9 @@ def solve(inst: Instance, solver: str) -> Claim:
                 explainer = cfopt.Explainer(
                     inst.model, inst.space, solver=solver.removesuffix("-ladder"),
                     objective=inst.objective, max_changes=inst.max_changes,
-                    margin=inst.margin, mip_gap=inst.mip_gap, time_limit=inst.time_limit)
+                    margin=inst.margin, mip_gap=inst.mip_gap, time_limit=inst.time_limit,
+                    constraints=build(inst))
+                add_raw(inst, explainer.milp)
                 if solver == LADDER:  # even these small networks climb (no gate)
                     settings = explainer.runner.start(inst.x, inst.target, {})
                     with gate_off():
@@ -178,7 +187,9 @@ def solve(inst: Instance, solver: str) -> Claim:
     except (cfopt.SolverLicenseError, cfopt.SolverNotAvailableError) as exc:
         return Claim(solver, "skipped", message=f"{type(exc).__name__}: {exc}"[:300])
     except Exception as exc:  # a crash is a finding: keep its type and message
-        skipped = type(exc).__name__ == "GurobiError" and "licen" in str(exc).lower()
+        skipped = (type(exc).__name__ == "GurobiError" and "licen" in str(exc).lower()) or (
+            isinstance(exc, ValueError) and str(exc).startswith(f"solver={solver!r} does not")
+            and bool(inst.custom))  # CP-SAT refuses the custom components
         return Claim(solver, "skipped" if skipped else "crash",
                      message=f"{type(exc).__name__}: {exc}"[:500],
                      seconds=time.perf_counter() - t0)
@@ -209,8 +220,9 @@ def evaluate(inst: Instance, row: pd.DataFrame) -> dict[str, Any]:
     hit, score, strict = assess(inst, inst.space.transform(row, check_bounds=False))
     move, moved = moves(inst, row)
     s = float(score[0])
+    cost = costs(inst.objective, move, moved) + custom_extra(inst, row, rules=False)
     return {"in_target": bool(hit[0]), "score": s, "strict": bool(strict[0]),
-            "cost": float(costs(inst.objective, move, moved)[0]),
+            "cost": float(cost[0]),
             "violations": violations(inst, row.iloc[0])}
 
 
@@ -240,10 +252,11 @@ def check_claim(inst: Instance, ref: Reference, claim: Claim) -> tuple[list[dict
                 1.0, abs(ev["cost"])):
             flag("unverified_returned", f"reported objective {claim.objective} but {point} "
                                         f"costs {ev['cost']:.12g}")
-        if ev["in_target"] and ev["cost"] < ref.loose - 1e-6:
+        if ev["in_target"] and not ev["violations"] and ev["cost"] < ref.loose - 1e-6:
             flag("harness_bug", f"{point} (cost {ev['cost']:.9g}) is cheaper than the exact "
                                 f"opt_loose {ref.loose:.9g}")
-        if ev["strict"] and ref.exact and ev["cost"] < ref.strict - 1e-6:
+        if ev["strict"] and not ev["violations"] and ref.exact and \
+                ev["cost"] < ref.strict - 1e-6:
             flag("harness_bug", f"{point} in P(mu+eps) (cost {ev['cost']:.9g}) is cheaper "
                                 f"than the exact opt_strict {ref.strict:.9g}")
     if claim.status == "optimal":
@@ -267,7 +280,7 @@ def disagreements(inst: Instance, claims: list[Claim],
     for a, b in itertools.combinations(claims, 2):
         for x, y in ((a, b), (b, a)):
             ev = evals.get(y.solver, {})
-            if x.status == "infeasible" and ev.get("strict"):
+            if x.status == "infeasible" and ev.get("strict") and not ev["violations"]:
                 out.append({"solvers": [x.solver, y.solver],
                             "kind": "infeasible vs a point in P(mu+eps)",
                             "detail": f"{y.solver} returned {y.row.iloc[0].to_dict()} "

@@ -18,13 +18,20 @@ some class can never beat another one); a network family has discrete features o
   factual's score is within 1e-9 of the decision boundary on the wrong side (float32
   networks: as close as float32 allows); regressors: the target interval starts within
   1e-9 of the factual's prediction;
-* ``extreme_scale``: a feature of range <= 1e-2 beside one of range >= 1e5.
+* ``extreme_scale``: a feature of range <= 1e-2 beside one of range >= 1e5;
+* ``per_query_trees`` (tree families): the trees are built per query;
+* ``custom``: one to three rules and objective terms of the user's own on the small
+  discrete features (``tests/differential_custom.py``): declared blocks, raw Pyomo
+  constraints and blocks, terms added to the objective.
+
+``per_query_trees`` and ``custom`` are drawn after the rest, each from a random stream of
+its own (a seed's other draws do not depend on them).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -46,12 +53,22 @@ from .differential_models import (
     split_thresholds,
 )
 
+if TYPE_CHECKING:
+    from .differential_custom import Component
+
 CASES = ("multiclass_set", "near_threshold", "near_boundary", "extreme_scale",
-         "per_query_trees")
+         "per_query_trees", "custom")
 #: share of tree instances whose explainer builds its trees per query, on the leaves
 #: within the heuristic's radius (cfopt/formulations/tree_regions.py), as it does for
 #: forests of default size; drawn from a stream of its own (the other draws unchanged)
 PER_QUERY_SHARE = 0.35
+#: share of instances drawing custom components (those without a small discrete mutable
+#: feature draw none: 25-45 % of a family's instances are ``custom``)
+CUSTOM_SHARE = 0.45
+#: the streams of the ``custom`` draws: ``default_rng([seed, CUSTOM_STREAM])`` decides,
+#: ``default_rng([seed, CUSTOM_STREAM + 1, attempt])`` draws the components (numpy's seed
+#: sequences ignore trailing zeros: ``[seed, CUSTOM_STREAM, 0]`` is the decision's stream)
+CUSTOM_STREAM = 130363
 N_ROWS = 60
 MARGIN = 1e-3
 MIP_GAP = 1e-4
@@ -84,6 +101,7 @@ class Instance:
     mip_gap: float = MIP_GAP
     time_limit: float = TIME_LIMIT
     per_query_trees: bool = False  # the trees are built per query (``PER_QUERY_TERMS`` 0)
+    custom: list[Component] = field(default_factory=list)  # the ``custom`` case's components
 
     @property
     def classes(self) -> tuple:
@@ -99,35 +117,48 @@ class Instance:
                 "features": [f"{f.name}:{f.kind.value}[{f.lower},{f.upper}]"
                              f"{'/immutable' if f.immutable else ''}"
                              f"{'' if f.direction == 'any' else '/' + f.direction}"
-                             for f in self.space], "notes": self.notes}
+                             for f in self.space], "notes": self.notes,
+                "custom": [c.describe() for c in self.custom]}
 
 
-def make_instance(seed: int, family: str | None = None, case: str | None = None) -> Instance:
+def make_instance(seed: int, family: str | None = None, case: str | None = None, *,
+                  draw_custom: bool = True) -> Instance:
     """The instance of ``seed`` (``family``: by default the seed's turn in
-    :data:`FAMILIES`); ``case`` forces one of :data:`CASES` (it must apply to the family)."""
+    :data:`FAMILIES`); ``case`` forces one of :data:`CASES` (it must apply to the family);
+    ``draw_custom=False``: no custom components unless forced (the instance as it was
+    before the ``custom`` case: the findings' seeds)."""
     family = family or FAMILIES[seed % len(FAMILIES)]
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; families are {FAMILIES}")
     if case is not None and case not in applicable_cases(family):
         raise ValueError(f"case {case!r} does not apply to {family!r}")
-    own_case = None if case == "per_query_trees" else case
+    from .differential_custom import draw  # it reads the references
+
+    own_case = None if case in ("per_query_trees", "custom") else case
     for attempt in range(100):
         instance = _attempt(seed, family, own_case, np.random.default_rng([seed, attempt]))
-        if instance is not None:
-            instance.notes["attempt"] = attempt
-            instance.forced_case = case
-            if family in TREE_FAMILIES and (case == "per_query_trees" or (
-                    case is None and
-                    np.random.default_rng([seed, 104729]).random() < PER_QUERY_SHARE)):
-                instance.per_query_trees = True
-                instance.cases += ("per_query_trees",)
-            return instance
+        if instance is None:
+            continue
+        instance.notes["attempt"] = attempt
+        instance.forced_case = case
+        if family in TREE_FAMILIES and (case == "per_query_trees" or (
+                case is None and
+                np.random.default_rng([seed, 104729]).random() < PER_QUERY_SHARE)):
+            instance.per_query_trees = True
+            instance.cases += ("per_query_trees",)
+        if case == "custom" or (case is None and draw_custom and np.random.default_rng(
+                [seed, CUSTOM_STREAM]).random() < CUSTOM_SHARE):
+            if draw(instance, np.random.default_rng([seed, CUSTOM_STREAM + 1, attempt])):
+                instance.cases += ("custom",)
+            elif case == "custom":
+                continue
+        return instance
     raise RuntimeError(f"no valid instance for seed {seed}, family {family!r}, case {case!r}")
 
 
 def applicable_cases(family: str) -> tuple[str, ...]:
     """The cases ``make_instance`` can force for a family."""
-    cases = ["extreme_scale"]
+    cases = ["extreme_scale", "custom"]
     if family in CLASSIFIERS:
         cases.append("multiclass_set")
     if family in TREE_FAMILIES:

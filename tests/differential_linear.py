@@ -14,8 +14,10 @@ their bounds and directions at cost ``w_j |δ_j|``:
   with ``(a_c - a_j) · δ ≥ μ' - (s_c - s_j)`` for every class ``j`` outside the target,
   over the discrete points in increasing cost until none can beat the best.
 
-The best point is rebuilt, scored by the library and must lie in P(μ+ε); otherwise μ'
-grows and the search is repeated. opt_loose (margin 0, closed forms only) is the
+The custom case's rules and terms (discrete features only) give each discrete point an
+extra cost ``E`` (``inf`` where a rule breaks), added to its total. The best point is
+rebuilt, scored by the library and must lie in P(μ+ε); otherwise μ' grows and the search
+is repeated. opt_loose (margin 0, closed forms only) is the
 infimum over the target's closure.
 """
 
@@ -36,10 +38,12 @@ from .differential_reference import (
     axes,
     codes,
     costs,
+    custom_extra,
     evaluate_rows,
     interval,
     point,
     product,
+    rows_at,
     weights,
 )
 
@@ -75,18 +79,20 @@ def linear_reference(inst: Instance) -> Reference | None:
     """The exact reference (``None`` when the multiclass LP budget is exceeded)."""
     cont = _Continuous(inst)
     grid = axes(inst, [admissible(inst, f) or [inst.x.iloc[0][f.name]] for f in inst.space])
-    flats, scores, disc = [], [], []
+    flats, scores, disc, extra = [], [], [], []
     for flat, Z, move, moved in product(grid):
         flats.append(flat)
         scores.append(raw_scores(inst.model, Z))
         disc.append(np.column_stack([costs(o, move, moved) for o in ("l1", "linf", "l0")]))
-    S, D = np.concatenate(scores), np.concatenate(disc)
+        extra.append(custom_extra(inst, rows_at(inst, grid, flat)) if inst.custom
+                     else np.zeros(len(flat)))
+    S, D, E = np.concatenate(scores), np.concatenate(disc), np.concatenate(extra)
     ref = Reference("linear", exact=True, loose=-math.inf)
     extra = 1e-9
     for _ in range(6):  # μ' grows until the rebuilt point is in P(μ+ε)
         mu = (inst.margin + 1e-6) / (1 - 1e-6) + extra * (1 + inst.margin)
-        found = (_multiclass(inst, cont, S, D, mu) if inst.task == "multiclass"
-                 else _closed_form(inst, cont, S, D, mu))
+        found = (_multiclass(inst, cont, S, D, E, mu) if inst.task == "multiclass"
+                 else _closed_form(inst, cont, S, D, E, mu))
         if found is None:
             return None
         if not math.isfinite(found[0]):
@@ -102,7 +108,7 @@ def linear_reference(inst: Instance) -> Reference | None:
             break
         extra *= 10
     if inst.task != "multiclass":
-        ref.loose = _closed_form(inst, cont, S, D, 0.0)[0]
+        ref.loose = _closed_form(inst, cont, S, D, E, 0.0)[0]
     ref.points += len(S)
     return ref
 
@@ -168,8 +174,9 @@ def _moves(g: np.ndarray, M: np.ndarray, w: np.ndarray, objective: str, need: fl
 
 
 def _closed_form(inst: Instance, cont: _Continuous, S: np.ndarray, D: np.ndarray,
-                 mu: float) -> tuple[float, int, np.ndarray]:
-    """(cost, discrete point, continuous moves) of the cheapest point at margin μ'."""
+                 E: np.ndarray, mu: float) -> tuple[float, int, np.ndarray]:
+    """(cost, discrete point, continuous moves) of the cheapest point at margin μ'
+    (``E``: the discrete points' extra costs)."""
     best: tuple[float, int, np.ndarray] = (math.inf, 0, np.zeros(len(cont.features)))
     col = {"l1": 0, "linf": 1, "l0": 2}[inst.objective]
     for o, need in _needs(inst, S, mu):
@@ -180,7 +187,7 @@ def _closed_form(inst: Instance, cont: _Continuous, S: np.ndarray, D: np.ndarray
             mask[list(subset)] = True
             g = np.where(mask, np.abs(r), 0.0)
             c = _curve(g, M, cont.w, inst.objective, need)
-            total = np.maximum(D[:, col], c) if col == 1 else D[:, col] + c
+            total = (np.maximum(D[:, col], c) if col == 1 else D[:, col] + c) + E
             if inst.max_changes is not None:
                 total = np.where(D[:, 2] + len(subset) > inst.max_changes, math.inf, total)
             total = np.where(need == -math.inf, math.inf, total)
@@ -193,24 +200,26 @@ def _closed_form(inst: Instance, cont: _Continuous, S: np.ndarray, D: np.ndarray
 
 # ---------------------------------------------------------------------- the LPs
 def _multiclass(inst: Instance, cont: _Continuous, S: np.ndarray, D: np.ndarray,
-                mu: float) -> tuple[float, int, np.ndarray] | None:
-    """Branch and bound over the discrete points (lower bound: their own cost), one LP
-    per (point, winning class, subset of continuous features); ``None`` past the budget."""
+                E: np.ndarray, mu: float) -> tuple[float, int, np.ndarray] | None:
+    """Branch and bound over the discrete points (lower bound: their own cost with their
+    extra cost ``E``), one LP per (point, winning class, subset of continuous features);
+    ``None`` past the budget."""
     col = {"l1": 0, "linf": 1, "l0": 2}[inst.objective]
     inside = np.array([c in inst.labels for c in inst.classes])
     best: tuple[float, int, np.ndarray] = (math.inf, 0, np.zeros(len(cont.features)))
     budget = MAX_LPS
     subsets = cont.subsets(inst.max_changes) if inst.max_changes is not None or \
         inst.objective == "l0" else [tuple(range(len(cont.features)))]
-    for k in np.argsort(D[:, col], kind="stable"):
-        if D[k, col] >= best[0]:
+    low = D[:, col] + E
+    for k in np.argsort(low, kind="stable"):
+        if low[k] >= best[0]:
             break
         for c in np.flatnonzero(inside):
             for subset in subsets:
                 if inst.max_changes is not None and D[k, 2] + len(subset) > inst.max_changes:
                     continue
                 extra = len(subset) if col == 2 else 0.0
-                if D[k, col] + extra >= best[0]:
+                if low[k] + extra >= best[0]:
                     continue
                 budget -= 1
                 if budget < 0:
@@ -219,7 +228,7 @@ def _multiclass(inst: Instance, cont: _Continuous, S: np.ndarray, D: np.ndarray,
                 if solved is None:
                     continue
                 value, delta = solved
-                total = max(D[k, 1], value) if col == 1 else D[k, col] + value
+                total = (max(D[k, 1], value) if col == 1 else D[k, col] + value) + E[k]
                 if total < best[0]:
                     best = (total, int(k), delta)
     return best

@@ -18,6 +18,11 @@ always backed by a point. Where the search is complete the reference is ``exact`
   random admissible points, the solvers' own answers, and a coordinate descent from the
   best of them towards the factual; an upper bound only.
 
+The ``custom`` case's rules and objective terms (``tests/differential_custom.py``) read
+small discrete features only, which every reference enumerates whole (a tree reference
+keeps each of their values, not the nearest per cell): a candidate row breaking a rule
+is dropped (its cost ``inf``) and the terms add to its distance cost.
+
 ``loose`` is the exact opt_loose (no margin: the library predicts a target) of exact
 references, and ``-inf`` when unknown.
 """
@@ -157,9 +162,20 @@ def costs(objective: str, move: np.ndarray, moved: np.ndarray) -> np.ndarray:
     return move.max(axis=1) if objective == "linf" else move.sum(axis=1)
 
 
+def custom_extra(inst: Instance, rows: pd.DataFrame, rules: bool = True) -> np.ndarray:
+    """Per raw row: the sum of the custom components' objective terms, ``inf`` where one
+    of their rules breaks (``rules``)."""
+    out = np.zeros(len(rows))
+    for c in inst.custom:
+        out += c.cost(inst, rows)
+        if rules:
+            out[~c.holds(inst, rows)] = math.inf
+    return out
+
+
 def violations(inst: Instance, row: pd.Series) -> list[str]:
     """Declared constraints a raw row breaks (kinds, bounds, categories, actionability,
-    the cap on changes), checked on its raw values."""
+    the cap on changes, the custom rules), checked on its raw values."""
     x0 = inst.x.iloc[0]
     problems, changed = [], 0
     for f in inst.space:
@@ -180,7 +196,9 @@ def violations(inst: Instance, row: pd.Series) -> list[str]:
             problems.append(f"{f.name!r}: immutable but moved {v0!r} -> {v!r}")
     if inst.max_changes is not None and changed > inst.max_changes:
         problems.append(f"{changed} features changed, above the cap {inst.max_changes}")
-    return problems
+    frame = pd.DataFrame([row.to_dict()])
+    return problems + [f"custom rule {c.describe()} breaks" for c in inst.custom
+                       if not c.holds(inst, frame)[0]]
 
 
 def interval(inst: Instance, f: Feature) -> tuple[float, float]:
@@ -231,7 +249,7 @@ def tree_values(inst: Instance, f: Feature, thresholds: dict[int, np.ndarray], f
     """Candidate values of one feature for a tree model: per cell of the library's split
     decisions on it, the candidate nearest the factual."""
     values = admissible(inst, f)
-    if f.is_onehot:
+    if f.is_onehot or any(f.name in c.features for c in inst.custom):
         return values
     x0 = inst.x.iloc[0][f.name]
     c0 = codes(f, [x0])[0]
@@ -310,6 +328,15 @@ def product(grid: list[Axis]) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarr
                np.column_stack([a.moved[i] for a, i in zip(grid, idx)]))
 
 
+def rows_at(inst: Instance, grid: list[Axis], flat: np.ndarray) -> pd.DataFrame:
+    """The raw values of the custom components' features at flat indices of the product."""
+    idx = np.unravel_index(flat, tuple(len(a.values) for a in grid))
+    wanted = set().union(*(c.features for c in inst.custom))
+    return pd.DataFrame({f.name: np.asarray(a.values, dtype=object)[i]
+                         for f, a, i in zip(inst.space, grid, idx) if f.name in wanted},
+                        index=range(len(flat)))
+
+
 def point(inst: Instance, grid: list[Axis], flat: int) -> dict[str, Any]:
     idx = np.unravel_index(flat, tuple(len(a.values) for a in grid))
     return {f.name: _plain(a.values[i]) for f, a, i in zip(inst.space, grid, idx)}
@@ -323,6 +350,8 @@ def exhaustive(inst: Instance, values: list[list[Any]], kind: str) -> Reference:
         cost = costs(inst.objective, move, moved)
         if inst.max_changes is not None:
             cost[moved.sum(axis=1) > inst.max_changes] = math.inf
+        if inst.custom:
+            cost += custom_extra(inst, rows_at(inst, grid, flat))
         hit, score, strict = assess(inst, Z)
         ref.points += len(flat)
         if hit.any():
@@ -337,11 +366,13 @@ def exhaustive(inst: Instance, values: list[list[Any]], kind: str) -> Reference:
 # --------------------------------------------------------------------- sampling
 def evaluate_rows(inst: Instance, rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
                                                                np.ndarray]:
-    """Cost (inf when over the cap), margin score and P(μ+ε) membership of raw rows."""
+    """Cost (inf when over the cap or breaking a custom rule; the custom terms added),
+    margin score and P(μ+ε) membership of raw rows."""
     move, moved = moves(inst, rows)
     cost = costs(inst.objective, move, moved)
     if inst.max_changes is not None:
         cost[moved.sum(axis=1) > inst.max_changes] = math.inf
+    cost += custom_extra(inst, rows)
     _, score, strict = assess(inst, inst.space.transform(rows, check_bounds=False))
     return cost, score, strict
 
@@ -387,14 +418,16 @@ def sampled(inst: Instance, starts: Sequence[dict[str, Any]],
 
 def inflate(inst: Instance, start: dict[str, Any]) -> dict[str, Any]:
     """A solver's point scaled away from the factual by the least factor in
-    1 + {0, 1e-6, ..., 1e-2} that puts it in P(μ+ε) (its margin is μ, inside the band);
-    the point itself when none does."""
+    1 + {0, 1e-6, ..., 1e-2} that puts it in P(μ+ε) (its margin is μ, inside the band)
+    at a finite cost (the custom components' features are kept); the point itself when
+    none does."""
     x0 = {k: _plain(v) for k, v in inst.x.iloc[0].items()}
     trials = []
     for eta in (0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2):
         row = dict(start)
         for f in inst.space:
-            if f.is_onehot or row[f.name] == x0[f.name]:
+            if f.is_onehot or row[f.name] == x0[f.name] or \
+                    any(f.name in c.features for c in inst.custom):
                 continue
             c0, c1 = codes(f, [x0[f.name]])[0], codes(f, [row[f.name]])[0]
             lo, hi = interval(inst, f)
@@ -402,8 +435,9 @@ def inflate(inst: Instance, start: dict[str, Any]) -> dict[str, Any]:
             row[f.name] = from_code(f, np.sign(c - c0) * np.ceil(abs(c - c0)) + c0
                                     if f.is_integral else c)
         trials.append(row)
-    _, _, strict = evaluate_rows(inst, pd.DataFrame(trials, columns=inst.space.names))
-    return trials[int(np.argmax(strict))] if strict.any() else dict(start)
+    cost, _, strict = evaluate_rows(inst, pd.DataFrame(trials, columns=inst.space.names))
+    ok = strict & np.isfinite(cost)
+    return trials[int(np.argmax(ok))] if ok.any() else dict(start)
 
 
 def descend(inst: Instance, start: dict[str, Any], rounds: int = 3,

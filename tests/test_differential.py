@@ -1,5 +1,6 @@
 """The differential harness's CI sample (``tests/differential.py``): 320 fixed instances
-covering every model family and every case, each explained by every installed solver
+covering every model family and every case (the ``custom`` case's rules and objective
+terms of one's own on every family), each explained by every installed solver
 (HiGHS, CBC, Gurobi) and checked against the independent references; split into 10
 chunks for pytest-xdist. Every counter must be zero. A failure message lists each
 failing check with the line that reproduces it; ``python benchmarks/differential.py``
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from .differential import (
@@ -26,7 +28,9 @@ from .differential import (
     run_instance,
     summarize,
 )
-from .differential_instances import applicable_cases
+from .differential_custom import ExtraTerm, LinearRule, suitable
+from .differential_instances import Instance, applicable_cases
+from .differential_reference import codes
 
 N_CHUNKS = 10
 N_INSTANCES = 320
@@ -50,6 +54,7 @@ SAMPLE = sample()
 def test_sample_covers_every_family_and_case() -> None:
     assert {family for _, family, _ in SAMPLE} == set(FAMILIES)
     assert {case for _, _, case in SAMPLE} >= set(CASES)
+    assert {family for _, family, case in SAMPLE if case == "custom"} == set(FAMILIES)
     assert len(SAMPLE) >= 300 and "highs" in SOLVERS
 
 
@@ -68,7 +73,8 @@ def test_differential_chunk(chunk: int) -> None:
 
 
 #: the instances of every finding (``benchmarks/differential_findings.py``): each showed a
-#: false claim, a crash or a disagreement before its fix
+#: false claim, a crash or a disagreement before its fix (built as they were then: without
+#: the ``custom`` case's components)
 FINDINGS = [(seed, None, None) for seed in (
     10, 11, 22, 25, 75, 92, 94, 106, 146, 205, 210, 298, 332, 380, 404, 457, 813, 1025,
     1058, 1129, 1169, 1191, 1198, 1205, 1215, 1232, 1285, 1398, 1409, 1424, 1426, 1442,
@@ -86,7 +92,7 @@ FINDINGS = [(seed, None, None) for seed in (
 
 @pytest.mark.parametrize("half", range(2))
 def test_findings_stay_fixed(half: int) -> None:
-    records = [run_instance(make_instance(seed, family, case), SOLVERS)
+    records = [run_instance(make_instance(seed, family, case, draw_custom=False), SOLVERS)
                for seed, family, case in FINDINGS[half::2]]
     summary = summarize(records)
     failing = {c: summary[c] for c in COUNTERS if summary[c]}
@@ -118,3 +124,56 @@ def test_referee_flags_fabricated_claims() -> None:
     other = Claim("b", "optimal", ref.strict + 0.5, ref.strict + 0.5, True, witness)
     found = disagreements(inst, [honest, other], {"a": evaluate(inst, witness)})
     assert {d["kind"] for d in found} >= {"a point in P(mu+eps) cheaper than an OPTIMAL claim"}
+
+
+def _held(seed: int) -> tuple[Instance, str] | None:
+    """A decision tree's instance and a small discrete numeric feature its witness moves,
+    which it can reach without moving (``None``: none)."""
+    inst = make_instance(seed, "decision_tree", draw_custom=False)
+    ref = reference_for(inst, [])
+    if not math.isfinite(ref.strict):
+        return None
+    x0 = inst.x.iloc[0]
+    for f in suitable(inst):
+        if not f.is_onehot and ref.witness[f.name] != x0[f.name]:
+            inst.custom = [LinearRule("still", "declared", [(f.name, None, 1.0)], "==", 0.0,
+                                      True)]
+            if math.isfinite(reference_for(inst, []).strict):
+                inst.custom = []
+                return inst, f.name
+            inst.custom = []
+    return None
+
+
+def _row(inst: Instance, values: dict) -> pd.DataFrame:
+    row = inst.x.copy()
+    for feature, value in values.items():
+        row[feature] = value
+    return row
+
+
+def test_referee_reads_the_custom_components() -> None:
+    """A custom term is part of the recomputed cost (a claim without it is flagged); a
+    custom rule drops from the reference the points that break it and flags a returned
+    one (never as the referee's own bug); the honest claims pass."""
+    inst, name = next(found for found in map(_held, range(4, 800, 14)) if found is not None)
+    plain = reference_for(inst, [])
+    witness = _row(inst, plain.witness)
+    f = inst.space[name]
+    move = float(codes(f, witness[name])[0] - codes(f, inst.x[name])[0])
+    inst.custom = [ExtraTerm("term", "raw", [("move", name, None, 0.5)])]
+    ref = reference_for(inst, [])
+    assert evaluate(inst, witness)["cost"] == pytest.approx(plain.strict + 0.5 * move)
+    stale = Claim("a", "feasible", plain.strict, None, True, witness)
+    assert "unverified_returned" in {p["check"] for p in check_claim(inst, ref, stale)[0]}
+    honest = Claim("a", "feasible", plain.strict + 0.5 * move, None, True, witness)
+    assert check_claim(inst, ref, honest)[0] == []
+    inst.custom = [LinearRule("still", "declared", [(name, None, 1.0)], "==", 0.0, True)]
+    ruled = reference_for(inst, [])
+    assert plain.strict <= ruled.strict < math.inf
+    assert ruled.witness[name] == inst.x.iloc[0][name]
+    broken = Claim("a", "feasible", plain.strict, None, True, witness)
+    found = {p["check"] for p in check_claim(inst, ruled, broken)[0]}
+    assert "unverified_returned" in found and "harness_bug" not in found
+    kept = Claim("a", "optimal", ruled.strict, ruled.strict, True, _row(inst, ruled.witness))
+    assert check_claim(inst, ruled, kept)[0] == []
