@@ -141,3 +141,65 @@ def test_pipeline_block_get_error(raw):
     Zp = Zp.toarray() if hasattr(Zp, "toarray") else Zp
     assert explainer.milp.predictor_constr.get_error(Zp) <= 1e-9
     assert isinstance(explainer.milp, pyo.ConcreteModel)
+
+
+def _mlp_pipeline(raw, drop=None):
+    X, y, numeric, categorical, space = raw
+    pre = ColumnTransformer([("cat", OneHotEncoder(drop=drop), categorical),
+                             ("num", StandardScaler(), numeric)])
+    pipe = Pipeline([("pre", pre), ("mlp", MLPClassifier((12,), max_iter=400,
+                                                         random_state=0))]).fit(X, y)
+    return pipe, space
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_pipelines_network_is_bounded_within_every_radius(raw):
+    """The per-query bounds of a network behind a pipeline's preprocessing (its input
+    specs: standard scaling, one-hot columns with one dropped) hold for every point
+    within the radius: sampled points, their pre-activations by the float64 network."""
+    from cfopt.query.restrictions.relu import objective_value, radius_bounds
+
+    from .conftest import sample_rows
+
+    pipe, space = _mlp_pipeline(raw, drop="first")
+    X = raw[0]
+    m = cfopt.build(pipe, space, objective={"l1": 1.0, "l0": 0.1})
+    net = m.adapter.structure
+    for row in (0, 3):
+        m.set_factual(X.iloc[[row]])
+        points = sample_rows(space, 1500, seed=row)
+        keep = np.random.default_rng(row).random(points.shape) < 0.7
+        for k, name in enumerate(space.names):
+            points.loc[keep[:, k], name] = X.iloc[row][name]
+        points = points[[not m.space_violations(points.iloc[[i]])
+                         for i in range(len(points))]]
+        values = np.array([objective_value(m, points.iloc[[i]]) for i in range(len(points))])
+        for radius in np.quantile(values, [0.05, 0.3]):
+            inside = points[values <= radius]
+            Z = m.adapter.model_inputs(space, inside)
+            for pre, (lb, ub) in zip(net.pre_activations(Z), radius_bounds(m, radius)):
+                assert (pre >= lb - 1e-9).all() and (pre <= ub + 1e-9).all()
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_a_pipelines_network_is_restricted_per_query_to_the_same_optimum(raw):
+    """A network behind a pipeline gets the per-query restriction (its heuristic point
+    and bounds within its radius: stable neurons), and the same optimum as the whole
+    problem; with a rule the heuristic point breaks, the ascent's too."""
+    pipe, space = _mlp_pipeline(raw)
+    X = raw[0]
+    rule = cfopt.LinearConstraint({"duration": 1}, ">=", 0, relative=True, name="no_shorter")
+    exact = {"mip_feasibility_tolerance": 1e-9}
+    fast, whole = (cfopt.Explainer(pipe, space, mip_gap=1e-9, solver_options=exact,
+                                   tighten_per_query=t, constraints=[rule]) for t in (True, False))
+    plain = cfopt.Explainer(pipe, space, mip_gap=1e-9, solver_options=exact)
+    rows = np.flatnonzero(pipe.predict(X) == 0)[:5]
+    restricted = 0
+    for i in rows:
+        x = X.iloc[[i]]
+        restricted += "stable_neurons" in plain.explain(x, target=1).details
+        a, b = fast.explain(x, target=1), whole.explain(x, target=1)
+        assert a.status is b.status is cfopt.Status.OPTIMAL
+        assert a.objective == pytest.approx(b.objective, rel=1e-6, abs=1e-9)
+        assert a.counterfactual["duration"].iloc[0] >= x["duration"].iloc[0]
+    assert restricted == len(rows)

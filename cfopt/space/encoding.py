@@ -181,3 +181,60 @@ def library_input(adapter: ModelAdapter, space: FeatureSpace, specs: list[InputS
     row[f.name] = f.from_code(round(code) if f.is_integral else code)
     frame = pd.DataFrame([row], columns=space.names)
     return float(adapter.model_inputs(space, frame)[0][j])
+
+
+class CodeEncoder:
+    """The model inputs of points given by their feature codes (a numeric feature's code,
+    a categorical's level index), under ``specs``, vectorised over candidate codes of one
+    feature: the arithmetic of :func:`encode` for the greedy walks, which move one
+    feature at a time."""
+
+    def __init__(self, space: FeatureSpace, specs: list[InputSpec]) -> None:
+        self.space = space
+        self.n_inputs = len(specs)
+        self.features = list(space)
+        self.index = {f.name: i for i, f in enumerate(self.features)}
+        self.specs_of: dict[str, list[tuple[int, InputSpec]]] = {}
+        for k, spec in enumerate(specs):
+            if spec.feature is not None:
+                self.specs_of.setdefault(spec.feature, []).append((k, spec))
+
+    def positions(self, name: str) -> np.ndarray:
+        """The indices of the model inputs of feature ``name``."""
+        return np.array([k for k, _ in self.specs_of.get(name, [])], dtype=int)
+
+    def codes(self, row: pd.DataFrame) -> np.ndarray:
+        """The codes of a raw one-row frame."""
+        values = row.iloc[0]
+        return np.array([f.categories.index(values[f.name]) if f.is_onehot
+                         else f.to_code(values[f.name]) for f in self.features], dtype=float)
+
+    def row(self, codes: np.ndarray) -> pd.DataFrame:
+        """The raw one-row frame of ``codes``."""
+        return pd.DataFrame([{f.name: f.categories[int(c)] if f.is_onehot else f.from_code(c)
+                              for f, c in zip(self.features, codes)}],
+                            columns=self.space.names)
+
+    def inputs(self, z: np.ndarray, name: str, values: np.ndarray) -> np.ndarray:
+        """Copies of the input vector ``z`` with feature ``name`` set to each code."""
+        values = np.asarray(values, dtype=float)
+        Z = np.repeat(z[None, :], len(values), axis=0)
+        f = self.space[name]
+        for k, spec in self.specs_of.get(name, []):
+            if spec.kind == "affine":
+                Z[:, k] = spec.a * values + spec.b
+            elif spec.kind == "indicator":
+                Z[:, k] = [float(f.categories[int(v)] == spec.level) for v in values]
+            elif spec.kind == "levels":
+                value_of = spec.values()
+                Z[:, k] = [value_of[f.categories[int(v)]] for v in values]
+        return Z
+
+    def slope(self, name: str) -> np.ndarray:
+        """Per model input, how much it moves per unit of numeric feature ``name``'s
+        code (``a`` of its affine inputs, 0 elsewhere)."""
+        out = np.zeros(self.n_inputs)
+        for k, spec in self.specs_of.get(name, []):
+            if spec.kind == "affine":
+                out[k] = spec.a
+        return out

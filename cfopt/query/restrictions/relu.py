@@ -51,6 +51,7 @@ import pyomo.environ as pyo
 
 from ...formulations.predictors import NetworkCopy, NetworkPredictorConstr
 from ...models.network import ReLUNetwork
+from ...space.encoding import CodeEncoder, encode
 from .registry import Restricted, Restriction, register_restriction
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def factual_score(m: CounterfactualModel) -> float | None:
     net = m.adapter.structure
     if not isinstance(net, ReLUNetwork) or m.factual is None or not m.target:
         return None
-    return _score(net, m.space.encode(m.factual)[0], m.adapter.decision, score_targets(m),
+    return _score(net, m.factual_inputs, m.adapter.decision, score_targets(m),
                   with_grad=False)[0]
 
 
@@ -135,7 +136,12 @@ def distance_value(m: CounterfactualModel, row: pd.DataFrame) -> float:
 
 
 def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.DataFrame | None:
-    """A cheap counterfactual of the current query (raw row), or ``None``.
+    r"""A cheap counterfactual of the current query (raw row), or ``None``: the walk of
+    the module docstring on the feature codes, each move mapped to the model inputs by
+    the input specs (the space's own scaling or a pipeline's preprocessing,
+    :class:`~cfopt.space.encoding.CodeEncoder`): a numeric feature's code moves along
+    the slope of the target score per unit of code, :math:`\sum_k g_k a_k` over its
+    affine inputs :math:`a_k\,x + b_k`.
 
     The returned row is classified as the target with the model's margin by the
     float64 network and satisfies bounds, actionability and ``max_changes``; it ignores
@@ -145,15 +151,12 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
     net = m.adapter.structure
     if not isinstance(net, ReLUNetwork) or m.factual is None or not m.target:
         return None
-    space = m.space
-    decision = m.adapter.decision
-    targets = score_targets(m)
-    margin = float(pyo.value(m.margin))
-    goal = 2.0 * margin
-    weights = m.weights
-    slices = space.input_slices()
+    enc = CodeEncoder(m.space, m.input_specs)
+    decision, targets = m.adapter.decision, score_targets(m)
+    goal = 2.0 * float(pyo.value(m.margin))
     cap = m.change_cap
-    z = space.encode(m.factual)[0]
+    codes = enc.codes(m.factual)
+    z = np.array(m.factual_inputs, dtype=float)
     changed: set[str] = set()
     score, grad = _score(net, z, decision, targets)
     for _ in range(max_steps):
@@ -161,56 +164,43 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
             break
         best: tuple | None = None
         best_ratio = 0.0
-        for f in space:
+        for f in m.space:
             if f.immutable or (f.name not in changed and len(changed) >= cap):
                 continue
-            sl = slices[f.name]
+            i, w = enc.index[f.name], m.weights[f.name]
             if f.is_onehot:
-                current = int(np.argmax(z[sl]))
-                for k in range(len(f.categories)):
-                    if k == current:
-                        continue
-                    trial = z.copy()
-                    trial[sl] = 0.0
-                    trial[sl.start + k] = 1.0
-                    gain = _score(net, trial, decision, targets, with_grad=False)[0] - score
-                    ratio = gain / weights[f.name] if weights[f.name] > 0 else np.inf * gain
+                others = [k for k in range(len(f.categories)) if k != int(codes[i])]
+                trials = enc.inputs(z, f.name, np.array(others, dtype=float))
+                gains = target_scores(net, trials, decision, targets) - score
+                for k, gain, trial in zip(others, gains, trials):
+                    ratio = gain / w if w > 0 else np.inf * gain
                     if gain > 0 and ratio > best_ratio:
-                        best_ratio, best = ratio, ("cat", f, trial)
+                        best_ratio, best = ratio, (f, float(k), trial)
                 continue
-            j = sl.start
-            g = grad[j]
+            g = float(grad @ enc.slope(f.name))  # the score's slope per unit of code
             up = g > 0
-            blocked = f.direction == ("decrease" if up else "increase")
-            if g == 0 or blocked:
+            room = f.upper - codes[i] if up else codes[i] - f.lower
+            if g == 0 or f.direction == ("decrease" if up else "increase") or \
+                    room <= 1e-12 * max(1.0, f.upper - f.lower):
                 continue
-            lo, hi = (f.lower - f.shift) / f.scale, (f.upper - f.shift) / f.scale
-            room = hi - z[j] if up else z[j] - lo
-            if room <= 1e-12:
-                continue
-            cost = weights[f.name] * f.scale
-            ratio = abs(g) / cost if cost > 0 else np.inf
+            ratio = abs(g) / w if w > 0 else np.inf
             if ratio > best_ratio:
-                best_ratio, best = ratio, ("num", f, j, up, room, abs(g))
+                step = min(room, (goal - score) / abs(g) * 1.05 + 1e-9 * (f.upper - f.lower))
+                if f.is_integral:  # whole raw units, at least one
+                    step = min(max(1.0, np.ceil(step - 1e-9)), room)
+                value = codes[i] + (step if up else -step)
+                best_ratio, best = ratio, (f, value, enc.inputs(z, f.name, [value])[0])
         if best is None:
             return None
-        if best[0] == "cat":
-            z = best[2]
-        else:
-            _, f, j, up, room, slope = best
-            step = min(room, (goal - score) / slope * 1.05 + 1e-9)
-            if f.is_integral:  # whole raw units, at least one
-                raw = max(1.0, np.ceil(step * f.scale - 1e-9))
-                step = min(raw / f.scale, room)
-            z[j] += step if up else -step
-        changed.add(best[1].name)
+        f, codes[enc.index[f.name]], z = best
+        changed.add(f.name)
         score, grad = _score(net, z, decision, targets)
-    if score < margin:
+    if score < goal / 2:
         return None
-    row = space.inverse_transform(z[None, :])
-    final = _score(net, space.encode(row)[0], decision, targets,
+    row = enc.row(codes)
+    final = _score(net, encode(m.space, m.input_specs, row)[0], decision, targets,
                    with_grad=False)[0]
-    if final < margin or m.space_violations(row):
+    if final < goal / 2 or m.space_violations(row):
         return None
     return row
 
@@ -218,13 +208,16 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
 @dataclass(frozen=True)
 class RadiusMoves:
     r"""What a counterfactual of objective ≤ ``radius`` can change (module docstring,
-    step 2): per mutable feature, its model inputs and the points whose convex hull
-    holds them when it changes (a numeric input's two reachable ends, the one-hot rows
-    of the categories it can afford), the least weighted move :math:`w_f |\Delta_f|` of
-    a change of each (a category switch's or one raw unit of an integral feature:
-    :math:`w_f`; a continuous feature's: 0), and the most features it changes."""
+    step 2): per mutable feature, the positions of its model inputs and the points
+    whose convex hull holds them when it changes (a numeric feature's inputs at its two
+    reachable codes, a categorical's at each of its levels, as the input specs compute
+    them: the space's scaling or a pipeline's preprocessing), the weighted move
+    :math:`w_f |\Delta_f|` to each of those points, the least weighted move of a change
+    of each (a category switch's or one raw unit of an integral feature: :math:`w_f`; a
+    continuous feature's: 0), and the most features it changes."""
 
-    moves: dict[str, tuple[slice, np.ndarray]]
+    moves: dict[str, tuple[np.ndarray, np.ndarray]]
+    costs: dict[str, np.ndarray]
     least: dict[str, float]
     most: float
     budget: float  # weighted L1 a counterfactual can spend on its moves
@@ -251,36 +244,38 @@ def radius_moves(m: CounterfactualModel, radius: float,
     radius = m.raw.distance_radius(radius)  # the costs beyond the distance: at least this
     radius = radius * (1 + 1e-9) + 1e-12  # a point at the radius stays inside (rounding)
     space, weights = m.space, m.weights
-    z0 = space.encode(m.factual)[0]
-    slices = space.input_slices()
+    enc = CodeEncoder(space, m.input_specs)
+    z0, codes0 = np.asarray(m.factual_inputs, dtype=float), enc.codes(m.factual)
     spend = radius - (b if m.target and not m.is_target(m.factual_class) else 0.0)
     cap = (radius - b) / (a + c) if a + c > 0 else np.inf  # weighted move of one feature
-    moves: dict[str, tuple[slice, np.ndarray]] = {}
+    moves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    costs: dict[str, np.ndarray] = {}
     least: dict[str, float] = {}
     for f in space:
         if f.immutable or radius < b or (support is not None and f.name not in support):
             continue
-        sl = slices[f.name]
+        w, x0, at = weights[f.name], codes0[enc.index[f.name]], enc.positions(f.name)
         if f.is_onehot:
-            if weights[f.name] <= cap:
-                moves[f.name] = (sl, np.eye(sl.stop - sl.start))
-                least[f.name] = weights[f.name]
+            if w <= cap:
+                levels = np.arange(len(f.categories), dtype=float)
+                moves[f.name] = (at, enc.inputs(z0, f.name, levels)[:, at])
+                costs[f.name] = w * (levels != x0)
+                least[f.name] = w
             continue
-        j = sl.start
-        lo, hi = (f.lower - f.shift) / f.scale, (f.upper - f.shift) / f.scale
-        per_unit = weights[f.name] * f.scale
-        reach = cap / per_unit if per_unit > 0 else np.inf
-        if f.is_integral and np.isfinite(reach):  # whole raw units: reach x scale of them
-            reach = np.floor(reach * f.scale * (1 + 1e-9)) / f.scale
+        reach = cap / w if w > 0 else np.inf  # in raw units
+        if f.is_integral and np.isfinite(reach):  # whole raw units
+            reach = np.floor(reach * (1 + 1e-9))
             if reach <= 0:
                 continue
-        up = z0[j] + min(hi - z0[j], reach) if f.direction != "decrease" else z0[j]
-        down = z0[j] - min(z0[j] - lo, reach) if f.direction != "increase" else z0[j]
-        moves[f.name] = (slice(j, j + 1), np.array([[down], [up]]))
-        least[f.name] = weights[f.name] if f.is_integral else 0.0
+        up = x0 + min(f.upper - x0, reach) if f.direction != "decrease" else x0
+        down = x0 - min(x0 - f.lower, reach) if f.direction != "increase" else x0
+        ends = np.array([down, up])
+        moves[f.name] = (at, enc.inputs(z0, f.name, ends)[:, at])
+        costs[f.name] = w * np.abs(ends - x0)
+        least[f.name] = w if f.is_integral else 0.0
     most = min(np.floor(radius / b) if b > 0 else np.inf, m.change_cap,
                np.inf if support is None else len(support))
-    return RadiusMoves(moves, least, most, spend / a if a > 0 else np.inf)
+    return RadiusMoves(moves, costs, least, most, spend / a if a > 0 else np.inf)
 
 
 def radius_bounds(m: CounterfactualModel, radius: float, base: np.ndarray | None = None,
@@ -300,7 +295,7 @@ def radius_bounds(m: CounterfactualModel, radius: float, base: np.ndarray | None
     net = m.adapter.structure if net is None else net
     reach = radius_moves(m, radius, support)
     within = m.global_layer_bounds if within is None else within
-    z0 = m.space.encode(m.factual)[0]
+    z0 = np.asarray(m.factual_inputs, dtype=float)
     few = net.sparse_bounds(z0 if base is None else base, list(reach.moves.values()),
                             reach.most, within)
     if base is not None:
@@ -309,25 +304,18 @@ def radius_bounds(m: CounterfactualModel, radius: float, base: np.ndarray | None
     n = w1.shape[0]
     values: list[np.ndarray] = []  # per item: value of taking it fully, (2, n) for max/min
     costs: list[float] = []
-    for name, (sl, options) in reach.moves.items():
-        f = m.space[name]
-        if f.is_onehot:
-            a = int(np.argmax(z0[sl]))
-            block = w1[:, sl]
-            delta = block - block[:, [a]]  # gain of switching to each level
+    for name, (at, options) in reach.moves.items():
+        delta = w1[:, at] @ (options - z0[at]).T  # (n, points): the move to each point
+        if m.space[name].is_onehot:  # one switch: the best level per neuron and side
             values.append(np.stack([delta.max(axis=1), (-delta).max(axis=1)]).clip(min=0))
             costs.append(m.weights[name])
             continue
-        j = sl.start
-        per_unit = m.weights[name] * f.scale
-        col = w1[:, j]
-        # max: move up where w > 0, down where w < 0; min: the opposite
-        for room, sign in ((options[1, 0] - z0[j], 1.0), (z0[j] - options[0, 0], -1.0)):
-            if room <= 0:
-                continue
-            gain = sign * col * room
-            values.append(np.stack([gain.clip(min=0), (-gain).clip(min=0)]))
-            costs.append(per_unit * room)
+        # each end of a numeric feature's reach: max where it raises the neuron, min
+        # where it lowers it, at the cost of the weighted move to it
+        for k, cost in enumerate(reach.costs[name]):
+            if np.any(options[k] != z0[at]):
+                values.append(np.stack([delta[:, k].clip(min=0), (-delta[:, k]).clip(min=0)]))
+                costs.append(float(cost))
     base_value = w1 @ z0 + b1
     if values:
         V = np.stack(values, axis=2)  # (2, n, items)
@@ -401,12 +389,13 @@ def copies_within_radius(m: CounterfactualModel, radius: float,
 
 class ReluRestriction(Restriction):
     """A ReLU network's layer bounds within the radius of a greedy counterfactual (module
-    docstring); needs the model's global layer bounds and the space's own encoding."""
+    docstring), through the model's input specs (the space's own encoding or a
+    pipeline's preprocessing); needs the model's global layer bounds."""
 
     by_radius = True
 
     def applies(self, m: CounterfactualModel) -> bool:
-        return bool(m.global_layer_bounds) and m.uses_space_encoding
+        return bool(m.global_layer_bounds)
 
     def heuristic(self, m: CounterfactualModel) -> pd.DataFrame | None:
         return greedy_counterfactual(m)

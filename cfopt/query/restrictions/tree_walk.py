@@ -30,7 +30,7 @@ import pandas as pd
 import pyomo.environ as pyo
 
 from ...models.trees import TreeEnsemble
-from ...space.encoding import encode
+from ...space.encoding import CodeEncoder, encode
 from ..separable import Rule, SeparableForm, walk_rules
 
 if TYPE_CHECKING:
@@ -55,45 +55,14 @@ def _target_score(m: CounterfactualModel, out: np.ndarray) -> np.ndarray:
     return out[:, targets].max(axis=1) - out[:, others].max(axis=1)
 
 
-class _Encoder:
-    """Model inputs and objective of raw feature codes (categoricals: level index),
-    vectorised over candidate moves of one feature."""
+class _Encoder(CodeEncoder):
+    """The walk's :class:`~cfopt.space.encoding.CodeEncoder` with the objective of raw
+    codes, vectorised over candidate moves of one feature."""
 
     def __init__(self, m: CounterfactualModel) -> None:
-        self.m = m
-        self.space = m.space
-        self.features = list(m.space)
-        self.index = {f.name: i for i, f in enumerate(self.features)}
-        self.specs_of: dict[str, list[tuple[int, object]]] = {}
-        for k, spec in enumerate(m.input_specs):
-            if spec.feature is not None:
-                self.specs_of.setdefault(spec.feature, []).append((k, spec))
+        super().__init__(m.space, m.input_specs)
         self.weights = np.array([m.weights[f.name] for f in self.features])
         self.terms = m.objective_terms
-
-    def codes(self, row: pd.DataFrame) -> np.ndarray:
-        values = row.iloc[0]
-        return np.array([f.categories.index(values[f.name]) if f.is_onehot
-                         else f.to_code(values[f.name]) for f in self.features], dtype=float)
-
-    def row(self, codes: np.ndarray) -> pd.DataFrame:
-        return pd.DataFrame([{f.name: f.categories[int(c)] if f.is_onehot else f.from_code(c)
-                              for f, c in zip(self.features, codes)}],
-                            columns=self.space.names)
-
-    def inputs(self, z: np.ndarray, name: str, values: np.ndarray) -> np.ndarray:
-        """Copies of the input vector ``z`` with feature ``name`` set to each code."""
-        Z = np.repeat(z[None, :], len(values), axis=0)
-        f = self.space[name]
-        for k, spec in self.specs_of.get(name, []):
-            if spec.kind == "affine":
-                Z[:, k] = spec.a * values + spec.b
-            elif spec.kind == "indicator":
-                Z[:, k] = [float(f.categories[int(v)] == spec.level) for v in values]
-            elif spec.kind == "levels":
-                value_of = spec.values()
-                Z[:, k] = [value_of[f.categories[int(v)]] for v in values]
-        return Z
 
     def objective(self, delta: np.ndarray) -> np.ndarray:
         """Objective of rows of per-feature weighted moves |code - code0| (category
