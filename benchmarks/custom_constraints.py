@@ -15,7 +15,9 @@ row, interleaved row by row, one thread, ``time_limit=60``:
 * ``diverse_n3``: a diverse set of 3 (``n=3``, no-goods) on the plain explainer.
 
 Rows: the first rejected rows whose plain optimum raises ``FEATURE`` (the rule binds),
-at most ``--n`` of them among the first ``--scan`` rejected rows; where the model has a
+at most ``--n`` of them among the first ``--scan`` rejected rows, begun within
+``--budget`` seconds per family (``over_budget`` says the budget cut the scan); where the
+model has a
 heuristic (trees, networks), only rows whose heuristic point raises ``FEATURE`` are
 solved to find out (a rule that binds rarely, as age's, would otherwise cost hundreds
 of plain queries per family). Per (family,
@@ -28,7 +30,7 @@ a process of its own (the model fitted by the parent); ``results/custom_constrai
 is written after each family.
 
     python benchmarks/custom_constraints.py [--n 20] [--scan 400] [--families rf,gb]
-        [--feature age]
+        [--feature age] [--budget 1200]
 """
 
 from __future__ import annotations
@@ -114,8 +116,10 @@ def record(result: Any, seconds: float, pipe: Any, x: Any, feature: str, kind: s
             "message": result.message[:200]}
 
 
-def run_family(model_file: str, n: int, scan: int, feature: str) -> dict[str, Any]:
-    """In a worker process: the rows where the rule binds, each answered in every form."""
+def run_family(model_file: str, n: int, scan: int, feature: str, budget: float
+               ) -> dict[str, Any]:
+    """In a worker process: the rows where the rule binds, each answered in every form;
+    no new row is begun once ``budget`` seconds have passed."""
     pipe = joblib.load(model_file)
     X, _ = adult()
     space = space_of(X)
@@ -124,15 +128,22 @@ def run_family(model_file: str, n: int, scan: int, feature: str) -> dict[str, An
     build = time.perf_counter() - t0
     answers: dict[str, list[dict[str, Any]]] = {k: [] for k in (*KINDS, "diverse_n3")}
     scanned = 0
+    over_budget = False
     for i in np.flatnonzero(pipe.predict(X) == 0)[:scan]:
+        if time.perf_counter() - t0 > budget:
+            over_budget = True
+            break
         x = X.iloc[[i]]
         scanned += 1
         if not likely_binds(by_kind["none"], x, feature):
             continue
         plain, seconds = answer(by_kind["none"], x)
         cf = getattr(plain, "counterfactual", None)
-        if cf is None or float(cf[feature].iloc[0]) <= float(x[feature].iloc[0]):
-            continue  # the rule does not bind on this row
+        binds = cf is not None and float(cf[feature].iloc[0]) > float(x[feature].iloc[0])
+        print(f"row {i}: plain {getattr(plain, 'status', 'infeasible')} in {seconds:.1f} s, "
+              f"{'binds' if binds else 'does not bind'}", file=sys.stderr, flush=True)
+        if not binds:
+            continue
         answers["none"].append({"row": int(i), **record(plain, seconds, pipe, x, feature,
                                                           "none")})
         for kind in KINDS[1:]:
@@ -153,7 +164,8 @@ def run_family(model_file: str, n: int, scan: int, feature: str) -> dict[str, An
                                                      for k in answers}}), flush=True)
         if len(answers["none"]) >= n:
             break
-    return {"build_s": build, "scanned": scanned, "answers": answers}
+    return {"build_s": build, "scanned": scanned, "over_budget": over_budget,
+            "answers": answers}
 
 
 def summary(family: str, feature: str, result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -195,12 +207,14 @@ def main() -> None:
     parser.add_argument("--scan", type=int, default=400)
     parser.add_argument("--families", default="all")
     parser.add_argument("--feature", default="age")
+    parser.add_argument("--budget", type=float, default=1200.0,
+                        help="seconds per family after which no new row is begun")
     parser.add_argument("--out", default="custom_constraints.json")
     parser.add_argument("--worker", nargs=2, metavar=("MODEL_FILE", "OUT"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        result = run_family(args.worker[0], args.n, args.scan, args.feature)
+        result = run_family(args.worker[0], args.n, args.scan, args.feature, args.budget)
         Path(args.worker[1]).write_text(json.dumps(result), encoding="utf-8")
         return
     makers = families()
@@ -215,12 +229,14 @@ def main() -> None:
             model_file, out = f"{tmp}/{family}.joblib", f"{tmp}/{family}.json"
             joblib.dump(pipe, model_file)
             subprocess.run([sys.executable, __file__, "--n", str(args.n), "--scan",
-                            str(args.scan), "--feature", args.feature, "--worker", model_file,
+                            str(args.scan), "--feature", args.feature, "--budget",
+                            str(args.budget), "--worker", model_file,
                             out], check=True)
             result = json.loads(Path(out).read_text(encoding="utf-8"))
             new = summary(family, args.feature, result)
             for row in new:
-                row.update(scanned=result["scanned"], build_s=result["build_s"])
+                row.update(scanned=result["scanned"], build_s=result["build_s"],
+                           over_budget=result["over_budget"])
                 print(json.dumps({k: v for k, v in row.items()
                                   if k not in ("answers", "statuses", "reasons", "stopped")}),
                       flush=True)

@@ -28,13 +28,25 @@ PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib", ".sav")
 _PICKLE_MAGIC = b"\x80"
 
 
+def check_regular_file(path: str, option: str) -> None:
+    """Refuse, before anything reads it, a ``path`` given as ``option`` that is not a
+    regular file: ``FileNotFoundError`` when nothing is there, ``ValueError`` for a
+    directory or a special file (a FIFO or a device would block the read forever)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{option} {path!r} does not exist")
+    if os.path.isdir(path):
+        raise ValueError(f"{option} {path!r} is a directory; give the file inside it")
+    if not os.path.isfile(path):
+        raise ValueError(f"{option} {path!r} is not a regular file (a FIFO, socket or "
+                         f"device); save its contents to a file and give that")
+
+
 def load_model_file(path: str, allow_pickle: bool = False) -> Any:
     """The model of ``cfopt explain --model``: an ONNX file (returned as its path, parsed
     by :class:`~cfopt.models.onnx_graph.OnnxAdapter`), or, only with ``allow_pickle``, a
     pickled or joblib-dumped model. Raises ``ValueError`` for a pickle without
     ``allow_pickle`` (unpickling runs arbitrary code)."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"--model {path!r} is not a file")
+    check_regular_file(path, "--model")
     with open(path, "rb") as fh:
         pickled = path.lower().endswith(PICKLE_SUFFIXES) or fh.read(1) == _PICKLE_MAGIC
     if not pickled:
@@ -167,6 +179,9 @@ def explain_file(model: str, data: str, target_col: str, row: int, *, space_file
     ``space_file`` or, for a model that knows its columns (a ``Pipeline``), to those;
     without either the space is inferred from the CSV in its column order.
     """
+    check_regular_file(data, "--data")
+    if space_file is not None:
+        check_regular_file(space_file, "--space")
     fitted = load_model_file(model, allow_pickle)
     try:
         frame = pd.read_csv(data)

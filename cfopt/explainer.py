@@ -5,8 +5,10 @@ An :class:`Explainer` checks its options, builds the counterfactual MILP once fo
 :class:`~cfopt.query.runner.QueryRunner`, which changes mutable parameters (the factual,
 the target) and re-solves, with a persistent solver where one exists. Every returned
 counterfactual is decoded to raw units and re-checked with the real model
-(:mod:`cfopt.query.solution`); if no decoded point passes, the query is re-solved with a
-10x larger validity margin (at most ``verify_retries`` times), else it is reported as
+and against the declared validity margin (:mod:`cfopt.query.solution`); if no decoded
+point passes, the query is re-solved with a larger validity margin
+(:func:`~cfopt.query.runner.retry_margin`; at most ``verify_retries`` times), else it is
+reported as
 ``VERIFICATION_FAILED`` without a point. What the answer claims is decided in one
 place, :mod:`cfopt.query.claims`: a re-solve with a larger margin is a different problem,
 so its point is reported ``OPTIMAL`` only within the gap of the first solve's bound.
@@ -57,7 +59,7 @@ class Explainer:
         seed: solver random seed (determinism).
         solver_options: raw solver options passed through by name (HiGHS, Gurobi and
             CBC refuse unknown names and values here: :mod:`cfopt.solvers.options`).
-        verify_retries: re-solves with a 10x margin when verification fails (their
+        verify_retries: re-solves with a larger margin when verification fails (their
             points are proven optimal only against the first solve's bound).
         tighten_per_query: restrict each solve around a heuristic counterfactual
             (exact; see :mod:`cfopt.query.restrictions.relu` for networks and

@@ -74,6 +74,7 @@ from .formulations.validity import (
     set_target_interval,
     target_indices,
     target_interval,
+    target_score,
 )
 from .models import ModelAdapter, parse_model
 from .space.encoding import (
@@ -134,6 +135,9 @@ class CounterfactualModel(Composition):
                              f"the feature space encodes {space.n_inputs} "
                              f"({', '.join(space.input_names)})")
         check_margin(margin)
+        #: the validity margin μ of the declared problem (a query's re-solves raise
+        #: ``m.margin``, never this; its points are verified against this one)
+        self.declared_margin = float(margin)
         terms = parse_objective(objective)
         weight_map = feature_weights(space, weights)
         self._space = space
@@ -322,6 +326,18 @@ class CounterfactualModel(Composition):
             low, high = self._target
             return bool(low <= prediction <= high)
         return prediction in self._target
+
+    def target_score(self, row: pd.DataFrame) -> float | None:
+        """How far a valid raw row meets the current target
+        (:func:`~cfopt.formulations.validity.target_score`), on the model's scores in
+        float64 arithmetic of its parameters (what the MILP encodes and the validity
+        margin μ is declared on); ``None`` for a tree ensemble (its structure's
+        ``margin_scores``: the leaves carry the margin)."""
+        scores = self._adapter.structure.margin_scores(
+            encode(self._space, self.input_specs, row))
+        if scores is None:
+            return None
+        return target_score(self._adapter, self._target, np.atleast_2d(scores)[0])
 
     @property
     def change_cap(self) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import pickle
 import warnings
 from collections.abc import Callable
@@ -192,6 +193,14 @@ def _cli(ctx: Context, model: str, data: str | None = None, **kwargs: Any) -> An
     return explain_file(model, data or _csv(ctx), "label", 0, **options)
 
 
+def _fifo(ctx: Context) -> str:
+    """A named pipe nobody writes to: reading it would block forever."""
+    path = ctx.folder / "rows.fifo"
+    if not path.exists():
+        os.mkfifo(path)
+    return str(path)
+
+
 def _pickled(ctx: Context) -> str:
     from sklearn.linear_model import LogisticRegression
 
@@ -309,6 +318,8 @@ def _cases() -> list[Case]:
              ("'decrease_only'", "relax 'income'")),
         Case("increase-only with upper bound below the factual", lambda c: _explain_income(
             c, _contradictory_space(c)), V, ("column 'income'", "outside the declared bounds")),
+        Case("actionability of an unknown feature", lambda c: _space(c).immutable(
+            "age", "height"), V, ("unknown feature(s) ['height']",)),
         Case("increase-only and decrease-only", lambda c: _space(c).increase_only(
             "age").decrease_only("age"), V, ("'age'", "already increase-only", "immutable")),
         Case("user constraint conflicts with the target", lambda c: _explain_income(
@@ -427,6 +438,13 @@ def _cases() -> list[Case]:
             _file(c, "space.json", b"features: none")), V, ("space.json", "not FeatureSpace JSON")),
         Case("pickled model without --allow-pickle", lambda c: _cli(c, _pickled(c)), V,
              ("model.pkl", "--allow-pickle")),
+        Case("CSV path that is a directory", lambda c: _cli(
+            c, _onnx(c, "net.onnx", c.net, 9), str(c.folder)), V, ("--data", "is a directory")),
+        Case("CSV path that is a FIFO", lambda c: _cli(
+            c, _onnx(c, "net.onnx", c.net, 9), _fifo(c)), V, ("--data", "not a regular file")),
+        Case("space JSON path that is a directory", lambda c: _cli(
+            c, _onnx(c, "net.onnx", c.net, 9), space_file=str(c.folder)), V,
+             ("--space", "is a directory")),
     ]
 
 

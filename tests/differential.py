@@ -29,6 +29,8 @@ from opt_loose (min cost with prediction in T). Checks per (instance, solver):
   as a target, that breaks a declared constraint (a custom rule too), or whose reported
   objective differs from the recomputed cost (with the custom terms; rel. 1e-6); also
   OPTIMAL without a point;
+* ``margin_violations``: a returned counterfactual predicted as a target whose score is
+  below μ − ε (outside the declared problem: a solver's tolerances left it short);
 * ``wrong_optimal``: OPTIMAL with objective > opt_strict + g·|objective| + 1e-6;
 * ``false_infeasible``: ``InfeasibleError`` (or status INFEASIBLE) while a point has a
   target prediction and score ≥ μ + ε;
@@ -74,6 +76,7 @@ from .differential_reference import (
     Reference,
     admissible,
     assess,
+    band,
     costs,
     custom_extra,
     exhaustive,
@@ -95,8 +98,8 @@ TREE_SOLVERS = frozenset({"cpsat"})
 #: by the features a point within each radius changes: :mod:`cfopt.query.supports`), as
 #: the robust loops' masters solve: ReLU networks with an L0 objective only
 LADDER = "highs-ladder"
-CHECKS = ("wrong_optimal", "false_infeasible", "unverified_returned", "invalid_bound",
-          "solver_disagreements")
+CHECKS = ("wrong_optimal", "false_infeasible", "unverified_returned", "margin_violations",
+          "invalid_bound", "solver_disagreements")
 COUNTERS = CHECKS + ("crashes", "harness_bugs")
 STATUSES = ("optimal", "feasible", "verification_failed", "no_solution", "error", "infeasible",
             "crash", "skipped")
@@ -246,6 +249,9 @@ def check_claim(inst: Instance, ref: Reference, claim: Claim) -> tuple[list[dict
         if not claim.verified or not ev["in_target"]:
             flag("unverified_returned", f"{point} is not predicted in {list(inst.labels)} "
                                         f"(score {ev['score']:.9g}, verified={claim.verified})")
+        if ev["in_target"] and ev["score"] < inst.margin - band(np.array(ev["score"])):
+            flag("margin_violations", f"{point} scores {ev['score']:.9g}, below the margin "
+                                      f"{inst.margin:g} beyond the band ε")
         for v in ev["violations"]:
             flag("unverified_returned", f"{point} breaks a declared constraint: {v}")
         if claim.objective is None or abs(claim.objective - ev["cost"]) > 1e-6 * max(

@@ -149,6 +149,31 @@ def test_bad_batch_options(batch):
         explainer.explain_many(X, n_jobs=2, client=object())
     with pytest.raises(TypeError, match="progress"):
         explainer.explain_many(X, progress="yes")
+    solved = []  # every target error is raised before any row is solved
+    real = explainer.explain
+    explainer.explain = lambda *a, **k: solved.append(1) or real(*a, **k)
+    try:
+        for target, said in ((">50K", r"unknown target class '>50K'.*\[0, 1\]"),
+                             ([], "target set is empty"), ([0, 1], "one target class")):
+            with pytest.raises(ValueError, match=said):
+                explainer.explain_many(X, target=target, progress=False)
+    finally:
+        del explainer.explain
+    assert not solved
+
+
+def test_answers_by_position_and_by_label(batch):
+    _, X, serial = batch
+    assert serial[-1] is serial.results[-1] and serial[1:3] == serial.results[1:3]
+    label = X.index[2]
+    assert serial.by_label(label) is serial[2]
+    assert serial.by_label(label).factual.iloc[0].equals(X.loc[label])
+    with pytest.raises(TypeError, match="by position.*by_label\\('row 7'\\)"):
+        serial["row 7"]
+    with pytest.raises(TypeError, match="by_label"):
+        serial[True]
+    with pytest.raises(KeyError, match="no rows labelled -5"):
+        serial.by_label(-5)
 
 
 def test_dask_without_a_client(batch, monkeypatch):

@@ -89,6 +89,28 @@ def german_forest(german):
     return space, model, rows
 
 
+def test_a_row_slightly_off_a_causal_equation_is_a_violation(german, german_forest):
+    """duration = duration̂ + 0.003 (credit − credit̂): on the equation, or off it by
+    float round-off (1e-7 of duration's range), a row passes; off it by 1e-3 of the
+    range (0.068 months) it breaks the equation, named."""
+    X = german.X
+    _, model, rows = german_forest
+    space = cfopt.FeatureSpace.from_frame(X).set("duration", kind="continuous")
+    scm = cfopt.CausalModel([cfopt.StructuralEquation(
+        "duration", ["credit_amount"], coefficients={"credit_amount": 0.003})], name="scm")
+    m = cfopt.Explainer(model, space, constraints=[scm]).milp
+    x = X.iloc[[rows[0]]]
+    m.set_factual(x)
+    m.set_target(1)
+    span = space["duration"].upper - space["duration"].lower
+    on = x.assign(credit_amount=x.credit_amount + 1000, duration=x.duration + 3.0)
+    for off, broken in ((0.0, False), (1e-7, False), (-1e-7, False), (1e-3, True),
+                        (-1e-3, True)):
+        row = on.assign(duration=on.duration + off * span)
+        said = [p for p in m.violations(row) if "causal equation of 'duration'" in p]
+        assert bool(said) is broken, off
+
+
 def test_all_families_compose(german, german_forest):
     X = german.X
     space, model, rows = german_forest

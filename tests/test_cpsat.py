@@ -25,7 +25,7 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 import cfopt
 
-from .conftest import valid_grid_points
+from .conftest import grid, valid_grid_points
 from .test_limits import within
 
 pytest.importorskip("ortools")
@@ -186,6 +186,45 @@ def test_boosters_multiclass_and_regression_match_highs():
             a = cp.explain(x, target=target)
             assert a.status is cfopt.Status.OPTIMAL and a.verified, type(model).__name__
             assert a.objective == pytest.approx(b.objective, rel=1e-6, abs=1e-7)
+
+
+def test_regression_intervals_closed_above_equal_brute_force(toy):
+    """A regressor's target interval with a finite upper end, open below or closed on
+    both sides, above and below the factual's prediction: CP-SAT's optimum and HiGHS's
+    are the enumerated minimum over the grid of the points predicted in
+    [low + μ, high − μ] (an upper end dropped or shifted lets a closer point overshoot)."""
+    frame, _ = toy
+    space = cfopt.FeatureSpace.from_frame(frame)
+    score = (frame.a - 1.5 * frame.b + 2.0 * (frame.c == "red") - frame.d).to_numpy(float)
+    model = RandomForestRegressor(n_estimators=5, max_depth=4, random_state=0).fit(
+        space.transform(frame), score)
+    solvers = [cfopt.Explainer(model, space, solver=name, margin=MARGIN, mip_gap=0.0)
+               for name in ("cpsat", "highs")]
+    points = grid(space)
+    values = model.predict(space.transform(points))
+    checked = 0
+    for i in range(10):
+        x = frame.iloc[[i]]
+        y0 = float(model.predict(space.transform(x))[0])
+        for low, high in ((None, y0 - 1.0), (y0 - 3.0, y0 - 1.0), (y0 + 0.5, y0 + 1.5)):
+            inside = (values <= high - MARGIN) & (values >= (-np.inf if low is None
+                                                              else low + MARGIN))
+            m = solvers[1].milp
+            m.set_factual(x)
+            costs = [m.distances(points.iloc[[k]].reset_index(drop=True))["l1"]
+                     for k in np.flatnonzero(inside)]
+            for explainer in solvers:
+                if not costs:
+                    with pytest.raises(cfopt.InfeasibleError):
+                        explainer.explain(x, target=(low, high))
+                    continue
+                ce = explainer.explain(x, target=(low, high))
+                got = float(model.predict(space.transform(ce.counterfactual))[0])
+                assert ce.status is cfopt.Status.OPTIMAL and ce.verified, explainer.backend
+                assert got <= high and (low is None or got >= low)
+                assert ce.objective == pytest.approx(min(costs), rel=1e-9, abs=1e-9)
+                checked += 1
+    assert checked >= 30
 
 
 def test_pipeline_with_encoder_and_scaler():

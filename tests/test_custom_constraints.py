@@ -215,6 +215,22 @@ def test_a_region_too_large_to_build_is_said_so_and_the_ascent_answers(forest, m
     assert "could not be built" in ce.message and "time limit" not in ce.message
 
 
+def test_a_region_too_large_to_load_in_the_time_left_is_said_so(forest, monkeypatch):
+    """Per-query trees built around the verified heuristic point, but the time left too
+    short to load them into the solver: the heuristic point is returned, FEASIBLE,
+    with the reason region_too_large, long before the limit (not "time limit")."""
+    import cfopt.query.runner as runner
+
+    frame, space, model = forest
+    explainer = explainer_of(monkeypatch, model, space, True, time_limit=20)
+    monkeypatch.setattr(runner, "BUILD_SECONDS_PER_LEAF", 20.0)  # one leaf: the limit
+    ce = explainer.explain(frame.iloc[[rejected(frame, space, model, 1)[0]]], target=1)
+    assert ce.status is Status.FEASIBLE and ce.verified and ce.total_time < 10
+    assert ce.details["reason"] == "region_too_large"
+    assert "could not be loaded into the solver" in ce.message
+    assert "time limit" not in ce.message
+
+
 def test_a_diverse_set_on_per_query_trees_finds_every_member(forest, monkeypatch):
     """The no-good cuts break every heuristic point after the first member, and the
     whole region cannot be built in the set's time (as a default forest's cannot): each

@@ -9,6 +9,7 @@ runs the same checks on thousands of instances.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -119,6 +120,11 @@ def test_referee_flags_fabricated_claims() -> None:
     for check, claim in checks.items():
         problems, _ = check_claim(inst, ref, claim)
         assert check in {p["check"] for p in problems}, (check, problems)
+    # the witness predicted as a target, its score short of a margin raised above it
+    raised = dataclasses.replace(inst, margin=ref.witness_score + 1e-3)
+    problems, _ = check_claim(raised, ref, Claim("a", "feasible", ref.strict, None, True,
+                                                 witness))
+    assert [p["check"] for p in problems] == ["margin_violations"], problems
     honest = Claim("a", "optimal", ref.strict, ref.strict, True, witness)
     assert check_claim(inst, ref, honest)[0] == []
     other = Claim("b", "optimal", ref.strict + 0.5, ref.strict + 0.5, True, witness)

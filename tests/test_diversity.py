@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -124,6 +125,28 @@ def test_distance_cuts_hold_on_decoded_points(german_forest):
         for b in range(a + 1, len(rows)):
             assert weighted_l1(space, weights, rows[a], rows[b]) >= 0.1 - 1e-6
     assert (model.predict(space.transform(found.counterfactuals)) == 1).all()
+
+
+def test_a_distance_member_far_across_the_range_is_found():
+    """Class 1 only at a ≤ 1 or a ≥ 9 on the integers 0..10 (logit
+    relu(1.5 − a) + relu(a − 8.5) − 0.25, a = 10·code); from a = 5 the set at distance
+    ≥ cfd = 0.4 is {1, 9} (or {9, 1}): the second member lies 8 units, more than half
+    the range, from the first, and then nothing is left (0 and 10 are 0.1 from them)."""
+    space = cfopt.FeatureSpace([cfopt.Feature("a", "integer", lower=0, upper=10, shift=0,
+                                              scale=10, spread=10)])
+    net = torch.nn.Sequential(torch.nn.Linear(1, 2), torch.nn.ReLU(), torch.nn.Linear(2, 1))
+    with torch.no_grad():
+        net[0].weight.copy_(torch.tensor([[-10.0], [10.0]]))
+        net[0].bias.copy_(torch.tensor([1.5, -8.5]))
+        net[2].weight.copy_(torch.tensor([[1.0, 1.0]]))
+        net[2].bias.fill_(-0.25)
+    explainer = cfopt.Explainer(net, space)
+    grid = pd.DataFrame({"a": range(11)})
+    assert [i for i in range(11) if explainer.milp.predict(grid)[i] == 1] == [0, 1, 9, 10]
+    found = explainer.explain(pd.DataFrame({"a": [5]}), target=1, n=3, diversity="distance")
+    assert found.cfd == pytest.approx(0.4)
+    assert sorted(found.counterfactuals["a"]) == [1, 9]
+    assert found.stopped == "exhausted"
 
 
 def test_nogood_members_move_continuous_features_by_min_change(german):

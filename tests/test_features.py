@@ -78,8 +78,14 @@ def test_editing_and_chaining(frame):
         space.set("city", direction="increase")
     with pytest.raises(ValueError, match="lower bound 70.0 is above upper bound 60.0"):
         space.set("age", lower=70, upper=60)
-    with pytest.raises(KeyError, match="unknown feature 'nope'"):
+    with pytest.raises(ValueError, match=r"unknown feature\(s\) \['nope'\]"):
         space.set("nope", immutable=True)
+    for declare in (space.immutable, space.increase_only, space.decrease_only):
+        with pytest.raises(ValueError, match=r"unknown feature\(s\) \['nope'\]"):
+            declare("smoker", "nope")  # nothing partial: "smoker" is left as it was
+        assert not space["smoker"].immutable and space["smoker"].direction == "any"
+    with pytest.raises(KeyError, match="unknown feature 'nope'"):
+        space["nope"]  # a mapping's lookup
 
 
 def test_json_roundtrip(frame, tmp_path):

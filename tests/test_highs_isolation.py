@@ -244,6 +244,25 @@ def test_ctrl_c_ends_the_child_and_is_raised():
     assert children() <= before
 
 
+@pytest.mark.parametrize("columns,child", [(499, False), (500, True)])
+def test_models_from_the_threshold_up_are_solved_in_a_child(monkeypatch, columns, child):
+    """With a time limit, a model of ``ISOLATE_MIN_COLUMNS`` (500) columns or more is
+    solved in a child, one column fewer here; either way HiGHS's own answer."""
+    import cfopt.solvers.highs as highs_module
+
+    children = []
+    real = highs_module.solve_in_child
+    monkeypatch.setattr(highs_module, "solve_in_child",
+                        lambda *a, **k: children.append(1) or real(*a, **k))
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(columns), bounds=(0, 1), domain=pyo.Integers)
+    m.c = pyo.Constraint(expr=sum(m.x.values()) <= 2.5)
+    m.obj = pyo.Objective(expr=sum(m.x.values()), sense=pyo.maximize)
+    outcome = HighsBackend().solve(m, SolverSettings(time_limit=30.0))
+    assert outcome.objective == pytest.approx(2.0)
+    assert bool(children) is child
+
+
 def test_a_loaded_small_model_is_sent_its_changes_once_and_every_change_counts(monkeypatch):
     """A solve with a time limit of a loaded model below ``ISOLATE_MIN_COLUMNS`` runs
     here: the changes are sent once (``update()``), not again by Pyomo's solve (a walk

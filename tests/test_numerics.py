@@ -228,6 +228,70 @@ def test_counterfactual_never_on_the_decision_boundary(margin, solver):
     assert x - 0.5 < max(margin, 1e-6) * 100  # beyond, but not far beyond
 
 
+@pytest.mark.parametrize("retries", [3, 0])
+def test_a_point_short_of_the_margin_is_re_solved_not_returned(monkeypatch, retries):
+    """A solver's tolerances can leave its point a little short of the margin (Gurobi:
+    a logit of 0.000939 for μ = 0.001 on the README's network). Simulated here: the
+    first solve's point is moved back by 5e-5 of logit (still class 1). It is not
+    returned: the query re-solves with μ + 2·5e-5 and claims OPTIMAL within the gap of
+    the first bound; without retries the answer is VERIFICATION_FAILED saying why."""
+    import cfopt.query.solution as solution
+
+    frame = pd.DataFrame({"x": np.linspace(0.0, 1.0, 11), "flag": [0, 1] * 5 + [0]})
+    space = cfopt.FeatureSpace.from_frame(frame, scaling="none").set("flag", immutable=True)
+    model = LogisticRegression().fit(space.transform(frame), frame.x > 0.5)
+    model.coef_[:] = [[8.0, 0.0]]
+    model.intercept_[:] = [-4.0]  # logit 8x - 4
+    model.classes_ = np.array([0, 1])
+    real, short = solution.candidates, []
+
+    def first_short(m):
+        rows = real(m)
+        if not short:
+            short.append(True)
+            return [r.assign(x=r.x - 5e-5 / 8) for r in rows]
+        return rows
+
+    monkeypatch.setattr(solution, "candidates", first_short)
+    explainer = cfopt.Explainer(model, space, margin=1e-3, verify_retries=retries)
+    ce = explainer.explain(frame.iloc[[2]], target=1)
+    if retries == 0:
+        assert ce.status is cfopt.Status.VERIFICATION_FAILED and ce.counterfactual is None
+        assert "target score 0.00095" in ce.message and "below the margin 0.001" in ce.message
+        return
+    assert ce.verified and ce.status is cfopt.Status.OPTIMAL and ce.attempts == 2
+    assert ce.margin == pytest.approx(1e-3 + 1e-4, rel=1e-6)
+    logit = float(model.decision_function(space.transform(ce.counterfactual))[0])
+    assert logit >= 1e-3 - 1e-9
+    assert ce.objective - ce.bound <= 1e-4 * ce.objective + 1e-6
+
+
+def test_the_margin_check_has_a_stated_tolerance():
+    """A point whose score is within MARGIN_TOLERANCE·(1 + |score|) below μ meets it."""
+    from cfopt.query.runner import retry_margin
+    from cfopt.query.solution import verify_row
+
+    frame = pd.DataFrame({"x": np.linspace(0.0, 1.0, 11)})
+    space = cfopt.FeatureSpace.from_frame(frame, scaling="none")
+    model = LogisticRegression().fit(space.transform(frame), frame.x > 0.5)
+    model.coef_[:] = [[1.0]]
+    model.intercept_[:] = [-0.5]  # logit x - 0.5
+    m = cfopt.Explainer(model, space).milp
+    m.set_factual(frame.iloc[[0]])
+    m.set_target(1)
+    tol = validity.MARGIN_TOLERANCE
+    for shortfall, ok in ((0.0, True), (0.5 * tol, True), (2 * tol, False)):
+        row = pd.DataFrame({"x": [0.5 + 1e-3 - shortfall]})
+        checked = verify_row(m, row, margin=1e-3)
+        assert checked.verified is ok and (checked.short_of is None) is ok, shortfall
+        assert checked.score == pytest.approx(1e-3 - shortfall, abs=1e-12)
+        if not ok:
+            assert retry_margin(checked, 1e-3) == pytest.approx(1e-3 + 4 * tol)
+    wrong = verify_row(m, pd.DataFrame({"x": [0.4]}), margin=1e-3)
+    assert not wrong.verified and wrong.short_of is None
+    assert retry_margin(wrong, 1e-3) == pytest.approx(1e-2)
+
+
 def _tree_on(threshold: float, support: list[float]) -> tuple[DecisionTreeClassifier, pd.DataFrame]:
     frame = pd.DataFrame({"x": support})
     tree = DecisionTreeClassifier(max_depth=1).fit(frame[["x"]].to_numpy(),

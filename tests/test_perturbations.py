@@ -103,6 +103,41 @@ def test_relative_perturbations_are_taken_at_the_counterfactual():
     assert P.numeric_range(f, 50.0) == (40.0, 55.0)
 
 
+def test_relative_perturbations_of_negative_values_are_of_their_magnitude():
+    """A relative perturbation moves a value by a fraction of |value|: at −50, 10 % up
+    and 20 % down is [−60, −45], and the setback room of z = −50 is 10 (of 50)."""
+    f = Feature("v", "continuous", lower=-100, upper=100,
+                perturbation=Perturbation.relative(increase=0.1, decrease=0.2))
+    assert P.numeric_range(f, -50.0) == (-60.0, -45.0)
+    assert P.setback_magnitude(f, -80.0, -50.0) == pytest.approx(10.0)
+    assert P.setback_magnitude(f, -10.0, -50.0) == pytest.approx(5.0)
+    g = Feature("a", "integer", lower=-6, upper=6, perturbation=Perturbation.relative(0.5, 0.5))
+    assert P.numeric_range(g, -3.0) == (-4.0, -2.0)  # ±1.5, rounded inwards
+
+
+def test_the_k_adversary_perturbs_negative_values_by_their_magnitude():
+    """logit = a + 2.5 on the integers −6..6: z = (a −2, b 1) is class 1, and 50 % of
+    |−2| lets the world move a to −3 (class 0): not K-robust, with a = −3 the
+    counterexample; from a = −1 (whose ±0.5 rounds inwards to −1 alone) it is."""
+    import torch
+
+    space = FeatureSpace([
+        Feature("a", "integer", lower=-6, upper=6, shift=-6, scale=12, spread=12,
+                perturbation=Perturbation.relative(increase=0.5, decrease=0.5)),
+        Feature("b", "integer", lower=0, upper=6, shift=0, scale=6, spread=6)])
+    net = torch.nn.Sequential(torch.nn.Linear(2, 1))
+    with torch.no_grad():
+        net[0].weight.copy_(torch.tensor([[12.0, 0.0]]))  # the code of a is (a + 6) / 12
+        net[0].bias.fill_(-3.5)
+    explainer = cfopt.PerturbationRobustExplainer(net, space, robustness="none")
+    for a, robust in ((-2, False), (-1, True)):
+        x = pd.DataFrame({"a": [a], "b": [0]})
+        verdict = explainer.certify(x, x.assign(b=1), 1)
+        assert verdict.robust is robust, a
+        if not robust:
+            assert verdict.point["a"][0] == -3 and verdict.predicted == 0
+
+
 def test_perturbation_validation():
     with pytest.raises(ValueError, match="magnitude >= 0"):
         Perturbation.absolute(increase=-1)
@@ -247,6 +282,33 @@ def check_adversary(space, model, x, z):
         assert verdict.bound > 0
 
 
+@pytest.mark.parametrize("decrease,robust", [(2, False), (1, True)])
+def test_a_k_neighbour_exactly_on_the_boundary_is_the_other_class(decrease, robust):
+    """logit = a − 3 exactly (in float32 and float64): class 1 iff a > 3, so a = 3, on
+    the boundary, is class 0. From a = 5, a decrease of 2 reaches it (no certificate: the
+    proven bound is 0, not above the tolerance, and a = 3 is the counterexample); a
+    decrease of 1 stops at logit 1 (certified)."""
+    import torch
+
+    space = grid_space({"a": Perturbation.absolute(increase=0, decrease=decrease)})
+    net = torch.nn.Sequential(torch.nn.Linear(space.n_inputs, 1))
+    with torch.no_grad():
+        net[0].weight.zero_()
+        net[0].weight[0, 0] = 6.0  # the code of a is a / 6
+        net[0].bias.fill_(-3.0)
+    x = pd.DataFrame({"a": [5], "b": [0], "c": [0], "d": ["p"]})
+    z = x.assign(b=1)  # a is kept, so the world may move it
+    assert list(predict(net, space, pd.DataFrame({"a": [3, 4], "b": 1, "c": 0, "d": "p"}))) \
+        == [0, 1]
+    verdict = cfopt.PerturbationRobustExplainer(net, space, robustness="none").certify(x, z, 1)
+    assert verdict.robust is robust
+    if robust:
+        assert verdict.bound == pytest.approx(1.0, abs=1e-6)
+    else:
+        assert verdict.bound == pytest.approx(0.0, abs=1e-6)
+        assert verdict.point["a"][0] == 3 and verdict.predicted == 0
+
+
 @settings(max_examples=12 if IN_CI else 25, deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), family=st.sampled_from(["mlp", "forest"]),
@@ -378,6 +440,9 @@ def test_bad_options_are_named():
         cfopt.PerturbationRobustExplainer(model, space, max_iterations=0)
     with pytest.raises(ValueError, match="min_change"):
         cfopt.PerturbationRobustExplainer(model, space, min_change=0)
+    for bad in (float("nan"), 0, -1e-6, float("inf"), "1e-6"):
+        with pytest.raises(ValueError, match="tolerance must be a positive number"):
+            cfopt.PerturbationRobustExplainer(model, space, tolerance=bad)
     with pytest.raises(TypeError, match="unknown option"):
         cfopt.PerturbationRobustExplainer(model, space).explain(rows.iloc[[0]], 1, foo=1)
 

@@ -64,6 +64,37 @@ def test_pipeline_counterfactuals_verified_by_the_pipeline(raw, estimator, drop)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("estimator", ["logistic", "mlp"])
+def test_scalers_chained_on_one_column_compose(raw, estimator):
+    """StandardScaler, then MinMaxScaler(-1, 2), then MaxAbsScaler on each numeric
+    column: the embedded maps compose in the pipeline's order (on the data and on rows
+    far outside it) and the answers hold. (A scaler over one-hot columns is refused.)"""
+    from sklearn.preprocessing import MaxAbsScaler
+
+    from cfopt.space.encoding import encode
+
+    from .conftest import sample_rows
+
+    X, y, numeric, categorical, space = raw
+    pre = ColumnTransformer([
+        ("num", Pipeline([("std", StandardScaler()),
+                          ("mm", MinMaxScaler(feature_range=(-1, 2))),
+                          ("abs", MaxAbsScaler())]), numeric),
+        ("cat", OneHotEncoder(handle_unknown="ignore", sparse_output=False), categorical)])
+    pipe = Pipeline([("pre", pre), ("clf", ESTIMATORS[estimator]())]).fit(X, y)
+    explainer = cfopt.Explainer(pipe, space)
+    m = explainer.milp
+    for rows in (X, sample_rows(space, 200, seed=1)):
+        np.testing.assert_allclose(encode(space, m.input_specs, rows), pipe[:-1].transform(rows),
+                                   rtol=1e-12, atol=1e-12)
+    pred = pipe.predict(X)
+    for i in [k for k in range(len(X)) if pred[k] == 0][:3]:
+        ce = explainer.explain(X.iloc[[i]], target=1)
+        assert ce.verified and ce.status is cfopt.Status.OPTIMAL
+        assert pipe.predict(ce.counterfactual)[0] == 1
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("estimator", ["logistic", "forest", "mlp"])
 def test_pipeline_equals_bare_model_on_transformed_data(raw, estimator):
     """A pipeline whose preprocessing is the feature space's own transform gives the

@@ -435,6 +435,33 @@ def assert_the_switch_never_changes_the_answer(switch: str) -> None:
     assert statuses == {RobustStatus.CERTIFIED, RobustStatus.INFEASIBLE}
 
 
+@pytest.mark.parametrize("norm", ["l1", "linf"])
+def test_the_region_box_holds_its_slack_ball(toy, norm) -> None:
+    """With a slack ball (ε > 0) the plausible region reaches ε beyond its points along
+    every axis; its box, to which PROPLACE's master sets its network's bounds, must hold
+    those points (a box of the points alone cuts off part of the declared region)."""
+    from cfopt.constraints.trust_regions import in_region
+
+    X, space, net, queries = toy
+    epsilon = 0.2
+    region = cfopt.methods.RobustPlausibleRegion(X, 0.05, k=6, epsilon=epsilon, norm=norm,
+                                                 name="region")
+    m = cfopt.Explainer(net, space, constraints=[region]).milp
+    m.set_factual(queries.iloc[[0]])
+    m.set_target(1)
+    points = region._reference_sets(m)[0]
+    low, high = region.box(m)
+    assert len(points) >= 2
+    for p in points:
+        for j in range(len(p)):
+            for side in (-1.0, 1.0):
+                q = p.copy()
+                q[j] += side * epsilon
+                assert in_region(q, points, epsilon, norm)
+                assert low[j] <= q[j] <= high[j]
+    assert np.all(low <= points.min(axis=0) - epsilon + 1e-12)
+
+
 def test_query_bounds_never_change_the_answer() -> None:
     """The hull and box bounds of ``query_bounds`` are a speed lever only (an
     adversarial run of 196 such instances on HiGHS and Gurobi found no difference)."""

@@ -47,10 +47,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import cloudpickle
+import numpy as np
 import pandas as pd
 
 from ..constraints.raw import raw_components
 from ..errors import AlreadyTargetError, InfeasibleError
+from ..formulations.validity import check_target
 from ..progress import BatchProgress
 from ..query.runner import QUERY_OPTIONS
 from ..results.counterfactual import Counterfactual
@@ -106,7 +108,24 @@ class BatchResult(Sequence[Counterfactual]):
         return len(self.results)
 
     def __getitem__(self, i: Any) -> Any:
+        """The answer at position ``i`` (an int or a slice, as a list); ``TypeError``
+        naming :meth:`by_label` for anything else, e.g. a row's label."""
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer, slice)):
+            raise TypeError(f"a BatchResult is indexed by position (0 to {len(self) - 1}) or "
+                            f"a slice, got {i!r}; for the answer of the row labelled "
+                            f"{i!r} in X's index, use results.by_label({i!r})")
         return self.results[i]
+
+    def by_label(self, label: Any) -> Counterfactual:
+        """The answer of the row of ``X`` labelled ``label``; ``KeyError`` naming the
+        labels when there is none (or it labels several rows)."""
+        index = self.index if self.index is not None else pd.RangeIndex(len(self))
+        where = [k for k, v in enumerate(index) if v == label]
+        if len(where) != 1:
+            shown = list(index[:10])
+            raise KeyError(f"{len(where) or 'no'} rows labelled {label!r} in the batch; its "
+                           f"labels are {shown}{' ...' if len(index) > 10 else ''}")
+        return self.results[where[0]]
 
     def __iter__(self) -> Iterator[Counterfactual]:
         return iter(self.results)
@@ -178,6 +197,7 @@ def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,
         raise TypeError(f"out must be a file path (str or os.PathLike), got {out!r}")
     frame = as_frame(X)
     explainer.space.validate(frame.iloc[:0])  # the columns; a bad value is its row's status
+    check_target(explainer.milp.adapter, target)  # a row already in it is its row's status
     t0 = time.perf_counter()
     results: list[Counterfactual | None] = [None] * len(frame)
     journal = None

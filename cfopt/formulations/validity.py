@@ -144,20 +144,48 @@ def target_indices(adapter: ModelAdapter, target: Any, factual_class: Any) -> li
     when the model has a class of that name). Raises
     :class:`~cfopt.errors.AlreadyTargetError` when the factual's class is among them."""
     classes = adapter.classes
-    if target is None or (isinstance(target, str) and target == "opposite"
-                          and "opposite" not in classes):
+    if _is_opposite(target, classes):
         labels = tuple(c for c in classes if c != factual_class)
-    elif isinstance(target, (list, tuple, set, frozenset, np.ndarray, pd.Index)):
-        labels = tuple(dict.fromkeys(target))
     else:
-        labels = (target,)
-    if not labels:
-        raise ValueError("the target set is empty; give at least one class label")
-    indices = [adapter.class_index(t) for t in labels]
+        labels = _target_labels(target)
+    indices = _class_indices(adapter, labels)
     if factual_class in labels:
         raise AlreadyTargetError(
             f"the factual is already classified as {factual_class!r}, which is in the "
             f"target {list(labels)}; a counterfactual must change the class")
+    return indices
+
+
+def check_target(adapter: ModelAdapter, target: Any) -> None:
+    """``ValueError`` for a ``target`` that is wrong whatever the factual (an unknown
+    class label, an empty set, two classes of a binary model, a regressor's target that
+    is no interval): what a batch checks once before any solve. A target the factual
+    already meets is its row's status, not an error of the batch."""
+    if adapter.is_regressor:
+        parse_interval(target)
+    elif not _is_opposite(target, adapter.classes):
+        _class_indices(adapter, _target_labels(target))
+
+
+def _is_opposite(target: Any, classes: Sequence[Any]) -> bool:
+    """Whether ``target`` means every class but the factual's."""
+    return target is None or (isinstance(target, str) and target == "opposite"
+                              and "opposite" not in classes)
+
+
+def _target_labels(target: Any) -> tuple:
+    """The labels a target names: each of a collection once, or the one label."""
+    if isinstance(target, (list, tuple, set, frozenset, np.ndarray, pd.Index)):
+        return tuple(dict.fromkeys(target))
+    return (target,)
+
+
+def _class_indices(adapter: ModelAdapter, labels: tuple) -> list[int]:
+    """The class indices of ``labels``; ``ValueError`` for none, an unknown one, or more
+    than one of a binary model."""
+    if not labels:
+        raise ValueError("the target set is empty; give at least one class label")
+    indices = [adapter.class_index(t) for t in labels]
     if adapter.decision == "sign" and len(indices) != 1:
         raise ValueError(f"a binary model has one target class, got {list(labels)}")
     return indices
@@ -172,6 +200,31 @@ def target_interval(target: Any, prediction: float) -> tuple[float, float]:
         raise AlreadyTargetError(f"the factual's prediction {prediction:g} already lies in "
                                  f"the target interval [{low:g}, {high:g}]")
     return low, high
+
+
+#: a point meets the margin μ when its target score (:func:`target_score`, in float64) is
+#: at least μ − MARGIN_TOLERANCE·(1 + |score|): the band within which a float32 model's
+#: own scores and their float64 evaluation differ
+MARGIN_TOLERANCE = 1e-6
+
+
+def target_score(adapter: ModelAdapter, target: tuple, logits: np.ndarray) -> float:
+    r"""The margin by which one row's ``logits`` (float64) meet the query's ``target``
+    (the left-hand sides of this module's constraints, without μ): :math:`s\,y` for a
+    binary model (:math:`s = +1` for class 1), :math:`\max_{c \in T} y_c - \max_{j
+    \notin T} y_j` for one logit per class, :math:`\min(y - a, b - y)` for a
+    regressor's interval :math:`[a, b]` (an open side is infinite). The MILP demands
+    at least μ."""
+    y = np.asarray(logits, dtype=float).ravel()
+    if adapter.is_regressor:
+        low, high = target
+        return float(min(y[0] - low, high - y[0]))
+    indices = [adapter.class_index(t) for t in target]
+    if adapter.decision == "sign":
+        return float(y[0] if indices[0] == 1 else -y[0])
+    inside = np.zeros(len(y), dtype=bool)
+    inside[indices] = True
+    return float(y[inside].max() - y[~inside].max())
 
 
 def check_margin(margin: Any) -> None:

@@ -21,6 +21,7 @@ from ..problem import CounterfactualModel
 from ..progress import progress_bar
 from ..query.restrictions.relu import objective_value
 from ..query.restrictions.trees import query_box
+from ..query.solution import failed_checks
 from ..results.robust import (
     RobustCounterfactual,
     RobustnessCertificate,
@@ -222,9 +223,9 @@ class RobustMethod(ABC):
             problems = m.violations(row)
             verified = m.is_target(predicted) and not problems
             if not verified:
-                message = (f"the point is predicted as {predicted!r} by the real model "
-                           f"(target {list(m.target)}) or breaks {problems}; no "
-                           f"counterfactual returned")
+                message = (f"the point failed verification: "
+                           f"{failed_checks(m, predicted, problems)}; no counterfactual "
+                           f"returned")
                 status, row = RobustStatus.VERIFICATION_FAILED, None
         return self.result_type(
             method=self.method, status=status, factual=m.factual, counterfactual=row,

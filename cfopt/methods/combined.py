@@ -55,7 +55,7 @@ from ..constraints.diversity_cuts import MIN_CHANGE
 from ..constraints.scenarios import KScenarios
 from ..constraints.setback import SetbackCost
 from ..problem import CounterfactualModel
-from ..query.solution import Verification
+from ..query.solution import Verification, failed_checks
 from ..results.robust import (
     CombinedRobustCounterfactual,
     KVerdict,
@@ -114,8 +114,9 @@ class CombinedMaster(ProplaceMaster):
                ) -> MasterAnswer:
         if not solution.verified:
             return MasterAnswer(Status.VERIFICATION_FAILED, bound=bound, message=(
-                f"the master's point is predicted as {solution.predicted!r} by the real "
-                f"model or breaks {solution.problems}; no counterfactual returned"))
+                f"the master's point failed verification: "
+                f"{failed_checks(self.m, solution.predicted, solution.problems)}; no "
+                f"counterfactual returned"))
         return MasterAnswer(status, point=solution.row, bound=bound,
                             label=solution.predicted)
 

@@ -44,7 +44,7 @@ from ..results.status import Status
 from ..space.perturbations import setback_cost
 from ..space.space import FeatureSpace
 from .adversaries.k_neighbourhood import KAdversary, KNeighbourhoodAdversary
-from .base import check_switch, gc_paused, query_input_box
+from .base import check_positive, check_switch, gc_paused, query_input_box
 from .cutting_set import CuttingSet, Deadline, Master, MasterAnswer
 
 ROBUSTNESS = ("none", "C", "K", "CK")
@@ -90,7 +90,7 @@ class PerturbationRobustExplainer:
         self.loop = CuttingSet(max_iterations)
         self.robustness = robustness
         self.max_iterations = max_iterations
-        self.tolerance = float(tolerance)
+        self.tolerance = check_positive("tolerance", tolerance)
         self.query_bounds = check_switch("query_bounds", query_bounds)
         self.ladder = check_switch("ladder", ladder)
         blocks = list(constraints)

@@ -194,6 +194,12 @@ class ReLUNetwork:
         """Forward pass in float64 (used for bounds; verification uses the real model)."""
         return self.pre_activations(Z)[-1]
 
+    def margin_scores(self, Z: np.ndarray) -> np.ndarray:
+        """The scores the validity margin is declared on: :meth:`logits` in float64 (a
+        solver's tolerances, accumulated through the layers, can leave a point's score
+        short of the margin the MILP held it to)."""
+        return self.logits(Z)
+
     # ----------------------------------------------------------------- bounds
     def box_bounds(self, lower: np.ndarray, upper: np.ndarray,
                    within: LayerBounds | None = None,

@@ -35,6 +35,7 @@ import pandas as pd
 from ..results.status import Status
 from ..solvers import SolveOutcome
 from .restrictions.relu import objective_value
+from .solution import failed_checks
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel
@@ -158,10 +159,11 @@ def claim(outcomes: list[SolveOutcome], point: Verification | None, m: Counterfa
         return Verdict(Status.FEASIBLE, best.row, objective, bound, why, best.predicted,
                        reason)
     if point is not None:  # a solution that never verified
+        failed = failed_checks(m, point.predicted, point.problems, point.score,
+                               point.short_of)
         return Verdict(Status.VERIFICATION_FAILED, None, None, None,
-                       f"the solver's point is predicted as {point.predicted!r} by the real "
-                       f"model (the target: {m.describe_target()}) or breaks "
-                       f"{point.problems}; the last solve with margin {margin:g} ended "
+                       f"the solver's point failed verification: {failed}; the last "
+                       f"solve with margin {margin:g} ended "
                        f"{last.status.value}; no counterfactual returned",
                        reason="verification_failed")
     if first.status is Status.INFEASIBLE:

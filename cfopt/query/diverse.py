@@ -163,7 +163,7 @@ def _harvest_pool(runner: QueryRunner, settings: SolverSettings, n: int, t0: flo
     rejected = 0
     for k, (objective, values) in enumerate(pool):
         load_member(values)
-        point = verified_solution(m)
+        point = verified_solution(m, m.declared_margin)
         row = point.row
         if any(row.equals(other) for other in seen):
             continue

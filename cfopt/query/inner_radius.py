@@ -71,7 +71,7 @@ def inner_stage(m: CounterfactualModel, backend: SolverBackend, budget: SolverSe
     else:
         floor = None if outcome.bound is None else min(outcome.bound, inner)
     if outcome.status.has_solution:
-        point = verified_solution(m)
+        point = verified_solution(m, m.declared_margin)
         if point.verified and objective_value(m, point.row) < radius:
             incumbent[0] = point
             radius = objective_value(m, point.row)

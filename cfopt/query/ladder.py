@@ -96,6 +96,15 @@ GROWTH = 2.0
 MAX_ASCENT = 12
 
 
+def too_large_to_load(leaves: int) -> SolveOutcome:
+    """The outcome of a query whose tree region of ``leaves`` leaves was built, but whose
+    time left is too short to load it into the solver and solve
+    (:data:`~cfopt.formulations.tree_regions.BUILD_SECONDS_PER_LEAF` each)."""
+    return SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, REGION_TOO_LARGE,
+                        f"the trees' region of {leaves} leaves could not be loaded into the "
+                        f"solver and solved in the time left")
+
+
 def too_large(radius: float) -> SolveOutcome:
     """The outcome of a tree region within ``radius`` that could not be built by the
     query's deadline (:class:`~cfopt.formulations.tree_regions.RegionTooLarge`)."""
@@ -229,12 +238,14 @@ def climb(m: CounterfactualModel, backend: SolverBackend,
 def ascend(m: CounterfactualModel, backend: SolverBackend,
            budget: Callable[[], SolverSettings | None], restriction: Restriction,
            candidate: pd.DataFrame, guess: float, details: dict[str, Any], deadline: float,
-           incumbent: list[Verification]) -> SolveOutcome:
+           incumbent: list[Verification],
+           stopped: Callable[[], SolveOutcome] = lambda: NO_TIME) -> SolveOutcome:
     """Solve ``m`` up the ladder of radii from the distance ``guess`` of the heuristic
     point ``candidate``, which the declared problem does not admit (module docstring,
     *ascent*); ``budget`` gives each solve's settings (``None``: no time left),
     ``deadline`` bounds the building of tree regions; a verified point of a rung better
-    than ``incumbent[0]`` (if any) takes its place, and starts the later rungs."""
+    than ``incumbent[0]`` (if any) takes its place, and starts the later rungs;
+    ``stopped`` says why ``budget`` gave no settings (default: the time is up)."""
     floor, spent = -math.inf, None
     distance, found = guess, math.inf
     for _ in range(MAX_ASCENT):
@@ -252,7 +263,7 @@ def ascend(m: CounterfactualModel, backend: SolverBackend,
             backend.reset()
         settings = budget()
         if settings is None:
-            return _known(after(spent, NO_TIME), floor, math.inf)
+            return _known(after(spent, stopped()), floor, math.inf)
         start = start_of(m, incumbent[0].row) if incumbent else None
         with restricted.context:
             alone = backend.solve(m, settings, start)
@@ -271,7 +282,7 @@ def ascend(m: CounterfactualModel, backend: SolverBackend,
         distance *= GROWTH
     settings = budget()
     if settings is None:
-        return _known(after(spent, NO_TIME), floor, math.inf)
+        return _known(after(spent, stopped()), floor, math.inf)
     try:
         whole = restriction.whole(m, details, deadline)
     except RegionTooLarge:
@@ -280,7 +291,7 @@ def ascend(m: CounterfactualModel, backend: SolverBackend,
         backend.reset()
         settings = budget()
         if settings is None:
-            return _known(after(spent, NO_TIME), floor, math.inf)
+            return _known(after(spent, stopped()), floor, math.inf)
     start = start_of(m, incumbent[0].row) if incumbent else None
     alone = backend.solve(m, settings, start)
     details.setdefault("ascent", []).append((math.inf, alone.status.value, alone.wall_time))
@@ -292,7 +303,7 @@ def _verified(m: CounterfactualModel, outcome: SolveOutcome,
     """The objective of the best verified point known after ``outcome`` (``inf``: none):
     the solve's point, decoded and verified, replaces ``incumbent[0]`` when cheaper."""
     if outcome.status.has_solution:
-        point = verified_solution(m)
+        point = verified_solution(m, m.declared_margin)
         if point.verified:
             value = objective_value(m, point.row)
             if not incumbent or value < objective_value(m, incumbent[0].row):

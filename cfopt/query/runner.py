@@ -5,8 +5,9 @@ from its start to its answer.
 model; :meth:`QueryRunner.answer` solves it within the query's time (restricted around a
 heuristic counterfactual where the predictor's kind allows, :mod:`.restrictions`; trees
 built per query from the inside out, :mod:`.inner_radius`), re-checks every decoded
-point with the real model (:mod:`.solution`) and re-solves with a 10x larger validity
-margin when none passes (at most ``verify_retries`` times), then states what the answer
+point with the real model and against the declared validity margin (:mod:`.solution`)
+and re-solves with a larger margin when none passes (:func:`retry_margin`; at most
+``verify_retries`` times), then states what the answer
 claims in one place, :mod:`.claims` (a re-solve with a larger margin is a different
 problem, so its point is ``OPTIMAL`` only within the gap of the first solve's bound),
 and diagnoses an infeasible query (:mod:`.diagnosis`).
@@ -35,7 +36,7 @@ from ..solvers.cpsat import CpSatBackend, check_supported
 from .claims import claim
 from .diagnosis import diagnose
 from .inner_radius import after, inner_stage, with_floor
-from .ladder import NO_TIME, ascend, can_climb, climb, too_large
+from .ladder import NO_TIME, ascend, can_climb, climb, too_large, too_large_to_load
 from .restrictions import Restriction, restriction_of
 from .restrictions.relu import distance_value, objective_value
 from .restrictions.trees import build_box_region, build_query_region, per_query
@@ -43,6 +44,17 @@ from .solution import Verification, start_of, verified_solution, verify_row
 
 #: the options of one query (``explain``, ``explain_many``, a diverse set's solves)
 QUERY_OPTIONS = ("time_limit", "mip_gap", "max_changes")
+
+
+def retry_margin(point: Verification, margin: float) -> float:
+    """The margin of the re-solve after ``point``, solved with ``margin``, failed
+    verification: raised by twice the point's shortfall when it is of the target class
+    and meets every declared constraint but falls short of the declared margin (the
+    solver's tolerances left it short: the nearest repair), else 10x (a point of another
+    class, or breaking a constraint: the tolerances misled the solver further)."""
+    if point.short_of is not None and not point.problems:
+        return margin + 2.0 * (point.short_of - point.score)
+    return margin * 10
 
 
 class QueryRunner:
@@ -56,7 +68,8 @@ class QueryRunner:
         margin: the validity margin the model was built with (restored after
             re-solves with a larger one).
         max_changes: the cap the model was built with (a query may change it).
-        verify_retries: re-solves with a 10x margin when verification fails.
+        verify_retries: re-solves with a larger margin when verification fails
+            (:func:`retry_margin`).
         tighten_per_query: restrict each solve around a heuristic counterfactual.
 
     The arguments are kept as attributes of the same names; ``cpsat``: the backend is
@@ -151,10 +164,11 @@ class QueryRunner:
                 outcomes.append(outcome)
                 if not outcome.status.has_solution:
                     break
-                point = verified_solution(m) if row is None else verify_row(m, row)
+                point = (verified_solution(m, m.declared_margin) if row is None
+                         else verify_row(m, row, margin=m.declared_margin))
                 if point.verified:
                     break
-                m.margin = margin_used * 10
+                m.margin = retry_margin(point, margin_used)
         finally:
             m.margin = self.margin
         verdict = claim(outcomes, point, m, settings.mip_gap, margin_used,
@@ -222,7 +236,8 @@ class QueryRunner:
             return self._whole(m, settings, t0, details, deadline, restriction)
         details["restricted"] = True
         return ascend(m, self.backend, lambda: self._load_budget(m, settings, t0, details),
-                      restriction, candidate, guess, details, deadline, heuristic)
+                      restriction, candidate, guess, details, deadline, heuristic,
+                      lambda: self._no_budget(m, settings, t0, details))
 
     def _whole(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
                details: dict[str, Any], deadline: float,
@@ -244,7 +259,10 @@ class QueryRunner:
                 self.backend.reset()
         except RegionTooLarge:
             return None, too_large(math.inf)
-        return self._load_budget(m, settings, t0, details), NO_TIME
+        budget = self._load_budget(m, settings, t0, details)
+        if budget is None:
+            return None, self._no_budget(m, settings, t0, details)
+        return budget, NO_TIME
 
     def _around(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
                 details: dict[str, Any], heuristic: list[Verification],
@@ -264,7 +282,7 @@ class QueryRunner:
                 return self._whole(m, settings, t0, details, deadline, restriction)
             budget = self._load_budget(m, settings, t0, details)
             if budget is None:
-                return NO_TIME
+                return self._no_budget(m, settings, t0, details)
             if per_query(m):  # from the inside out
                 stage = inner_stage(m, self.backend, budget, radius, heuristic, details,
                                     deadline)
@@ -279,7 +297,8 @@ class QueryRunner:
             return with_floor(after(first, too_large(radius)), floor, radius)
         budget = self._load_budget(m, settings, t0, details)
         if budget is None:
-            return with_floor(after(first, NO_TIME), floor, radius)
+            return with_floor(after(first, self._no_budget(m, settings, t0, details)), floor,
+                              radius)
         start = start_of(m, heuristic[0].row)
         with restricted.context:
             outcome = after(first, self.backend.solve(m, budget, start))
@@ -339,7 +358,7 @@ class QueryRunner:
         candidate = restriction.heuristic(m)
         if candidate is None:
             return None, math.inf
-        checked = verify_row(m, candidate)
+        checked = verify_row(m, candidate, margin=m.declared_margin)
         if checked.verified and not heuristic:
             value = objective_value(m, candidate)
             if value <= pyo.value(m.cutoff):
@@ -358,6 +377,14 @@ class QueryRunner:
         restriction = restriction_of(m)
         if self.tighten_per_query and restriction is not None and restriction.applies(m):
             self._heuristic(m, details, heuristic, restriction)
+
+    def _no_budget(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
+                   details: dict[str, Any]) -> SolveOutcome:
+        """Why :meth:`_load_budget` gave no settings: the query's time is up, or what is
+        left of it is too short to load the query's trees into the solver."""
+        if self._budget(m, settings, t0) is None:
+            return NO_TIME
+        return too_large_to_load(details.get("region_leaves", 0))
 
     def _budget(self, m: CounterfactualModel, settings: SolverSettings, t0: float
                 ) -> SolverSettings | None:

@@ -17,6 +17,12 @@ repairs these at their root and never moves the goalposts:
    on it (exactly as returned, no rounding afterwards) is a target and it satisfies
    every declared constraint (:meth:`CounterfactualModel.violations`), the Pyomo
    constraints added to the model directly included (:mod:`cfopt.constraints.raw`).
+   A query's point must also meet the declared validity margin μ on the model's scores
+   in float64 (:func:`verify_row`): a solver's feasibility tolerance, accumulated
+   through a network's layers, can leave it short (Gurobi once returned credit_amount
+   886 at a logit of 0.000939 for μ = 0.001, where 885 is the optimum); the query then
+   re-solves with μ raised by twice the shortfall (:mod:`cfopt.query.runner`), whose
+   point is claimed optimal only against the first solve's bound.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import pyomo.environ as pyo
 from pyomo.common.collections import ComponentMap
 
 from ..formulations.features import code_variable
+from ..formulations.validity import MARGIN_TOLERANCE
 
 if TYPE_CHECKING:
     from ..problem import CounterfactualModel
@@ -44,12 +51,17 @@ _ROUNDING = 64 * float(np.finfo(np.float64).eps)
 
 @dataclass
 class Verification:
-    """A decoded point and what the real model says of it."""
+    """A decoded point and what the real model says of it: its label, the declared
+    constraints it breaks, and, when the margin was checked, its target score
+    (:meth:`~cfopt.CounterfactualModel.target_score`) and the margin it falls short of
+    (``None``: it meets the margin, or the margin was not checked)."""
 
     row: pd.DataFrame
     predicted: Any
     problems: list[str] = field(default_factory=list)
     verified: bool = False
+    score: float | None = None
+    short_of: float | None = None
 
 
 def feature_intervals(m: CounterfactualModel) -> dict[str, tuple[float, float]]:
@@ -124,25 +136,53 @@ def candidates(m: CounterfactualModel) -> list[pd.DataFrame]:
     return rows
 
 
-def verify_row(m: CounterfactualModel, row: pd.DataFrame, *, witness: bool = False
-               ) -> Verification:
+def failed_checks(m: CounterfactualModel, predicted: Any, problems: list[str],
+                  score: float | None = None, short_of: float | None = None) -> str:
+    """Which check of verification a point failed, in words: the real model's class
+    (against the query's target), the validity margin (the point's target ``score``
+    below the margin ``short_of``), the declared constraints (each one it breaks)."""
+    said = []
+    if not m.is_target(predicted):
+        said.append(f"the real model predicts {predicted!r}, which misses the target "
+                    f"({m.describe_target()})")
+    if short_of is not None:
+        said.append(f"its target score {score:.9g} (the model's scores in float64) is "
+                    f"below the margin {short_of:g} beyond the tolerance "
+                    f"{MARGIN_TOLERANCE:g}·(1 + |score|)")
+    if problems:
+        said.append(f"it breaks the declared constraint(s) {problems}")
+    return " and ".join(said) or "it passed every check"
+
+
+def verify_row(m: CounterfactualModel, row: pd.DataFrame, *, witness: bool = False,
+               margin: float | None = None) -> Verification:
     """What the real model and the declared constraints say of a raw row (``witness``:
     the model holds the solver's values of this point, at which the user's own
-    variables are checked: :mod:`cfopt.constraints.raw`)."""
+    variables are checked: :mod:`cfopt.constraints.raw`); with ``margin`` (the declared
+    validity margin μ), also whether the point meets it
+    (:data:`~cfopt.formulations.validity.MARGIN_TOLERANCE`): a solver's tolerances can
+    leave the target's score a little short of μ, outside the declared problem."""
     predicted = m.classify(row)[0]
     problems = m.violations(row, witness=witness)
+    hit = m.is_target(predicted)
+    score = short_of = None
+    if hit and margin is not None:
+        score = m.target_score(row)
+        if score is not None and score < margin - MARGIN_TOLERANCE * (1.0 + abs(score)):
+            short_of = margin
     return Verification(row, predicted, problems,
-                        verified=m.is_target(predicted) and not problems)
+                        verified=hit and not problems and short_of is None, score=score,
+                        short_of=short_of)
 
 
-def verified_solution(m: CounterfactualModel) -> Verification:
+def verified_solution(m: CounterfactualModel, margin: float | None = None) -> Verification:
     """The first candidate (:func:`candidates`) of the solver's solution that the real
-    model classifies as a target and that meets every declared constraint (the user's
-    own variables at the solver's values); else the first candidate with what is wrong
-    with it (``verified`` False)."""
+    model classifies as a target (with ``margin`` when given: :func:`verify_row`) and
+    that meets every declared constraint (the user's own variables at the solver's
+    values); else the first candidate with what is wrong with it (``verified`` False)."""
     checked = []
     for row in candidates(m):
-        result = verify_row(m, row, witness=True)
+        result = verify_row(m, row, witness=True, margin=margin)
         if result.verified:
             return result
         checked.append(result)

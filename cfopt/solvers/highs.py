@@ -144,7 +144,8 @@ class HighsBackend(ContribBackend):
     in a forked child that is killed at the limit (plus 0.25 s), keeping the incumbents
     and bound it streamed (:mod:`cfopt.solvers.isolated`): HiGHS's root separation and
     sub-MIPs do not look at its clock (a default ExtraTrees forest on Adult: 35 s past a
-    15 s limit). The time to load the model counts in the limit.
+    15 s limit; a default MLPClassifier on Adult: 14 min past a 60 s limit in a sub-MIP's
+    presolve, ``strengthenInequalities``). The time to load the model counts in the limit.
 
     Args:
         isolate: ``True``: every solve with a time limit runs in a child; ``False``: none
@@ -157,9 +158,10 @@ class HighsBackend(ContribBackend):
     has_pool = True
     pool_kind = "HiGHS's improving incumbents of one solve (often fewer than asked)"
     #: the least columns of a model whose solves with a time limit run in a child (the
-    #: fork costs a few milliseconds, ``benchmarks/README.md``; HiGHS overran by more
-    #: than a second only on models of thousands of columns)
-    ISOLATE_MIN_COLUMNS = 2000
+    #: fork costs a few milliseconds, ``benchmarks/README.md``, 10-15 % of a default
+    #: MLPClassifier's queries on raw Adult; in process, HiGHS 1.16 ran past the limit
+    #: without end in a RINS sub-MIP's presolve on that model's 726 columns)
+    ISOLATE_MIN_COLUMNS = 500
 
     def __init__(self, isolate: bool | None = None) -> None:
         super().__init__()

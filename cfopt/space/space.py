@@ -138,6 +138,7 @@ class FeatureSpace:
 
         Bounds of an ordinal may be given as labels. Returns ``self`` for chaining.
         """
+        self._check_known(name)
         feature = self[name]
         unknown = sorted(set(changes) - set(_EDITABLE))
         if unknown:
@@ -159,6 +160,7 @@ class FeatureSpace:
 
     def immutable(self, *names: str) -> FeatureSpace:
         """Declare features immutable. Returns ``self``."""
+        self._check_known(*names)
         for n in names:
             self.set(n, immutable=True)
         return self
@@ -167,10 +169,7 @@ class FeatureSpace:
         """Let only the named features change (DiCE's ``features_to_vary``): every other
         feature becomes immutable. A named feature declared immutable is an error (the
         list does not silently free it). Returns ``self``."""
-        unknown = [n for n in names if n not in self._features]
-        if unknown:
-            raise ValueError(f"features_to_vary names unknown feature(s) {unknown}; the "
-                             f"space has {self.names}")
+        self._check_known(*names, option="features_to_vary")
         if not names:
             raise ValueError("features_to_vary is empty: name at least one feature that may "
                              "change")
@@ -185,15 +184,25 @@ class FeatureSpace:
 
     def increase_only(self, *names: str) -> FeatureSpace:
         """Declare features that may only increase. Returns ``self``."""
+        self._check_known(*names)
         for n in names:
             self._restrict_direction(n, "increase")
         return self
 
     def decrease_only(self, *names: str) -> FeatureSpace:
         """Declare features that may only decrease. Returns ``self``."""
+        self._check_known(*names)
         for n in names:
             self._restrict_direction(n, "decrease")
         return self
+
+    def _check_known(self, *names: str, option: str | None = None) -> None:
+        """``ValueError`` naming every one of ``names`` the space does not have, before
+        any of them is edited (nothing partial)."""
+        unknown = [n for n in names if n not in self._features]
+        if unknown:
+            said = f"{option} names unknown" if option else "unknown"
+            raise ValueError(f"{said} feature(s) {unknown}; the space has {self.names}")
 
     def _restrict_direction(self, name: str, direction: Direction) -> None:
         """Set a one-way direction, refusing to silently flip the opposite one."""
