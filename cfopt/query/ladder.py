@@ -96,13 +96,14 @@ GROWTH = 2.0
 MAX_ASCENT = 12
 
 
-def too_large_to_load(leaves: int) -> SolveOutcome:
+def too_large_to_load(leaves: int, seconds: float) -> SolveOutcome:
     """The outcome of a query whose tree region of ``leaves`` leaves was built, but whose
-    time left is too short to load it into the solver and solve
-    (:data:`~cfopt.formulations.tree_regions.BUILD_SECONDS_PER_LEAF` each)."""
+    ``seconds`` left are too short to load it into the solver and solve
+    (:data:`~cfopt.formulations.tree_regions.BUILD_SECONDS_PER_LEAF` each, and the
+    backend's overhead on the model)."""
     return SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, REGION_TOO_LARGE,
                         f"the trees' region of {leaves} leaves could not be loaded into the "
-                        f"solver and solved in the time left")
+                        f"solver and solved in the {seconds:.1f} s left")
 
 
 def too_large(radius: float) -> SolveOutcome:

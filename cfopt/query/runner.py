@@ -381,10 +381,13 @@ class QueryRunner:
     def _no_budget(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
                    details: dict[str, Any]) -> SolveOutcome:
         """Why :meth:`_load_budget` gave no settings: the query's time is up, or what is
-        left of it is too short to load the query's trees into the solver."""
-        if self._budget(m, settings, t0) is None:
+        left of it is too short to load the query's trees (or the model's changes) into
+        the solver and solve."""
+        left = time_left(settings, t0)
+        leaves = details.get("region_leaves", 0)
+        if left is None or not leaves:
             return NO_TIME
-        return too_large_to_load(details.get("region_leaves", 0))
+        return too_large_to_load(leaves, left.time_limit)
 
     def _budget(self, m: CounterfactualModel, settings: SolverSettings, t0: float
                 ) -> SolverSettings | None:
