@@ -6,7 +6,9 @@ speed path serves them: the answers equal brute force on a grid, with honest sta
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 
 import numpy as np
 import pandas as pd
@@ -229,6 +231,29 @@ def test_a_region_too_large_to_load_in_the_time_left_is_said_so(forest, monkeypa
     assert ce.details["reason"] == "region_too_large"
     assert "could not be loaded into the solver" in ce.message
     assert "time limit" not in ce.message
+
+
+@pytest.mark.parametrize("isolate", [True, False])
+def test_the_loading_of_a_region_is_reserved_once(forest, monkeypatch, isolate):
+    """A solve in a HiGHS child counts the loading in its limit, so the query reserves
+    no time for it (ExtraTrees on Adult left 5.6 s of 60 unused); in process it reserves
+    the load; below twice the load nothing is started."""
+    import cfopt.query.runner as runner
+    from cfopt.solvers.highs import HighsBackend
+
+    _, space, model = forest
+    explainer = cfopt.Explainer(model, space, solver=HighsBackend(isolate=isolate))
+    monkeypatch.setattr(runner, "BUILD_SECONDS_PER_LEAF", 0.005)  # 1000 leaves: 5 s
+    query = explainer.runner
+    details = {"region_leaves": 1000}
+    for limit, left in ((30.0, 30.0 if isolate else 25.0), (10.5, 10.5 if isolate else 5.5),
+                        (10.0, None)):
+        settings = dataclasses.replace(explainer.settings, time_limit=limit)
+        budget = query._load_budget(query.milp, settings, time.perf_counter(), details)
+        if left is None:
+            assert budget is None
+        else:
+            assert budget.time_limit == pytest.approx(left, abs=0.05)
 
 
 def test_a_diverse_set_on_per_query_trees_finds_every_member(forest, monkeypatch):

@@ -320,13 +320,20 @@ class QueryRunner:
 
     def _load_budget(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
                      details: dict[str, Any]) -> SolverSettings | None:
-        """:meth:`_budget` less the time to load this query's trees (``None``: no time)."""
+        """:meth:`_budget` less the time to load this query's trees, unless the backend
+        counts the loading in its limit (:meth:`SolverBackend.limit_counts_loading`: a
+        reserve would count it twice and leave that time unused); ``None``: no time, or
+        less than twice the loading (:meth:`_no_budget` says which)."""
         budget = self._budget(m, settings, t0)
-        load = details.get("region_leaves", 0) * BUILD_SECONDS_PER_LEAF
+        leaves = details.get("region_leaves", 0)
+        load = leaves * BUILD_SECONDS_PER_LEAF
         if budget is None or budget.time_limit is None or not load:
             return budget
-        return (None if budget.time_limit <= 2 * load else
-                dataclasses.replace(budget, time_limit=budget.time_limit - load))
+        if budget.time_limit <= 2 * load:
+            return None
+        if self.backend.limit_counts_loading(leaves):
+            return budget
+        return dataclasses.replace(budget, time_limit=budget.time_limit - load)
 
     def _solve_cpsat(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
                      details: dict[str, Any], heuristic: list[Verification]

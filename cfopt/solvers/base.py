@@ -219,6 +219,12 @@ class SolverBackend(ABC):
         clock (sending changes to a loaded model); 0 when unknown."""
         return 0.0
 
+    def limit_counts_loading(self, columns: int) -> bool:
+        """Whether a time-limited solve of a model of about ``columns`` columns counts the
+        loading of the model into the solver in its limit (a caller then reserves no time
+        for it); ``False`` (default): the limit is the solver's own clock."""
+        return False
+
     def reset(self) -> None:
         """Forget any loaded model (persistent backends); the next solve reloads it."""
 

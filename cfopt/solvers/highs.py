@@ -432,6 +432,13 @@ class HighsBackend(ContribBackend):
         finally:
             highs.cbMipUserSolution.unsubscribe(offer)
 
+    def limit_counts_loading(self, columns: int) -> bool:
+        """A solve in a child (:meth:`_solve_isolated`) counts the loading in its limit:
+        with ``isolate`` on Linux, for models of ``ISOLATE_MIN_COLUMNS`` columns or more
+        unless ``isolate`` is ``True``."""
+        return self.isolate is not False and isolation_available() and (
+            self.isolate is True or columns >= self.ISOLATE_MIN_COLUMNS)
+
     def light_heuristics(self) -> dict[str, Any]:
         """RENS, RINS, feasibility jump and the root reduced-cost sub-MIP off. HiGHS
         spent most of a hard PROPLACE master's time in them (a HELOC master with two
