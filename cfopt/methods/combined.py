@@ -79,9 +79,9 @@ from .base import (
     require_space_encoding,
     target_index,
 )
-from .cutting_set import CuttingSet, MasterAnswer
+from .cutting_set import CuttingSet, LoopResult, MasterAnswer
 from .plausible_region import RobustPlausibleRegion
-from .proplace_master import ProplaceMaster
+from .proplace_master import ProplaceMaster, decide_below_sigma
 
 
 class CombinedMaster(ProplaceMaster):
@@ -102,13 +102,13 @@ class CombinedMaster(ProplaceMaster):
         (the master's, for every model and scenario)."""
         where = " in the plausible region" if self.region else ""
         return (f"no point{where} satisfies the constraints and is valid with margin "
-                f"σ={self.sigma:g} for the model, the {len(self.adversary.models)} shifted "
+                f"{self.sigma:g} for the model, the {len(self.adversary.models)} shifted "
                 f"model(s) and the {len(self.scenarios.scenarios)} K-perturbation "
                 f"scenario(s) collected, with every perturbed numeric feature kept or moved "
                 f"by at least min_change={self.scenarios.min_change:g} of its range: proven "
                 f"only for those counterfactuals, none of which is both Δ-robust and "
-                f"K-robust with margin σ{where} (a smaller move of such a feature is not "
-                f"covered)")
+                f"K-robust with margin {self.sigma:g}{where} (a smaller move of such a "
+                f"feature is not covered)")
 
     def answer(self, solution: Verification, status: Status, bound: float | None
                ) -> MasterAnswer:
@@ -259,12 +259,19 @@ class CombinedRobustExplainer(RobustMethod):
                                     weights)
         perturb = KNeighbourhoodAdversary(self.k_adversary, self.scenarios, m,
                                           box if self.query_bounds else None)
-        master = CombinedMaster(m, self.backend, self.sigma, shift, self.scenarios,
-                                region=self.region is not None, warm_start=self.warm_start,
-                                ladder=self.ladder)
+        masters: list[CombinedMaster] = []
+
+        def run(level: float, iterations: int) -> LoopResult:
+            masters.append(CombinedMaster(m, self.backend, level, shift, self.scenarios,
+                                          region=self.region is not None,
+                                          warm_start=self.warm_start, ladder=self.ladder))
+            return CuttingSet(iterations).run(masters[-1], [shift, perturb],
+                                              self.deadline(t0))
+
         try:
-            loop = CuttingSet(self.max_iterations).run(master, [shift, perturb],
-                                                       self.deadline(t0))
+            loop, level = decide_below_sigma(run(self.sigma, self.max_iterations), m, shift,
+                                             self.sigma, self.tolerance, self.max_iterations,
+                                             run)
         finally:  # the cuts are dropped: the answer met those of its own solve, and
             scenarios = self.scenarios.scenarios  # the certificates speak for the rest
             shift.remove_cuts()
@@ -272,6 +279,9 @@ class CombinedRobustExplainer(RobustMethod):
             pred.set_layer_bounds(global_bounds)
         times["master"], times["adversary"] = loop.master_seconds, loop.adversary_seconds
         certificate.iterations, certificate.models = loop.iterations, shift.models
+        certificate.master_margin = level
+        if level < self.sigma:
+            certificate.threshold = 0.0
         shift_check, k_check = loop.checks
         if shift_check is not None:
             finish_certificate(certificate, shift_check.verdict)
@@ -284,7 +294,7 @@ class CombinedRobustExplainer(RobustMethod):
         row = (None if loop.candidate is None or status is RobustStatus.VERIFICATION_FAILED
                else loop.candidate.point)  # unproven unless certified, as PROPLACE's
         return self._answer(m, status, row, certificate, t0, k_verdict, scenarios,
-                            bound=master.bound, message=loop.message, details=details,
+                            bound=masters[-1].bound, message=loop.message, details=details,
                             one_off=one_off,
                             optimal=loop.optimal)
 

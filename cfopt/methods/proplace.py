@@ -58,9 +58,9 @@ from .base import (
     require_space_encoding,
     target_index,
 )
-from .cutting_set import Adversary, Check, CuttingSet, MasterAnswer
+from .cutting_set import Adversary, Check, CuttingSet, LoopResult, MasterAnswer
 from .plausible_region import RobustPlausibleRegion
-from .proplace_master import ProplaceMaster
+from .proplace_master import ProplaceMaster, decide_below_sigma
 
 
 class Proplace(RobustMethod):
@@ -246,36 +246,45 @@ class Proplace(RobustMethod):
                    else None)
         adversary = ModelShiftAdversary(self.checker, m, target_index(m), need, box,
                                         self.lp_screen, hull, weights)
-        master = ProplaceMaster(m, self.backend, self.sigma, adversary, self.warm_start,
-                                self.ladder, self.cutoff, self.relax_model, self.active_set,
-                                self.piece_points)
         bar = self.iteration_bar(self.max_iterations, "PROPLACE cutting-set", self.progress)
+        masters: list[ProplaceMaster] = []
 
         def observe(answer: MasterAnswer, _: Adversary, check: Check) -> None:
             bar.set_postfix(master_bound=json_value(answer.bound),
-                            robust_bound=json_value(check.bound), need=need, refresh=False)
+                            robust_bound=json_value(check.bound),
+                            need=adversary.threshold, refresh=False)
             bar.update(1)
 
-        seeded, details["first_cut"] = 0.0, False
+        def run(level: float, iterations: int, guess: Any = None) -> LoopResult:
+            master = ProplaceMaster(m, self.backend, level, adversary, self.warm_start,
+                                    self.ladder, self.cutoff, self.relax_model,
+                                    self.active_set, self.piece_points)
+            master.guess = guess
+            masters.append(master)
+            return CuttingSet(iterations, observe).run(master, [adversary], self.deadline(t0))
+
+        seeded, details["first_cut"], guess = 0.0, False, None
         try:
             if self.first_cut and hull is not None and m.factual_inputs is not None:
                 t1 = time.perf_counter()
                 guess = toward_target(m, [(pred, None)], m.factual_inputs, hull, self.sigma)
                 details["first_cut"] = guess is not None and adversary.cut_at(guess)
-                if details["first_cut"]:
-                    master.guess = guess
                 seeded = time.perf_counter() - t1
-            loop = CuttingSet(self.max_iterations, observe).run(master, [adversary],
-                                                                 self.deadline(t0))
+            loop, level = decide_below_sigma(
+                run(self.sigma, self.max_iterations, guess if details["first_cut"] else None),
+                m, adversary, self.sigma, self.tolerance, self.max_iterations, run)
         finally:
             bar.close()
             adversary.remove_cuts()
             hold_model(m, True)
             pred.set_layer_bounds(global_bounds)
-        details["master_resolves"] = master.resolves
+        details["master_resolves"] = sum(master.resolves for master in masters)
         times["master"] = loop.master_seconds
         times["adversary"] = loop.adversary_seconds + seeded
         certificate.iterations, certificate.models = loop.iterations, adversary.models
+        certificate.master_margin = level
+        if level < self.sigma:
+            certificate.threshold = 0.0
         (check,) = loop.checks
         if check is not None:
             finish_certificate(certificate, check.verdict)
@@ -283,6 +292,6 @@ class Proplace(RobustMethod):
         if status is RobustStatus.CERTIFIED and not certificate.robust:
             status = RobustStatus.NOT_ROBUST
         row = loop.candidate.point if loop.candidate is not None else None
-        return self._result(m, status, row, certificate, t0, bound=master.bound,
+        return self._result(m, status, row, certificate, t0, bound=masters[-1].bound,
                             message=loop.message, details=details, one_off=one_off,
                             optimal=loop.optimal)

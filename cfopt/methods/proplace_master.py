@@ -5,8 +5,9 @@ with one network copy per shifted model collected, and the speed levers that sol
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -24,10 +25,11 @@ from ..query.incumbents import (
 from ..query.ladder import can_climb, climb, first_floor
 from ..query.restrictions.relu import network_copies, unstable_neurons
 from ..query.solution import Verification, start_of, verified_solution
+from ..results.robust import RobustStatus
 from ..results.status import Status
 from ..solvers import SolverBackend
 from .adversaries.model_shift import ModelShiftAdversary
-from .cutting_set import UNCERTIFIED, Deadline, Master, MasterAnswer
+from .cutting_set import UNCERTIFIED, Deadline, LoopResult, Master, MasterAnswer
 
 #: how far below σ a model left out of a master may put its point (:meth:`ProplaceMaster.solve`)
 HELD_OUT_TOLERANCE = 1e-6
@@ -269,9 +271,9 @@ class ProplaceMaster(Master):
     def infeasible(self) -> str:
         """What a proven-infeasible master proves, in words."""
         return (f"no point of the plausible region satisfies the constraints and is valid "
-                f"with margin σ={self.sigma:g} for the model and the "
+                f"with margin {self.sigma:g} for the model and the "
                 f"{len(self.adversary.models)} shifted model(s) collected: no counterfactual "
-                f"in the region is Δ-robust with margin σ={self.sigma:g} (proven at that "
+                f"in the region is Δ-robust with margin {self.sigma:g} (proven at that "
                 f"margin only; one robust at a smaller margin is not excluded)")
 
     def answer(self, solution: Verification, status: Status, bound: float | None
@@ -279,3 +281,50 @@ class ProplaceMaster(Master):
         """The master's answer for a decoded solution (PROPLACE: the point, verified or
         not; the result re-checks it)."""
         return MasterAnswer(status, point=solution.row, bound=bound)
+
+
+def decide_below_sigma(first: LoopResult, m: CounterfactualModel,
+                       adversary: ModelShiftAdversary, sigma: float, tolerance: float,
+                       max_iterations: int, run: Callable[[float, int], LoopResult]
+                       ) -> tuple[LoopResult, float]:
+    r"""The answer of a PROPLACE loop whose master at margin σ was proven infeasible,
+    decided again at the loop's certification level σ - t; returns the loop's result
+    and the master margin its claims are about (``certificate.master_margin``).
+
+    Let :math:`R(s)` be the points of the region (under every declared constraint)
+    whose least margin over Δ is ≥ s. The master at σ relaxes :math:`R(\sigma)`, and the
+    loop stops at a point whose proven bound is ≥ σ - t, a point of :math:`R(\sigma -
+    t)`. An infeasible σ-master proves only :math:`R(\sigma) = \emptyset`, while the
+    same query with other speed levers (another sequence of cuts) may stop at a point
+    of :math:`R(\sigma - t) \setminus R(\sigma)`: the status would depend on the levers.
+    So the loop runs again (``run(level, iterations)``, the cuts kept: every model of Δ
+    is a valid cut at any margin) with the master margin σ - t for the model and every
+    copy (``m.margin``, a mutable parameter each copy's validity refers to) and the
+    adversary certifying at 0 (still below the master's margin, so Prop. 2's finite
+    convergence holds). It is infeasible only if :math:`R(\sigma - t) = \emptyset`,
+    which no loop at σ can contradict; when :math:`R(\sigma - t)` is not empty its master
+    is never infeasible. Either way the status no longer depends on the levers, and
+    its claims are about :math:`R(\sigma - t)`: ``optimal`` among those points,
+    ``infeasible`` that none exists. ``run`` gets the iterations left of
+    ``max_iterations``; with none left the answer is ``ITERATION_LIMIT``."""
+    if first.status is not RobustStatus.INFEASIBLE or not first.master_failed:
+        return first, sigma
+    lower = sigma - tolerance
+    left = max_iterations - first.iterations
+    if left < 1:
+        return dataclasses.replace(first, status=RobustStatus.ITERATION_LIMIT, message=(
+            f"{first.message}; the iteration cap came before deciding at σ - t = "
+            f"{lower:g} whether a point robust at that margin exists")), sigma
+    saved = adversary.threshold
+    m.margin, adversary.threshold = lower, 0.0
+    try:
+        second = run(lower, left)
+    finally:
+        m.margin, adversary.threshold = sigma, saved
+    second.iterations += first.iterations
+    second.master_seconds += first.master_seconds
+    second.adversary_seconds += first.adversary_seconds
+    second.message = (f"no point is Δ-robust with margin σ={sigma:g} (its master was "
+                      f"infeasible); decided at σ - t = {lower:g}"
+                      + (f": {second.message}" if second.message else ""))
+    return second, lower

@@ -41,13 +41,18 @@ class RobustStatus(str, Enum):
 
     CERTIFIED: the loop's own stop: every adversary certified the last point at its
         threshold (PROPLACE and the combined method: the Δ bound ≥ σ - t, stricter
-        than the answer's level 0); the point is also optimal among the counterfactuals
-        robust at the master's margin σ when the master proved it optimal
+        than the answer's level 0; ≥ 0 when the loop decided at σ - t); the point is
+        also optimal among the counterfactuals robust at the master's margin
+        (``certificate.master_margin``: σ, or σ - t) when the master proved it optimal
         (``optimal``).
     NOT_ROBUST: a verified counterfactual that is not robust (a concrete counterexample
         refutes it), or whose robustness could not be proven.
-    INFEASIBLE: no robust counterfactual exists under the constraints (proven: the
-        master became infeasible, or no robust data point spans the region).
+    INFEASIBLE: no robust counterfactual exists under the constraints at the level the
+        message names (proven: the master became infeasible, or no robust data point
+        spans the region). PROPLACE and the combined method: no point whose least
+        margin over Δ is ≥ σ - t (``certificate.master_margin``), decided again at that
+        level after an infeasible master at σ; a point robust at a smaller margin is
+        not excluded. MILP-R: none with its first margin.
     ITERATION_LIMIT: the loop's iteration cap was reached before its stop; the last
         point is returned, proven robust only if the answer says ``certified`` (its
         checks may prove it at level 0, below the loop's threshold) and never claimed
@@ -165,11 +170,19 @@ class RobustnessCertificate:
         robust: Δ-robust (True: the proven lower bound of the least margin is ≥ 0),
             refuted (False) or unproven (None).
         bound: that proven lower bound (``None`` when no check ran).
-        threshold: the level the loop stopped at (σ - t for PROPLACE, 0 otherwise).
+        threshold: the level the loop stopped at (σ - t for PROPLACE, 0 otherwise;
+            0 too when PROPLACE decided at σ - t, see ``master_margin``).
         verdict: the final check (:class:`RobustnessVerdict`).
         iterations: master solves (PROPLACE), margin rounds (MILP-R), 1 otherwise.
         models: the shifted models collected by the cutting-set loop.
         times: seconds spent in the region, master solves, adversary checks.
+        master_margin: the margin s the master asked of the model and of every shifted
+            model (PROPLACE and the combined method; ``None`` for the others): the
+            answer's ``optimal`` is among the points whose least margin over Δ is ≥ s
+            (the master relaxes that set), and an ``infeasible`` status proves that none
+            exists. It is σ, or σ - t when the master at σ was proven infeasible and the
+            loop decided again at the certification level
+            (:func:`~cfopt.methods.proplace_master.decide_below_sigma`).
     """
 
     delta: float
@@ -180,10 +193,12 @@ class RobustnessCertificate:
     iterations: int = 0
     models: list = field(default_factory=list, repr=False)
     times: dict[str, float] = field(default_factory=dict)
+    master_margin: float | None = None
 
     def to_dict(self, include_parameters: bool = False) -> dict[str, Any]:
         out = {"delta": self.delta, "robust": self.robust, "bound": json_value(self.bound),
-               "threshold": self.threshold, "iterations": self.iterations,
+               "threshold": self.threshold, "master_margin": self.master_margin,
+               "iterations": self.iterations,
                "models_used": len(self.models), "times": dict(self.times),
                "verdict": self.verdict.to_dict(include_parameters) if self.verdict else None}
         if include_parameters:
@@ -209,11 +224,13 @@ class RobustCounterfactual(Answer):
             RNCE).
         distances: weighted L1, L0 and L∞ of the returned point.
         certificate: the robustness claim (:class:`RobustnessCertificate`).
-        optimal: proven optimal among the counterfactuals robust at the master's margin
-            σ: the loop stopped with ``CERTIFIED`` and its last master solve proved its
-            point optimal (the master relaxes that robust problem); ``False`` for every
-            other status, whatever :attr:`certified` says, and for the methods without
-            a master loop.
+        optimal: proven optimal among the counterfactuals whose least margin over Δ is
+            at least the master's margin (``certificate.master_margin``: σ, or σ - t
+            when no point is robust at σ): the loop stopped with ``CERTIFIED`` and its
+            last master solve proved its point optimal (the master relaxes that robust
+            problem). A Δ-robust point of a smaller margin may cost less. ``False`` for
+            every other status, whatever :attr:`certified` says, and for the methods
+            without a master loop.
         total_time: wall seconds of the query (preprocessing paid by this query
             included, e.g. robustness screening of data rows).
         solver: the solver's name.
