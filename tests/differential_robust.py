@@ -79,6 +79,8 @@ COMBINED_LEVERS = ("query_bounds", "vertex_envelope", "ladder", "warm_start", "l
                    "light_heuristics")
 MIP_GAP = 1e-4
 MILPR_MARGIN = 0.01
+#: statuses that decide nothing (listed with their messages in the summary, not counted)
+UNFINISHED = ("error", "verification_failed", "time_limit", "iteration_limit", "skipped")
 
 
 def band(score: Any) -> Any:
@@ -433,11 +435,13 @@ def run_robust_instance(inst: RobustInstance) -> dict[str, Any]:
 
 
 def summarize_robust(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Counters, statuses per method, and every failure with the line that reproduces it."""
+    """Counters, statuses per method, the answers that decided nothing (``unfinished``:
+    errors, limits, failed verifications, with their messages) and every failure with the
+    line that reproduces it."""
     counters: Counter = Counter({c: 0 for c in COUNTERS})
     statuses: dict[str, Counter] = {}
     by_method: dict[str, dict[str, Any]] = {}
-    failures = []
+    failures, unfinished = [], []
     for rec in records:
         method = by_method.setdefault(rec["method"], {"instances": 0, "seconds": 0.0,
                                                       **{c: 0 for c in COUNTERS}})
@@ -448,6 +452,9 @@ def summarize_robust(records: list[dict[str, Any]]) -> dict[str, Any]:
         found += [("lever_disagreements", "both", d) for d in rec["lever_disagreements"]]
         for label, c in rec["claims"].items():
             statuses.setdefault(f"{rec['method']} ({label})", Counter())[c["status"]] += 1
+            if c["status"] in UNFINISHED:
+                unfinished.append({"seed": rec["seed"], "method": rec["method"], "run": label,
+                                   "status": c["status"], "message": c["message"]})
         for check, label, detail in found:
             counters[check] += 1
             method[check] += 1
@@ -460,7 +467,7 @@ def summarize_robust(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"instances": len(records), **{c: counters[c] for c in COUNTERS},
             "by_method": dict(sorted(by_method.items())),
             "statuses": {k: dict(v) for k, v in sorted(statuses.items())},
-            "failures": failures}
+            "unfinished": unfinished, "failures": failures}
 
 
 def _index(ref: RobustReference, row: dict[str, Any]) -> int | None:
