@@ -266,6 +266,45 @@ def test_a_point_short_of_the_margin_is_re_solved_not_returned(monkeypatch, retr
     assert ce.objective - ce.bound <= 1e-4 * ce.objective + 1e-6
 
 
+def test_a_re_solve_at_the_margin_keeps_the_users_constraints(monkeypatch):
+    """The re-solve of a point short of the margin is the user's problem at a higher
+    margin: a declared block (y >= x) and a raw Pyomo constraint on ``explainer.milp``
+    (y <= 0.9) hold at the returned point, which meets μ on its own float64 score, and
+    the reported objective is recomputed at it. Logit 8x - 4 with the factual x = 0.2,
+    y = 0: the optimum moves x to 0.5 + μ/8 and y to the same value."""
+    import pyomo.environ as pyo
+
+    import cfopt.query.solution as solution
+
+    frame = pd.DataFrame({"x": np.linspace(0.0, 1.0, 11), "y": np.linspace(0.0, 1.0, 11)[::-1]})
+    space = cfopt.FeatureSpace.from_frame(frame, scaling="none")
+    model = LogisticRegression().fit(space.transform(frame), frame.x > 0.5)
+    model.coef_[:] = [[8.0, 0.0]]
+    model.intercept_[:] = [-4.0]
+    model.classes_ = np.array([0, 1])
+    real, short = solution.candidates, []
+
+    def first_short(m):
+        rows = real(m)
+        if not short:
+            short.append(True)
+            return [r.assign(x=r.x - 5e-5 / 8) for r in rows]
+        return rows
+
+    monkeypatch.setattr(solution, "candidates", first_short)
+    explainer = cfopt.Explainer(model, space, margin=1e-3, constraints=[
+        cfopt.LinearConstraint({"y": 1, "x": -1}, ">=", 0, name="y_follows_x")])
+    m = explainer.milp
+    m.y_cap = pyo.Constraint(expr=m.x["y"] <= 0.9)
+    x = pd.DataFrame({"x": [0.2], "y": [0.0]})
+    ce = explainer.explain(x, target=1)
+    assert short and ce.verified and ce.status is cfopt.Status.OPTIMAL and ce.attempts == 2
+    z = ce.counterfactual.iloc[0]
+    assert 8 * z.x - 4 >= 1e-3 - 1e-9 and z.y >= z.x - 1e-9 and z.y <= 0.9 + 1e-9
+    assert z.x == pytest.approx(0.5 + 1.1e-3 / 8, abs=1e-6)
+    assert ce.objective == pytest.approx((z.x - 0.2) + z.y, rel=1e-6)
+
+
 def test_gurobi_and_highs_agree_on_the_readme_example_at_the_margin():
     """The README's German network, row 1: HiGHS proves credit_amount 5951 → 885
     optimal; Gurobi's tolerances once gave 886 (logit 0.000939, below μ = 0.001) as

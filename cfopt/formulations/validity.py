@@ -208,23 +208,33 @@ def target_interval(target: Any, prediction: float) -> tuple[float, float]:
 MARGIN_TOLERANCE = 1e-6
 
 
+def score_targets(adapter: ModelAdapter, target: tuple) -> list:
+    """The query's ``target`` as :func:`logit_scores` takes it: class indices, or a
+    regressor's interval ``[a, b]``."""
+    return list(target) if adapter.is_regressor else [adapter.class_index(t) for t in target]
+
+
+def logit_scores(H: np.ndarray, decision: str, targets: list) -> np.ndarray:
+    r"""The margin by which each row of the outputs ``H`` (float64) meets the targets
+    (:func:`score_targets`; the left-hand sides of this module's constraints, without
+    μ): :math:`s\,y` for a binary model (:math:`s = +1` for class 1),
+    :math:`\max_{c \in T} y_c - \max_{j \notin T} y_j` for one logit per class,
+    :math:`\min(y - a, b - y)` for a regressor's interval :math:`[a, b]` (an open side
+    is infinite). The MILP demands at least μ."""
+    H = np.asarray(H, dtype=float)
+    if decision == "regression":
+        low, high = targets
+        return np.minimum(H[:, 0] - low, high - H[:, 0])
+    if decision == "sign":
+        return (1.0 if targets[0] == 1 else -1.0) * H[:, 0]
+    others = [j for j in range(H.shape[1]) if j not in targets]
+    return H[:, targets].max(axis=1) - H[:, others].max(axis=1)
+
+
 def target_score(adapter: ModelAdapter, target: tuple, logits: np.ndarray) -> float:
-    r"""The margin by which one row's ``logits`` (float64) meet the query's ``target``
-    (the left-hand sides of this module's constraints, without μ): :math:`s\,y` for a
-    binary model (:math:`s = +1` for class 1), :math:`\max_{c \in T} y_c - \max_{j
-    \notin T} y_j` for one logit per class, :math:`\min(y - a, b - y)` for a
-    regressor's interval :math:`[a, b]` (an open side is infinite). The MILP demands
-    at least μ."""
-    y = np.asarray(logits, dtype=float).ravel()
-    if adapter.is_regressor:
-        low, high = target
-        return float(min(y[0] - low, high - y[0]))
-    indices = [adapter.class_index(t) for t in target]
-    if adapter.decision == "sign":
-        return float(y[0] if indices[0] == 1 else -y[0])
-    inside = np.zeros(len(y), dtype=bool)
-    inside[indices] = True
-    return float(y[inside].max() - y[~inside].max())
+    """:func:`logit_scores` of one row's ``logits`` for the query's ``target``."""
+    return float(logit_scores(np.atleast_2d(logits), adapter.decision,
+                              score_targets(adapter, target))[0])
 
 
 def check_margin(margin: Any) -> None:

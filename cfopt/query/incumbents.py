@@ -41,8 +41,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..formulations.validity import score_targets
 from ..solvers import SolveOutcome, SolverBackend, SolverSettings
-from .restrictions.relu import score_targets, target_scores
+from .restrictions.relu import target_scores
 
 if TYPE_CHECKING:
     from ..formulations.predictors import NetworkCopy
@@ -122,7 +123,7 @@ def toward_target(m: CounterfactualModel, copies: Sequence[NetworkCopy],
     nearest to ``start`` (L1 on the model inputs); ``None`` when no segment has one."""
     steps = np.linspace(0.0, 1.0, WALK_STEPS + 1)[1:, None]
     nets = [predictor.adapter.structure for predictor, base in copies if base is None]
-    decision, targets = m.adapter.decision, score_targets(m)
+    decision, targets = m.adapter.decision, score_targets(m.adapter, m.target)
     best, nearest = None, np.inf
     for end in np.atleast_2d(ends):
         points = start + steps * (end - start)

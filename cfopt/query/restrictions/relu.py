@@ -50,6 +50,7 @@ import pandas as pd
 import pyomo.environ as pyo
 
 from ...formulations.predictors import NetworkCopy, NetworkPredictorConstr
+from ...formulations.validity import logit_scores, score_targets
 from ...models.network import ReLUNetwork
 from ...space.encoding import CodeEncoder, encode
 from .registry import Restricted, Restriction, register_restriction
@@ -85,28 +86,10 @@ def _score(net: ReLUNetwork, z: np.ndarray, decision: str, targets: list,
     return score, g
 
 
-def logit_scores(H: np.ndarray, decision: str, targets: list) -> np.ndarray:
-    """The target score (:func:`_score`) of every row of the logits ``H``."""
-    if decision == "regression":
-        low, high = targets
-        return np.minimum(H[:, 0] - low, high - H[:, 0])
-    if decision == "sign":
-        return (1.0 if targets[0] == 1 else -1.0) * H[:, 0]
-    others = [j for j in range(H.shape[1]) if j not in targets]
-    return H[:, targets].max(axis=1) - H[:, others].max(axis=1)
-
-
 def target_scores(net: ReLUNetwork, Z: np.ndarray, decision: str, targets: list
                   ) -> np.ndarray:
     """:func:`_score`'s target score at every row of ``Z`` (no gradient), in one batch."""
     return logit_scores(net.logits(np.atleast_2d(Z)), decision, targets)
-
-
-def score_targets(m: CounterfactualModel) -> list:
-    """The targets as :func:`_score` takes them: class indices, or a regressor's
-    interval."""
-    return (list(m.target) if m.adapter.is_regressor
-            else [m.adapter.class_index(t) for t in m.target])
 
 
 def factual_score(m: CounterfactualModel) -> float | None:
@@ -116,7 +99,7 @@ def factual_score(m: CounterfactualModel) -> float | None:
     net = m.adapter.structure
     if not isinstance(net, ReLUNetwork) or m.factual is None or not m.target:
         return None
-    return _score(net, m.factual_inputs, m.adapter.decision, score_targets(m),
+    return _score(net, m.factual_inputs, m.adapter.decision, score_targets(m.adapter, m.target),
                   with_grad=False)[0]
 
 
@@ -152,7 +135,7 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
     if not isinstance(net, ReLUNetwork) or m.factual is None or not m.target:
         return None
     enc = CodeEncoder(m.space, m.input_specs)
-    decision, targets = m.adapter.decision, score_targets(m)
+    decision, targets = m.adapter.decision, score_targets(m.adapter, m.target)
     goal = 2.0 * float(pyo.value(m.margin))
     cap = m.change_cap
     codes = enc.codes(m.factual)

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 import pyomo.environ as pyo
 
+from ...formulations.validity import logit_scores, score_targets
 from ...models.trees import TreeEnsemble
 from ...space.encoding import CodeEncoder, encode
 from ..separable import Rule, SeparableForm, walk_rules
@@ -44,15 +45,7 @@ MAX_MOVES = 64
 
 def _target_score(m: CounterfactualModel, out: np.ndarray) -> np.ndarray:
     """How much each row of outputs meets the target by (>= margin: valid in the MILP)."""
-    adapter = m.adapter
-    if adapter.is_regressor:
-        low, high = m.target
-        return np.minimum(out[:, 0] - low, high - out[:, 0])
-    targets = [adapter.class_index(t) for t in m.target]
-    if adapter.decision == "sign":
-        return out[:, 0] if targets[0] == 1 else -out[:, 0]
-    others = [j for j in range(out.shape[1]) if j not in targets]
-    return out[:, targets].max(axis=1) - out[:, others].max(axis=1)
+    return logit_scores(out, m.adapter.decision, score_targets(m.adapter, m.target))
 
 
 class _Encoder(CodeEncoder):
