@@ -25,7 +25,8 @@ from cfopt.progress import progress_bar
 RESULTS = Path(__file__).resolve().parent / "results"
 
 PACKAGES = ("cfopt", "pyomo", "highspy", "omlt", "onnx", "torch", "scikit-learn", "numpy",
-            "pandas", "gurobipy", "dice-ml", "ortools")
+            "pandas", "gurobipy", "dice-ml", "ortools", "pyscipopt", "pyscipopt-ml",
+            "gurobi-machinelearning")
 
 
 def _cpu_model() -> str:
