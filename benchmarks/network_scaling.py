@@ -1,18 +1,18 @@
 """Exact ReLU counterfactuals at scale (issue 39): cfopt on HiGHS against pyscipopt-ml on
 SCIP and gurobi-machinelearning on Gurobi, the same network, side by side.
 
-The problem, for every tool: UCI Adult's six numeric features (age, fnlwgt, education-
-num, capital-gain, capital-loss, hours-per-week), min-max scaled (the bounds of the
-training and test rows) and continuous, every feature mutable; minimise the weighted L1
-distance (1 / range per raw feature, i.e. L1 in scaled units) subject to the network's
-logit ≥ 1e-3; relative gap 1e-4, one thread, a ``--time-limit`` per query. The network
-is one sklearn ``MLPClassifier`` (ReLU, ``random_state=0``) per architecture, trained on
-the scaled training rows; the queries are the first ``--rows`` test rows it rejects.
-cfopt gets the classifier itself. gurobi-ml does not accept an ``MLPClassifier``, so
-both peers get an ``MLPRegressor`` shim holding the classifier's own ``coefs_`` and
-``intercepts_`` arrays with an identity output: its output is the classifier's logit.
-Every point is re-checked by a float64 forward pass of those arrays (``verified``: logit
-≥ 1e-3 less 1e-6 relative).
+The problem, for every tool: UCI Adult's six numeric features (age, fnlwgt,
+education-num, capital-gain, capital-loss, hours-per-week), min-max scaled (the bounds
+of the training and test rows) and continuous, every feature mutable; minimise the
+weighted L1 distance (1 / range per raw feature, i.e. L1 in scaled units) subject to the
+network's logit ≥ 1e-3; relative gap 1e-4, one thread, a ``--time-limit`` per query. The
+network is one sklearn ``MLPClassifier`` (ReLU, ``random_state=0``) per architecture,
+trained on the scaled training rows; the queries are the first ``--rows`` test rows it
+rejects. cfopt gets the classifier itself. gurobi-ml does not accept an
+``MLPClassifier``, so both peers get an ``MLPRegressor`` shim holding the classifier's
+own ``coefs_`` and ``intercepts_`` arrays with an identity output: its output is the
+classifier's logit. Every point is re-checked by a float64 forward pass of those arrays
+(``verified``: logit ≥ 1e-3 less 1e-6 relative).
 
 The tools run interleaved, query by query (cfopt, SCIP, Gurobi on row 1, then row 2,
 ...), in one process; cfopt builds its MILP once per network (``build_s``), the peers
