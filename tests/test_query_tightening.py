@@ -256,3 +256,30 @@ def test_restrictions_are_found_by_predictor_kind():
         assert isinstance(of(WideTrees), Custom)
     finally:
         del RESTRICTIONS[WideTrees]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_back_substituted_bounds_enclose_every_point_and_beat_intervals(seed):
+    """CROWN-style bounds over a box (``ReLUNetwork.back_substituted``): every sampled
+    input's pre-activations lie within them, at every layer of networks of one to three
+    hidden layers, and they are never wider than interval propagation's; on these
+    networks they are narrower in total."""
+    from cfopt.models.network import ReLUNetwork, affine_bounds, box_concretizer
+
+    rng = np.random.default_rng(seed)
+    sizes = [4] + [int(rng.integers(6, 20)) for _ in range(1 + seed % 3)] + [1]
+    net = ReLUNetwork.from_parameters(
+        [(rng.normal(size=(b, a)) / np.sqrt(a), 0.3 * rng.normal(size=b))
+         for a, b in zip(sizes, sizes[1:])])
+    lo = rng.uniform(-1, 0, 4)
+    hi = lo + rng.uniform(0.1, 1.0, 4)
+    first = affine_bounds(net.layers[0].weight, net.layers[0].bias, lo, hi)
+    crown = net.back_substituted(first, box_concretizer(lo, hi))
+    intervals = net.box_bounds(lo, hi)
+    corners = np.array(np.meshgrid(*zip(lo, hi))).reshape(4, -1).T
+    Z = np.vstack([rng.uniform(lo, hi, (3000, 4)), corners])
+    for P, (cl, cu), (il, iu) in zip(preactivations(net, Z), crown, intervals):
+        assert np.all(P >= cl - 1e-9) and np.all(P <= cu + 1e-9)
+        assert np.all(cl >= il - 1e-12) and np.all(cu <= iu + 1e-12)
+    assert sum(np.sum(u - lo_) for lo_, u in crown[1:]) < \
+        sum(np.sum(u - lo_) for lo_, u in intervals[1:])

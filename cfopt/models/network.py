@@ -21,6 +21,10 @@ outside the MILP is a method here:
   the least, ≤ 0), :math:`W_j \bar z + b_j + \sum_{N \text{ largest}} c^+_{jg}` above
   and the :math:`N` most negative :math:`c^-_{jg}` below (a counterfactual of objective
   ≤ r changes at most r / (its L0 coefficient) features), propagated by intervals;
+* :meth:`ReLUNetwork.back_substituted` — bounds of the later layers from linear
+  functions of the inputs through the earlier ReLUs' linear enclosures (CROWN, Zhang et
+  al. 2018; DeepPoly, Singh et al. 2019), concretized over any region of inputs (a box:
+  :func:`box_concretizer`; a query's reach within a radius: cfopt.query.restrictions.relu);
 * :meth:`ReLUNetwork.shifted_bounds` — the same at fixed inputs over the model shift
   :math:`\Delta = \{\Theta' : \|\Theta' - \Theta\|_\infty \le \delta\}` (PROPLACE,
   Jiang et al. 2024, Def. 5-7): post-ReLU values :math:`V \ge 0` give the reachable
@@ -34,7 +38,7 @@ outside the MILP is a method here:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +49,8 @@ from ..errors import UnsupportedModelError
 Parameters = list[tuple[np.ndarray, np.ndarray]]
 #: per layer, (lower, upper) bounds of its pre-activations
 LayerBounds = list[tuple[np.ndarray, np.ndarray]]
+#: per row of a matrix A, the least and the greatest A z over a region of inputs z
+Concretizer = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 #: relative widening of the first layer's bounds over a hull's vertices (the solvers meet
 #: the hull's equations z = Σ λ_l p_l within their feasibility tolerance)
@@ -264,6 +270,67 @@ class ReLUNetwork:
             out.append((lo, hi))
         return out
 
+    def back_substituted(self, first: tuple[np.ndarray, np.ndarray], concretize: Concretizer,
+                         within: LayerBounds | None = None) -> LayerBounds:
+        r"""Bounds of every layer's pre-activation over a region of inputs, by linear
+        bounds back-substituted to the inputs (CROWN, Zhang et al. 2018, Thm. 3.2;
+        DeepPoly, Singh et al. 2019), each layer's intersected with interval
+        propagation from the last and with ``within``.
+
+        ``first``: bounds of the first layer's pre-activations over the region (e.g.
+        exact ones); ``concretize(A)``: per row of ``A`` (rows, inputs), the least and the
+        greatest :math:`A_j z` over the region (sound: never inside the true range).
+        For layer :math:`k`, each earlier ReLU with bounds :math:`[l, u]` is enclosed
+        by linear functions of its input :math:`p`: :math:`\mathrm{relu}(p) \le
+        \frac{u}{u - l}(p - l)` and :math:`\ge \alpha p` with :math:`\alpha = 1`
+        if :math:`u \ge -l` else 0 when unstable, :math:`p` when :math:`l \ge 0`, 0 when
+        :math:`u \le 0`; a positive coefficient takes the upper function and a negative
+        one the lower for the upper bound (the other way round for the lower), down to
+        :math:`A z + c` (:math:`A = \Lambda W^1`), concretized over the region. Each
+        end is widened by :data:`HULL_TOLERANCE` x (1 + |value| + the scale of
+        :math:`|A| |z|` and :math:`|c|`) against round-off."""
+        first_lo, first_hi = (np.asarray(v, dtype=np.float64) for v in first)
+        out: LayerBounds = _within([(first_lo, first_hi)], within[:1] if within else None)
+        for k in range(1, len(self.layers)):
+            prev_lo, prev_hi = out[-1]
+            if self.layers[k - 1].relu:
+                prev_lo, prev_hi = np.maximum(prev_lo, 0.0), np.maximum(prev_hi, 0.0)
+            lo, hi = affine_bounds(self.layers[k].weight, self.layers[k].bias, prev_lo, prev_hi)
+            (a_lo, c_lo), (a_up, c_up) = self._substitute(k, out)
+            least, _ = concretize(a_lo)
+            _, most = concretize(a_up)
+            scale_lo = np.abs(c_lo) + np.maximum(np.abs(least), 1.0)
+            scale_up = np.abs(c_up) + np.maximum(np.abs(most), 1.0)
+            lo = np.maximum(lo, least + c_lo - HULL_TOLERANCE * scale_lo)
+            hi = np.minimum(hi, most + c_up + HULL_TOLERANCE * scale_up)
+            step = [(lo, np.maximum(hi, lo))]
+            out += _within(step, within[k:k + 1] if within else None)
+        return out
+
+    def _substitute(self, k: int, bounds: LayerBounds
+                    ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """Linear lower and upper bounds ``(A, c)`` of layer ``k``'s pre-activations as
+        functions ``A z + c`` of the inputs, through the ReLUs of the layers before it
+        with their ``bounds`` (:meth:`back_substituted`)."""
+        sides = []
+        for upper in (False, True):
+            a, c = self.layers[k].weight.copy(), self.layers[k].bias.copy()
+            for i in range(k - 1, -1, -1):
+                layer = self.layers[i]
+                if layer.relu:
+                    s_up, t_up, s_lo = _relu_relaxation(*bounds[i])
+                    pos, neg = np.maximum(a, 0.0), np.minimum(a, 0.0)
+                    if upper:
+                        c = c + pos @ t_up
+                        a = pos * s_up + neg * s_lo
+                    else:
+                        c = c + neg @ t_up
+                        a = pos * s_lo + neg * s_up
+                c = c + a @ layer.bias
+                a = a @ layer.weight
+            sides.append((a, c))
+        return sides[0], sides[1]
+
     def shifted_bounds(self, Z: np.ndarray, delta: float,
                        output_scale: float = 1.0) -> LayerBounds:
         r"""Interval bounds, per row of ``Z``, of every layer's pre-activation over the
@@ -288,6 +355,28 @@ class ReLUNetwork:
             upper = hi @ np.maximum(c, 0).T + lo @ np.minimum(c, 0).T + b + r
             out.append((lower, upper))
         return out
+
+
+def _relu_relaxation(lower: np.ndarray, upper: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per neuron with pre-activation bounds ``[lower, upper]``: the upper linear
+    function ``s_up p + t_up`` and the lower one ``s_lo p`` enclosing its ReLU
+    (:meth:`ReLUNetwork.back_substituted`)."""
+    active, inactive = lower >= 0.0, upper <= 0.0
+    unstable = ~(active | inactive)
+    width = np.where(unstable, upper - lower, 1.0)
+    s_up = np.where(active, 1.0, np.where(unstable, upper / width, 0.0))
+    t_up = np.where(unstable, -upper * lower / width, 0.0)
+    s_lo = np.where(active | (unstable & (upper >= -lower)), 1.0, 0.0)
+    return s_up, t_up, s_lo
+
+
+def box_concretizer(lower: np.ndarray, upper: np.ndarray) -> Concretizer:
+    """The :data:`Concretizer` of the box ``[lower, upper]``."""
+    def concretize(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        least, most = affine_bounds(a, np.zeros(len(a)), lower, upper)
+        return least, most
+    return concretize
 
 
 def _within(local: LayerBounds, within: LayerBounds | None) -> LayerBounds:

@@ -23,8 +23,11 @@ optimal counterfactual lies close to the factual :math:`\hat x`. For one query:
    :math:`w_f \cdot \text{scale}_f` per model-input unit, and affordable category
    switches, cost :math:`w_f`), and by the sum of the :math:`\lfloor r/b \rfloor`
    largest single-feature moves
-   (:meth:`~cfopt.models.network.ReLUNetwork.sparse_bounds`); deeper layers follow by
-   interval propagation; all intersected with the model's global bounds. A copy of the
+   (:meth:`~cfopt.models.network.ReLUNetwork.sparse_bounds`); deeper layers by linear
+   bounds back-substituted to the inputs and concretized over the same region, the
+   better of that knapsack and those sparse moves (:func:`region_concretizer`,
+   :meth:`~cfopt.models.network.ReLUNetwork.back_substituted`), within interval
+   propagation; all intersected with the model's global bounds. A copy of the
    network at the factual with some inputs replaced (a K-scenario's) gets the second
    bound around its own base point.
 3. The MILP is solved with these bounds (no row :math:`\text{objective} \le r`:
@@ -51,7 +54,7 @@ import pyomo.environ as pyo
 
 from ...formulations.predictors import NetworkCopy, NetworkPredictorConstr
 from ...formulations.validity import logit_scores, score_targets
-from ...models.network import ReLUNetwork
+from ...models.network import Concretizer, ReLUNetwork
 from ...space.encoding import CodeEncoder, encode
 from .registry import Restricted, Restriction, register_restriction
 
@@ -283,48 +286,73 @@ def radius_bounds(m: CounterfactualModel, radius: float, base: np.ndarray | None
                             reach.most, within)
     if base is not None:
         return few
-    w1, b1 = net.layers[0].weight, net.layers[0].bias
-    n = w1.shape[0]
-    values: list[np.ndarray] = []  # per item: value of taking it fully, (2, n) for max/min
-    costs: list[float] = []
-    for name, (at, options) in reach.moves.items():
-        delta = w1[:, at] @ (options - z0[at]).T  # (n, points): the move to each point
-        if m.space[name].is_onehot:  # one switch: the best level per neuron and side
-            values.append(np.stack([delta.max(axis=1), (-delta).max(axis=1)]).clip(min=0))
-            costs.append(m.weights[name])
-            continue
-        # each end of a numeric feature's reach: max where it raises the neuron, min
-        # where it lowers it, at the cost of the weighted move to it
-        for k, cost in enumerate(reach.costs[name]):
-            if np.any(options[k] != z0[at]):
-                values.append(np.stack([delta[:, k].clip(min=0), (-delta[:, k]).clip(min=0)]))
-                costs.append(float(cost))
-    base_value = w1 @ z0 + b1
-    if values:
-        V = np.stack(values, axis=2)  # (2, n, items)
-        C = np.broadcast_to(np.asarray(costs, dtype=float), V.shape)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(C > 0, V / np.where(C > 0, C, 1.0), np.inf)
-        ratio = np.where(V > 0, ratio, -1.0)
-        order = np.argsort(-ratio, axis=2)
-        Vs = np.take_along_axis(V, order, axis=2)
-        Cs = np.take_along_axis(C, order, axis=2)
-        spent = np.cumsum(Cs, axis=2) - Cs
-        with np.errstate(divide="ignore", invalid="ignore"):
-            take = np.where(Cs > 0, np.clip((reach.budget - spent) / np.where(Cs > 0, Cs, 1.0),
-                                            0, 1), 1.0)
-        gain = (take * Vs).sum(axis=2)
-    else:
-        gain = np.zeros((2, n))
-    out = []
-    for (lb, ub), (glb, gub) in zip(net.propagate_bounds(base_value - gain[1],
-                                                         base_value + gain[0]), few):
-        tol_lb = 1e-6 * (1.0 + np.abs(lb))
-        tol_ub = 1e-6 * (1.0 + np.abs(ub))
-        new_lb = np.maximum(lb - tol_lb, glb)
-        new_ub = np.minimum(ub + tol_ub, gub)
-        out.append((new_lb, np.maximum(new_ub, new_lb)))
-    return out
+    concretize = region_concretizer(m, reach, z0)
+    first = net.layers[0]
+    least, most = concretize(first.weight)
+    lo, hi = least + first.bias, most + first.bias
+    widen = 1e-6 * (1.0 + np.maximum(np.abs(lo), np.abs(hi)))
+    return net.back_substituted((lo - widen, hi + widen), concretize, within=few)
+
+
+def region_concretizer(m: CounterfactualModel, reach: RadiusMoves, z0: np.ndarray
+                       ) -> Concretizer:
+    """The least and the greatest ``A z`` per row of ``A`` over the model inputs ``z`` of
+    the counterfactuals within a radius (module docstring, step 2): ``A z0`` plus the
+    best of a fractional knapsack over the weighted L1 budget (items: the move to each
+    end of a numeric feature's reach, at its weighted cost; a category switch, at its
+    weight, to the best level per row and side) and of the sum of the ``most`` largest
+    single-feature moves; both relax the region, so each is sound."""
+    def concretize(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        A = np.atleast_2d(np.asarray(A, dtype=float))
+        values: list[np.ndarray] = []  # per item: value of taking it fully, (2, rows)
+        costs: list[float] = []
+        gains, losses = [], []  # per feature: its best move up and down, per row
+        for name, (at, options) in reach.moves.items():
+            delta = A[:, at] @ (options - z0[at]).T  # (rows, points): the move to each
+            gains.append(delta.max(axis=1).clip(min=0))
+            losses.append((-delta).max(axis=1).clip(min=0))
+            if m.space[name].is_onehot:  # one switch: the best level per row and side
+                values.append(np.stack([gains[-1], losses[-1]]))
+                costs.append(m.weights[name])
+                continue
+            for k, cost in enumerate(reach.costs[name]):
+                if np.any(options[k] != z0[at]):
+                    values.append(np.stack([delta[:, k].clip(min=0),
+                                            (-delta[:, k]).clip(min=0)]))
+                    costs.append(float(cost))
+        gain = _knapsack(values, costs, reach.budget, len(A))
+        if gains and reach.most >= 1:
+            count = len(gains) if not np.isfinite(reach.most) else int(reach.most)
+            top = np.stack([-np.sort(-np.column_stack(g), axis=1)[:, :count].sum(axis=1)
+                            for g in (gains, losses)])
+            gain = np.minimum(gain, top)
+        elif not gains or reach.most < 1:
+            gain = np.zeros_like(gain)
+        base = A @ z0
+        return base - gain[1], base + gain[0]
+
+    return concretize
+
+
+def _knapsack(values: list[np.ndarray], costs: list[float], budget: float,
+              rows: int) -> np.ndarray:
+    """(2, rows): the greatest total of the items' ``values`` (each (2, rows), taken
+    fractionally) within ``budget`` of their ``costs``, per row and side."""
+    if not values:
+        return np.zeros((2, rows))
+    V = np.stack(values, axis=2)  # (2, rows, items)
+    C = np.broadcast_to(np.asarray(costs, dtype=float), V.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(C > 0, V / np.where(C > 0, C, 1.0), np.inf)
+    ratio = np.where(V > 0, ratio, -1.0)
+    order = np.argsort(-ratio, axis=2)
+    Vs = np.take_along_axis(V, order, axis=2)
+    Cs = np.take_along_axis(C, order, axis=2)
+    spent = np.cumsum(Cs, axis=2) - Cs
+    with np.errstate(divide="ignore", invalid="ignore"):
+        take = np.where(Cs > 0, np.clip((budget - spent) / np.where(Cs > 0, Cs, 1.0), 0, 1),
+                        1.0)
+    return (take * Vs).sum(axis=2)
 
 
 # The restrictions tighten bounds only: they hold for every point of objective at most
