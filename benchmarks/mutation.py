@@ -156,10 +156,22 @@ def diff(module: str, name: str) -> str:
 
 
 def equivalents(module: str) -> list[dict[str, Any]]:
-    """The lines marked ``# pragma: no mutate (reason)`` in the module."""
-    lines = (PROJECT / module).read_text().splitlines()
-    return [{"line": i, "reason": m.group(1).strip(" ()") or None}
-            for i, line in enumerate(lines, 1) if (m := PRAGMA.search(line))]
+    """The lines marked ``# pragma: no mutate (reason)`` in the module (a range for
+    ``# pragma: no mutate start (reason)`` ... ``# pragma: no mutate end``)."""
+    out: list[dict[str, Any]] = []
+    start: tuple[int, str] | None = None
+    for i, line in enumerate((PROJECT / module).read_text().splitlines(), 1):
+        if (m := PRAGMA.search(line)) is None:
+            continue
+        word, _, rest = m.group(1).strip().partition(" ")
+        if word == "start":
+            start = (i, rest)
+        elif word == "end" and start is not None:
+            out.append({"lines": [start[0], i], "reason": start[1].strip(" ()") or None})
+            start = None
+        else:
+            out.append({"lines": [i, i], "reason": m.group(1).strip(" ()") or None})
+    return out
 
 
 def summary(module: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from cfopt.query.claims import (
     stop_reason,
     stop_words,
 )
-from cfopt.query.solution import verify_row
+from cfopt.query.solution import Verification, verify_row
 from cfopt.solvers import SolveOutcome
 
 from .claims_common import MU
@@ -191,24 +191,37 @@ def test_only_the_heuristic_point(milp, last, reason):
     assert "heuristic" in v.message
     if reason == "solver_stopped":
         assert f"ended {last.status.value}" in v.message
-        assert ("(HiGHS failed)" in v.message) is bool(last.message)
-        assert "()" not in v.message
+        said = " (HiGHS failed)" if last.message else ""
+        assert f"without a verified point{said}: the verified heuristic" in v.message
     else:
         assert v.message.startswith(stop_words(last))
 
 
 def test_a_point_that_never_verified(milp):
+    """VERIFICATION_FAILED, no point, and the message says which checks failed: the
+    model's class, the declared constraints, the margin (each from the point)."""
     p = point(milp, 3.0, 3.0)
     v = claim([outcome(Status.OPTIMAL, 0.1), outcome(Status.OPTIMAL, 0.2)], p, milp,
               GAP, 4 * MU)
     assert v.status is Status.VERIFICATION_FAILED and v.reason == "verification_failed"
     assert v.row is None and v.objective is None and v.bound is None
-    assert "misses the target" in v.message and f"margin {4 * MU:g}" in v.message
+    assert f"predicts {p.predicted!r}, which misses the target" in v.message
+    assert f"margin {4 * MU:g}" in v.message and "breaks" not in v.message
+    row = pd.DataFrame({"a": [7.0], "b": [5.0]})
+    broken = Verification(row, 1, ["b is immutable"])
+    v = claim([outcome(Status.OPTIMAL, 0.1)], broken, milp, GAP, MU)
+    assert "breaks the declared constraint(s) ['b is immutable']" in v.message
+    assert "predicts" not in v.message and "below the margin" not in v.message
+    short = Verification(row, 1, [], score=0.000375, short_of=0.001)
+    v = claim([outcome(Status.OPTIMAL, 0.1)], short, milp, GAP, MU)
+    assert "its target score 0.000375" in v.message and "below the margin 0.001 " in v.message
+    assert "predicts" not in v.message and "breaks" not in v.message
 
 
 def test_no_point(milp):
     v = claim([outcome(Status.INFEASIBLE, 0.3)], None, milp, GAP, MU)
     assert (v.status, v.reason, v.bound, v.row) == (Status.INFEASIBLE, "infeasible", None, None)
+    assert "no counterfactual" in v.message
     v = claim([outcome(Status.NO_SOLUTION, 0.3, "maxTimeLimit")], None, milp, GAP, MU)
     assert (v.status, v.reason, v.bound) == (Status.NO_SOLUTION, "time_limit", 0.3)
     assert v.message.startswith("time limit reached")
