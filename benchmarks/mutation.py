@@ -56,8 +56,8 @@ PACKAGES = ("cfopt/query", "cfopt/formulations", "cfopt/constraints", "cfopt/met
 TESTS: dict[str, list[str]] = {
     "cfopt/query/claims.py": ["tests/test_query_claims.py", "tests/test_claims.py",
                               "tests/test_claims_solvers.py"],
-    "cfopt/query/solution.py": ["tests/test_query_claims.py", "tests/test_claims.py",
-                                "tests/test_claims_solvers.py"],
+    "cfopt/query/solution.py": ["tests/test_query_solution.py", "tests/test_query_claims.py",
+                                "tests/test_claims.py", "tests/test_claims_solvers.py"],
 }
 
 WORK = PROJECT / ".mutation"

@@ -1,0 +1,226 @@
+"""Decoding a solver's solution into raw rows (:mod:`cfopt.query.solution`).
+
+The solver's values are set by hand on the MILP's variables, as a solver at its
+tolerances could leave them, and each decoded row is compared with what the module
+docstring prescribes: codes clipped into the feature's bounds and into the predictor's
+region, integral codes rounded, float round-off of the factual's code no move, a
+continuous move within ``SNAP`` of the range snapped back in the first candidate only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyomo.environ as pyo
+import pytest
+import torch
+
+import cfopt
+from cfopt.formulations.features import code_variable
+from cfopt.formulations.validity import MARGIN_TOLERANCE
+from cfopt.query.solution import (
+    SNAP,
+    candidates,
+    failed_checks,
+    region_intervals,
+    start_of,
+    verified_solution,
+    verify_row,
+)
+
+FACTUAL = pd.DataFrame({"a": [2.0], "n": [1], "c": ["red"]})
+
+
+def space_and_net():
+    """a continuous in [0, 10], n integer in [0, 5], c categorical; a linear model
+    whose logit is 10·a/10 - 5 = a - 5 (class 1 where a > 5)."""
+    frame = pd.DataFrame({"a": [0.0, 10.0, 5.5], "n": [0, 5, 2],
+                          "c": ["red", "green", "blue"]})
+    space = cfopt.FeatureSpace.from_frame(frame)
+    net = torch.nn.Sequential(torch.nn.Linear(space.transform(frame).shape[1], 1))
+    with torch.no_grad():
+        net[0].weight.zero_()
+        net[0].weight[0, 0] = 10.0
+        net[0].bias.fill_(-5.0)
+    return space, net
+
+
+@pytest.fixture(scope="module")
+def milp():
+    space, net = space_and_net()
+    m = cfopt.Explainer(net, space).milp
+    m.set_factual(FACTUAL)
+    m.set_target(1)
+    return m
+
+
+def hold(m, a: float, n: float, c=(0.0, 0.0, 1.0)) -> None:
+    """The solver's values: codes of a and n, one-hots of c (blue, green, red)."""
+    for name, code in (("a", a), ("n", n)):
+        var, offset, width = code_variable(m, m.space, name)
+        var.set_value((code - offset) / width, skip_validation=True)
+    for level, value in zip(("blue", "green", "red"), c):
+        m.onehot["c", level].set_value(value, skip_validation=True)
+
+
+def decoded(m) -> list[dict]:
+    return [row.iloc[0].to_dict() for row in candidates(m)]
+
+
+def test_no_factual_or_no_solution_raises():
+    space, net = space_and_net()
+    m = cfopt.Explainer(net, space).milp
+    with pytest.raises(RuntimeError, match="no factual"):
+        candidates(m)
+    m.set_factual(FACTUAL)
+    m.set_target(1)
+    with pytest.raises(RuntimeError, match="no solution"):  # no values at all
+        candidates(m)
+    hold(m, 6.0, 1.0)
+    m.onehot["c", "green"].set_value(None)
+    with pytest.raises(RuntimeError, match="no solution"):  # a one-hot without a value
+        candidates(m)
+    hold(m, 6.0, 1.0)
+    code_variable(m, m.space, "a")[0].set_value(None)
+    with pytest.raises(RuntimeError, match="no solution"):
+        candidates(m)
+
+
+def test_a_plain_move_is_one_row(milp):
+    hold(milp, 6.25, 3.0, (0.0, 1.0, 0.0))
+    assert decoded(milp) == [{"a": 6.25, "n": 3, "c": "green"}]
+
+
+def test_categories_by_the_largest_one_hot(milp):
+    for values, level in (((0.9, 0.1, 0.0), "blue"), ((0.2, 0.7, 0.1), "green"),
+                          ((0.0, 1e-7, 0.9999), "red")):
+        hold(milp, 6.0, 1.0, values)
+        assert [r["c"] for r in decoded(milp)] == [level]
+
+
+def test_codes_are_clipped_into_the_bounds(milp):
+    hold(milp, 10.0 + 1e-7, 5.0 + 4e-7)
+    assert decoded(milp) == [{"a": 10.0, "n": 5, "c": "red"}]
+    hold(milp, -1e-7, -3e-7)
+    assert decoded(milp) == [{"a": 0.0, "n": 0, "c": "red"}]
+
+
+def test_integral_codes_are_rounded(milp):
+    hold(milp, 6.0, 2.9999996)
+    assert decoded(milp)[0]["n"] == 3
+    hold(milp, 6.0, 1.0000004)  # the factual's code within a solver's tolerance
+    (row,) = decoded(milp)
+    assert row["n"] == 1 and isinstance(row["n"], int)
+
+
+def test_a_move_within_snap_is_undone_in_the_first_candidate_only(milp):
+    """A continuous move up to ``SNAP`` × range (1e-5 here) is snapped back to the
+    factual in the first candidate; the second keeps it. A larger move is kept."""
+    for move in (4e-6, -9e-6, 0.99 * SNAP * 10):
+        hold(milp, 2.0 + move, 1.0)
+        rows = decoded(milp)
+        assert rows == [{"a": 2.0, "n": 1, "c": "red"}, {"a": 2.0 + move, "n": 1, "c": "red"}]
+    for move in (1.01 * SNAP * 10, -2e-5, 0.5):
+        hold(milp, 2.0 + move, 1.0)
+        assert decoded(milp) == [{"a": pytest.approx(2.0 + move, abs=1e-12), "n": 1,
+                                  "c": "red"}]
+
+
+def test_float_round_off_of_the_factual_is_no_move(milp):
+    """A difference within 64 ulps of the factual's code is the factual in every
+    candidate (one row), and the value is the factual's exactly."""
+    x0 = pyo.value(milp.x0["a"])
+    for move in (4e-15, -1e-14):
+        hold(milp, x0 + move, 1.0)
+        (row,) = decoded(milp)
+        assert row["a"] == 2.0
+    hold(milp, x0 + 1e-12, 1.0)  # above round-off, within SNAP: two candidates
+    assert len(decoded(milp)) == 2
+
+
+def test_verify_row_margin(milp):
+    """The margin is met at ``margin - MARGIN_TOLERANCE·(1 + |score|)`` and above."""
+    for a, ok in ((6.0, True), (5.0 + 0.01, True), (5.0 + 0.0005, False), (4.0, False)):
+        v = verify_row(milp, pd.DataFrame({"a": [a], "n": [1], "c": ["red"]}), margin=0.001)
+        assert v.verified is ok, a
+        if a > 5.0:
+            assert v.score == pytest.approx(a - 5.0, abs=1e-6)
+            assert v.short_of == (None if ok else 0.001)
+        else:  # not the target: no score, no margin checked
+            assert v.predicted == 0 and v.score is None and v.short_of is None
+    v = verify_row(milp, pd.DataFrame({"a": [5.0005], "n": [1], "c": ["red"]}))
+    assert v.verified and v.score is None  # without a margin, none is checked
+    tol = MARGIN_TOLERANCE * (1.0 + 0.001)
+    for score, ok in ((0.001 - 0.5 * tol, True), (0.001 - 2 * tol, False)):
+        v = verify_row(milp, pd.DataFrame({"a": [5.0 + score], "n": [1], "c": ["red"]}),
+                       margin=0.001)
+        assert v.verified is ok, score
+
+
+def test_verify_row_with_a_broken_constraint():
+    space, net = space_and_net()
+    space.immutable("n")
+    m = cfopt.Explainer(net, space).milp
+    m.set_factual(FACTUAL)
+    m.set_target(1)
+    v = verify_row(m, pd.DataFrame({"a": [6.0], "n": [2], "c": ["red"]}), margin=0.001)
+    assert v.predicted == 1 and v.problems and not v.verified
+    assert v.score == pytest.approx(1.0, abs=1e-6) and v.short_of is None
+    assert "breaks the declared constraint(s)" in failed_checks(m, 1, v.problems)
+
+
+def test_verified_solution_takes_the_first_verified_candidate(milp):
+    """The snapped candidate first; the plain one when only it verifies; the snapped
+    one, unverified, when neither does."""
+    hold(milp, 6.0, 1.0)
+    v = verified_solution(milp, 0.001)
+    assert v.verified and v.row["a"].iloc[0] == 6.0
+    x0 = pyo.value(milp.x0["a"])
+    hold(milp, x0 + 5e-6, 1.0)  # snapped: the factual (class 0); plain: class 0 too
+    v = verified_solution(milp, 0.001)
+    assert not v.verified and v.row["a"].iloc[0] == 2.0 and v.predicted == 0
+
+
+def test_verified_solution_falls_back_to_the_unsnapped_point():
+    """A model whose class changes within SNAP of the factual: the snapped candidate is
+    the factual (not the target); the plain one is returned."""
+    space, _ = space_and_net()
+    net = torch.nn.Sequential(torch.nn.Linear(5, 1))
+    with torch.no_grad():  # logit 1e6·(a/10) - 2e5 - 0.5: class 1 from a = 2 + 5e-6
+        net[0].weight.zero_()
+        net[0].weight[0, 0] = 1e6
+        net[0].bias.fill_(-2e5 - 0.5)
+    m = cfopt.Explainer(net, space).milp
+    m.set_factual(FACTUAL)
+    m.set_target(1)
+    hold(m, 2.0 + 9e-6, 1.0)
+    v = verified_solution(m, 0.001)
+    assert v.verified and v.row["a"].iloc[0] == pytest.approx(2.0 + 9e-6, abs=1e-12)
+
+
+def test_start_of_sets_codes_and_one_hots(milp):
+    start = start_of(milp, pd.DataFrame({"a": [7.5], "n": [4], "c": ["green"]}))
+    a, a_offset, a_width = code_variable(milp, milp.space, "a")
+    n, n_offset, n_width = code_variable(milp, milp.space, "n")
+    assert start[a] == pytest.approx((7.5 - a_offset) / a_width) == pytest.approx(0.75)
+    assert start[n] == 4.0
+    assert [start[milp.onehot["c", level]] for level in ("blue", "green", "red")] \
+        == [0.0, 1.0, 0.0]
+    assert len(start) == 5
+
+
+def test_region_intervals_map_inputs_back_to_codes(milp):
+    """An affine input a·x + b of a region [lo, hi] allows the codes (lo - b)/a to
+    (hi - b)/a (sorted for a negative slope), intersected over the inputs of one
+    feature; an end on the factual's own input is the factual's code exactly."""
+    from cfopt.space.encoding import InputSpec
+
+    own = np.array([0.2, 0.2, 0.0])
+    specs = [InputSpec("affine", "a", a=0.1, b=0.0), InputSpec("affine", "n", a=-0.5, b=3.0),
+             InputSpec("affine", "a", a=0.2, b=-1.0)]
+    region = [(0.2, 0.7), (0.5, 2.0), (-1.0, 0.6)]
+    out = region_intervals(milp, specs, region, own)
+    assert out["a"] == (2.0, pytest.approx(7.0))
+    assert out["n"] == (pytest.approx(2.0), pytest.approx(5.0))
+    flat = [InputSpec("affine", "a", a=0.0, b=1.0)]
+    assert region_intervals(milp, flat, [(0.0, 1.0)], own[:1]) == {}
