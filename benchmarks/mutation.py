@@ -58,6 +58,9 @@ TESTS: dict[str, list[str]] = {
                               "tests/test_claims_solvers.py"],
     "cfopt/query/solution.py": ["tests/test_query_solution.py", "tests/test_query_claims.py",
                                 "tests/test_claims.py", "tests/test_claims_solvers.py"],
+    "cfopt/formulations/validity.py": ["tests/test_formulation_validity.py",
+                                       "tests/test_claims.py", "tests/test_bad_input.py",
+                                       "tests/test_explainer.py"],
 }
 
 WORK = PROJECT / ".mutation"
