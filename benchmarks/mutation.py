@@ -61,6 +61,9 @@ TESTS: dict[str, list[str]] = {
     "cfopt/formulations/validity.py": ["tests/test_formulation_validity.py",
                                        "tests/test_claims.py", "tests/test_bad_input.py",
                                        "tests/test_explainer.py"],
+    "cfopt/formulations/distances.py": ["tests/test_formulation_distances.py",
+                                        "tests/test_claims.py", "tests/test_bad_input.py",
+                                        "tests/test_explainer.py"],
 }
 
 WORK = PROJECT / ".mutation"
