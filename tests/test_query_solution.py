@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import cfopt
+from cfopt.constraints.blocks import ConstraintBlock
 from cfopt.formulations.features import code_variable
 from cfopt.formulations.validity import MARGIN_TOLERANCE
 from cfopt.query.solution import (
@@ -70,19 +71,20 @@ def decoded(m) -> list[dict]:
 def test_no_factual_or_no_solution_raises():
     space, net = space_and_net()
     m = cfopt.Explainer(net, space).milp
-    with pytest.raises(RuntimeError, match="no factual"):
+    with pytest.raises(RuntimeError, match="^no factual set$"):
         candidates(m)
     m.set_factual(FACTUAL)
     m.set_target(1)
-    with pytest.raises(RuntimeError, match="no solution"):  # no values at all
+    no_solution = "^the model holds no solution to decode$"
+    with pytest.raises(RuntimeError, match=no_solution):  # no values at all
         candidates(m)
     hold(m, 6.0, 1.0)
     m.onehot["c", "green"].set_value(None)
-    with pytest.raises(RuntimeError, match="no solution"):  # a one-hot without a value
+    with pytest.raises(RuntimeError, match=no_solution):  # a one-hot without a value
         candidates(m)
     hold(m, 6.0, 1.0)
     code_variable(m, m.space, "a")[0].set_value(None)
-    with pytest.raises(RuntimeError, match="no solution"):
+    with pytest.raises(RuntimeError, match=no_solution):
         candidates(m)
 
 
@@ -222,5 +224,112 @@ def test_region_intervals_map_inputs_back_to_codes(milp):
     out = region_intervals(milp, specs, region, own)
     assert out["a"] == (2.0, pytest.approx(7.0))
     assert out["n"] == (pytest.approx(2.0), pytest.approx(5.0))
-    flat = [InputSpec("affine", "a", a=0.0, b=1.0)]
-    assert region_intervals(milp, flat, [(0.0, 1.0)], own[:1]) == {}
+    flat = [InputSpec("affine", "a", a=0.0, b=1.0), InputSpec("indicator", "c", level="red"),
+            InputSpec("affine", "n", a=1.0, b=0.0)]
+    assert region_intervals(milp, flat, [(0.0, 1.0), (0.0, 1.0), (1.0, 3.0)],
+                            np.array([1.0, 1.0, 1.0])) == {"n": (1.0, 3.0)}
+    # 0.17 · 2 + 0.1 mapped back is 2.0000000000000004: the factual's own input is 2.0
+    spec = [InputSpec("affine", "a", a=0.17, b=0.1)]
+    own = np.array([0.17 * 2.0 + 0.1])
+    assert (own[0] - 0.1) / 0.17 != 2.0
+    assert region_intervals(milp, spec, [(own[0], 1.5)], own)["a"][0] == 2.0
+
+
+class Confine(ConstraintBlock):
+    """A block whose own choices hold on given code intervals (records its calls)."""
+
+    def __init__(self, intervals, witness: bool = False):
+        super().__init__("confine")
+        self.intervals, self.witness, self.seen = intervals, witness, []
+
+    def build(self, m, block):
+        pass
+
+    def violations(self, m, factual, row):
+        return []
+
+    @property
+    def needs_witness(self) -> bool:
+        return self.witness
+
+    def feature_intervals(self, m, block):
+        self.seen.append((m, block))
+        return self.intervals
+
+
+def confined(intervals, witness=False, net=None):
+    space, own_net = space_and_net()
+    block = Confine(intervals, witness)
+    m = cfopt.Explainer(net or own_net, space, constraints=[block]).milp
+    m.set_factual(FACTUAL)
+    m.set_target(1)
+    return m, block
+
+
+@pytest.mark.parametrize("interval, solver, decoded_n", [
+    ((1 + 1.5e-9, 5.0), 1.0, 2),   # 1.5e-9 above 1: not 1 within 1e-9·max(1, |lo|)
+    ((3 + 2e-9, 5.0), 3.0, 3),     # within 1e-9·3 of 3
+    ((0.0, 3 - 2e-9), 4.0, 3),
+    ((0.0, 1 - 1.5e-9), 1.0, 0),
+    ((2.0, 2.0), 3.0, 2),          # a one-point interval
+    ((2.5, 2.6), 4.0, 4),          # no integer inside: the value is left as it is
+])
+def test_integral_codes_are_moved_into_a_blocks_interval(interval, solver, decoded_n):
+    m, block = confined({"n": interval})
+    hold(m, 6.0, solver)
+    assert [r["n"] for r in decoded(m)] == [decoded_n]
+    assert block.seen and all(seen == (m, m.component("confine")) for seen in block.seen)
+
+
+def test_continuous_codes_are_moved_into_a_blocks_interval():
+    m, _ = confined({"a": (6.5, 7.0)})
+    hold(m, 6.0, 1.0)
+    assert decoded(m)[0]["a"] == 6.5
+
+
+def test_a_witness_block_is_checked_at_the_solvers_point():
+    """A block that reads the solver's values verifies the solver's decoded point
+    (``witness=True``), never a raw row alone."""
+    m, _ = confined({}, witness=True)
+    hold(m, 6.0, 1.0)
+    v = verified_solution(m, 0.001)
+    assert v.verified and not v.problems
+    assert not verify_row(m, v.row, margin=0.001).verified
+
+
+def test_verified_solution_checks_the_margin(milp):
+    hold(milp, 5.0005, 1.0)  # class 1 by a score of 0.0005 < 0.001
+    v = verified_solution(milp, 0.001)
+    assert not v.verified and v.short_of == 0.001 and v.predicted == 1
+    assert verified_solution(milp).verified
+
+
+def test_round_off_is_relative_to_the_largest_magnitude():
+    """No move within 64 ulps of max(|lower|, |upper|, range): exactly 2**-46 on [0, 1]
+    is no move; on [-1000, -500] and [500, 1000] a move of 1e-11 (< 64 ulps of 1000,
+    > 64 ulps of 500) is no move either."""
+    frame = pd.DataFrame({"c": ["x", "y", "z"], "p": [0.0, 1.0, 0.5],
+                          "q": [-1000.0, -500.0, -700.5], "r": [500.0, 1000.0, 700.5]})
+    space = cfopt.FeatureSpace.from_frame(frame)
+    net = torch.nn.Sequential(torch.nn.Linear(space.transform(frame).shape[1], 1))
+    m = cfopt.Explainer(net, space).milp
+    x = pd.DataFrame({"c": ["x"], "p": [0.5], "q": [-999.0], "r": [999.0]})
+    m.set_factual(x)
+    for level in ("x", "y", "z"):
+        m.onehot["c", level].set_value(float(level == "y"))
+    for name, value in (("p", 0.5 + 2.0**-46), ("q", -999.0 + 1e-11), ("r", 999.0 - 1e-11)):
+        var, offset, w = code_variable(m, space, name)
+        var.set_value((value - offset) / w)
+    (row,) = [r.iloc[0].to_dict() for r in candidates(m)]
+    assert row == {"c": "y", "p": 0.5, "q": -999.0, "r": 999.0}
+    start = start_of(m, pd.DataFrame({"c": ["y"], "p": [0.25], "q": [-600.0], "r": [750.0]}))
+    assert start[m.onehot["c", "y"]] == 1.0 and start[m.onehot["c", "x"]] == 0.0
+    assert start[code_variable(m, space, "q")[0]] == pytest.approx(0.8)  # (-600 + 1000) / 500
+    assert start[code_variable(m, space, "r")[0]] == pytest.approx(0.5)
+
+
+def test_failed_checks_joins_every_failure(milp):
+    assert failed_checks(milp, 1, []) == "it passed every check"
+    said = failed_checks(milp, 0, ["a broke"], 0.0002, 0.001)
+    assert said.count(" and ") == 2 and said.startswith("the real model predicts 0")
+    assert said.endswith("and it breaks the declared constraint(s) ['a broke']")

@@ -114,7 +114,7 @@ def candidates(m: CounterfactualModel) -> list[pd.DataFrame]:
             snapped[f.name] = plain[f.name] = f.categories[max(range(len(values)),
                                                                 key=values.__getitem__)]
             continue
-        v = pyo.value(m.x[f.name], exception=False)
+        v = pyo.value(m.x[f.name], exception=False)  # pragma: no mutate (None: also falsy)
         if v is None:
             raise RuntimeError("the model holds no solution to decode")
         lo, hi = intervals[f.name]
