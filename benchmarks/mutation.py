@@ -64,6 +64,9 @@ TESTS: dict[str, list[str]] = {
     "cfopt/formulations/distances.py": ["tests/test_formulation_distances.py",
                                         "tests/test_claims.py", "tests/test_bad_input.py",
                                         "tests/test_explainer.py"],
+    "cfopt/formulations/actionability.py": ["tests/test_formulation_actionability.py",
+                                            "tests/test_claims.py", "tests/test_bad_input.py",
+                                            "tests/test_explainer.py"],
 }
 
 WORK = PROJECT / ".mutation"
