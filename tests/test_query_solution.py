@@ -159,6 +159,35 @@ def test_verify_row_margin(milp):
         assert v.verified is ok, score
 
 
+def test_verify_row_margin_tolerance_grows_with_the_score(milp):
+    """The tolerance is MARGIN_TOLERANCE·(1 + |score|): at a score near 4, a point
+    2e-6 short of μ = 4 meets it (the tolerance is 5e-6), one 6e-6 short does not; near
+    μ = 0.001 a point 1.5e-6 short does not (the tolerance is 1.001e-6)."""
+    def at(a, margin):
+        return verify_row(milp, pd.DataFrame({"a": [a], "n": [1], "c": ["red"]}),
+                          margin=margin)
+
+    assert at(9.0 - 2e-6, 4.0).verified
+    assert at(9.0 - 6e-6, 4.0).short_of == 4.0
+    assert at(5.0 + 0.001 - 1.5e-6, 0.001).short_of == 0.001
+    assert at(5.0 + 0.001 - 0.5e-6, 0.001).verified
+
+
+def test_verify_row_margin_met_exactly_at_the_tolerance(milp):
+    """A score exactly μ − MARGIN_TOLERANCE·(1 + |score|) meets the margin (found among
+    a few points whose float arithmetic lands on it exactly)."""
+    found = 0
+    for a in np.linspace(5.5, 9.5, 41):
+        row = pd.DataFrame({"a": [a], "n": [1], "c": ["red"]})
+        score = milp.target_score(row)
+        margin = score + MARGIN_TOLERANCE * (1.0 + abs(score))
+        if margin - MARGIN_TOLERANCE * (1.0 + abs(score)) != score:
+            continue
+        found += 1
+        assert verify_row(milp, row, margin=margin).verified, a
+    assert found
+
+
 def test_verify_row_with_a_broken_constraint():
     space, net = space_and_net()
     space.immutable("n")

@@ -132,7 +132,7 @@ def candidates(m: CounterfactualModel) -> list[pd.DataFrame]:
         snapped[f.name] = f.from_code(x0 if near and not f.is_integral else v)
     rows = [pd.DataFrame([snapped], columns=m.space.names)]
     if plain != snapped:
-        rows.append(pd.DataFrame([plain], columns=m.space.names))
+        rows.append(pd.DataFrame([plain], columns=m.space.names))  # pragma: no mutate (same order)
     return rows
 
 
