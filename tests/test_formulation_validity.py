@@ -109,6 +109,11 @@ def test_target_score():
     assert target_score(reg, (1.0, 4.0), np.array([1.5])) == 0.5
     assert target_score(reg, (1.0, 4.0), np.array([3.0])) == 1.0
     assert target_score(reg, (-math.inf, 4.0), np.array([5.0])) == -1.0
+    # float32 logits are scored in float64 (0.3f - 0.1f in float32 is another number)
+    y32 = np.array([0.1, 0.3, -1.0], dtype=np.float32)
+    exact = float(np.float64(y32[1]) - np.float64(y32[0]))
+    assert float(y32[1] - y32[0]) != exact
+    assert target_score(argmax, (1,), y32) == exact
 
 
 def test_sign_validity():
@@ -120,6 +125,19 @@ def test_sign_validity():
         assert admitted(m, [y]) is ok, (target, y)
     with pytest.raises(ValueError):
         set_target(m, a, [0, 1])
+
+
+def test_open_sides_are_finite_beyond_any_retry():
+    """An open side is set at the output's bound minus (plus) a finite slack of its
+    range + 1000 μ + 1, beyond the margin of any retry (three, each 10x)."""
+    bounds = [(2.0, 10.0)]
+    m = block("regression", bounds)
+    set_target_interval(m, bounds, -math.inf, 5.0)
+    assert pyo.value(m.target_low) == pytest.approx(2.0 - (8.0 + 1e3 * MU + 1.0))
+    assert pyo.value(m.target_high) == 5.0
+    set_target_interval(m, bounds, 3.0, math.inf)
+    assert pyo.value(m.target_high) == pytest.approx(10.0 + (8.0 + 1e3 * MU + 1.0))
+    assert pyo.value(m.target_low) == 3.0
 
 
 def test_regression_validity_and_interval():
