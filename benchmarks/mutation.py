@@ -67,6 +67,8 @@ TESTS: dict[str, list[str]] = {
     "cfopt/formulations/actionability.py": ["tests/test_formulation_actionability.py",
                                             "tests/test_claims.py", "tests/test_bad_input.py",
                                             "tests/test_explainer.py"],
+    "cfopt/space/validate.py": ["tests/test_space_validate.py", "tests/test_bad_input.py",
+                                "tests/test_features.py"],
 }
 
 WORK = PROJECT / ".mutation"
