@@ -9,7 +9,10 @@ process (``--max-children 1``). Its ``mutants/`` directory is the cache: a verdi
 kept until the function it mutates changes, so a run cut short by ``--max-minutes`` (or
 the session's end) goes on where it stopped next time. Surviving mutants are re-run by
 name at the end of every run (tests may have been added since: mutmut never re-runs a
-cached verdict on its own); ``--fresh`` drops a module's cache.
+cached verdict on its own); so are the mutants of a function whose text changed but not
+its AST (mutmut's cache key), i.e. a ``# pragma: no mutate`` added or removed, which
+renumbers its mutants; ``--rerun GLOB`` re-runs any others; ``--fresh`` drops a
+module's cache.
 
 Then reads the cache of every module of :data:`PACKAGES` and writes
 ``benchmarks/results/mutation.json``: per module the mutants by status (mutmut's own
@@ -23,7 +26,8 @@ forever); a mutant no selected test calls counts as undetected.  ``not_checked``
 (a run cut short) are in no count and make the module's ``complete`` false.
 
     CFOPT_DATA_HOME=../shared/data python benchmarks/mutation.py cfopt/query/claims.py \\
-        [more modules] [--max-minutes 60] [--fresh] [--no-retest] [--report-only]
+        [more modules] [--max-minutes 60] [--fresh] [--no-retest] [--rerun GLOB]
+        [--report-only]
 """
 
 from __future__ import annotations
@@ -144,16 +148,57 @@ def status_of(code: int | None) -> str:
     return status_by_exit_code[code]
 
 
-def run(module: str, deadline: float, fresh: bool, retest: bool) -> None:
+def function_texts(module: str) -> dict[str, list[str]]:
+    """Per function of the module (mutmut's key: ``x_f`` or ``xǁClassǁmethod``), the
+    sha256 of its source text and of its AST. mutmut keys its cache on the AST alone, so
+    a ``# pragma: no mutate`` added or removed keeps the function's cached verdicts while
+    renumbering its mutants: such a function's mutants must run again."""
+    import ast
+    import hashlib
+
+    text = (PROJECT / module).read_text()
+    lines = text.splitlines()
+    out: dict[str, list[str]] = {}
+
+    def sha(value: str) -> str:
+        return hashlib.sha256(value.encode()).hexdigest()[:12]
+
+    def visit(stmts: list[ast.stmt], cls: str = "") -> None:
+        for node in stmts:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                key = f"x\u01c1{cls}\u01c1{node.name}" if cls else f"x_{node.name}"
+                raw = "\n".join(lines[node.lineno - 1:node.end_lineno])
+                out[key] = [sha(raw), sha(ast.dump(node, annotate_fields=False))]
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, f"{cls}.{node.name}" if cls else node.name)
+
+    visit(ast.parse(text).body)
+    return out
+
+
+def run(module: str, deadline: float, fresh: bool, retest: bool,
+        rerun: list[str] = ()) -> None:
     if module not in TESTS:
         raise SystemExit(f"{module}: no test selection; add it to TESTS in {__file__}")
     work = prepare(module, fresh)
     print(f"== {module} in {work}", flush=True)
     before = verdicts(module) or {}
     cached = [k for k, v in before.items() if v is not None and status_of(v) == "survived"]
+    texts = work / "function_texts.json"
+    old = json.loads(texts.read_text()) if texts.exists() and before else {}
+    now = function_texts(module)
     if mutmut(work, ["run", "--max-children", "1"], deadline) is None:
         print(f"{module}: stopped at the time limit (the cache keeps what was checked)")
         return
+    # a function whose text changed but not its AST (a pragma): its verdicts are stale
+    stale = [f"{dotted(module)}.{k}__mutmut_*" for k, (raw, tree) in now.items()
+             if k in old and old[k][0] != raw and old[k][1] == tree]
+    stale += [g for g in rerun if g.startswith(dotted(module) + ".")]
+    if stale:
+        print(f"{module}: re-running {stale} (pragmas changed, or --rerun)", flush=True)
+        if mutmut(work, ["run", "--max-children", "1", *stale], deadline) is None:
+            return
+    texts.write_text(json.dumps(now))
     if retest and cached:  # verdicts that were cached before this run: tests may be new
         print(f"{module}: re-running {len(cached)} cached survivors", flush=True)
         mutmut(work, ["run", "--max-children", "1", *cached], deadline)
@@ -213,6 +258,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--fresh", action="store_true", help="drop the modules' caches first")
     parser.add_argument("--no-retest", dest="retest", action="store_false",
                         help="do not re-run the cached survivors")
+    parser.add_argument("--rerun", action="append", default=[], metavar="GLOB",
+                        help="mutants to run again whatever their cached verdict, e.g. "
+                             "'cfopt.query.solution.x_candidates__mutmut_*' (repeatable)")
     parser.add_argument("--report-only", action="store_true", help="run nothing")
     parser.add_argument("--out", default="mutation.json")
     args = parser.parse_args(argv)
@@ -221,7 +269,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not args.report_only:
         for module in args.modules:
             if time.monotonic() < deadline:
-                run(module, deadline, args.fresh, args.retest)
+                run(module, deadline, args.fresh, args.retest, args.rerun)
     report = {m: summary(m) for m in modules()}
     ran = {m: r for m, r in report.items() if r["run"]}
     payload = {
