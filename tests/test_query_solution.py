@@ -316,6 +316,15 @@ def test_continuous_codes_are_moved_into_a_blocks_interval():
     assert decoded(m)[0]["a"] == 6.5
 
 
+@pytest.mark.parametrize("interval, solver", [((2.0, 7.0), 2.0 + 5e-6),
+                                              ((0.0, 2.0), 2.0 - 5e-6)])
+def test_snapping_to_a_factual_on_an_end_of_the_interval(interval, solver):
+    """The factual's code on an end of the decoded interval is inside it: snapped."""
+    m, _ = confined({"a": interval})
+    hold(m, solver, 1.0)
+    assert [r["a"] for r in decoded(m)] == [2.0, pytest.approx(solver, abs=1e-12)]
+
+
 def test_a_witness_block_is_checked_at_the_solvers_point():
     """A block that reads the solver's values verifies the solver's decoded point
     (``witness=True``), never a raw row alone."""
@@ -333,25 +342,51 @@ def test_verified_solution_checks_the_margin(milp):
     assert verified_solution(milp).verified
 
 
+def wide_model():
+    """Continuous p in [0, 1], q in [-1000, -500], r in [500, 1000], s in [-500, 500]
+    and a categorical c first, at the factual (x, 0.5, -999, 999, 0)."""
+    frame = pd.DataFrame({"c": ["x", "y", "z"], "p": [0.0, 1.0, 0.5],
+                          "q": [-1000.0, -500.0, -700.5], "r": [500.0, 1000.0, 700.5],
+                          "s": [-500.0, 500.0, 0.5]})
+    space = cfopt.FeatureSpace.from_frame(frame)
+    net = torch.nn.Sequential(torch.nn.Linear(space.transform(frame).shape[1], 1))
+    m = cfopt.Explainer(net, space).milp
+    m.set_factual(pd.DataFrame({"c": ["x"], "p": [0.5], "q": [-999.0], "r": [999.0],
+                                "s": [0.0]}))
+    return m, space
+
+
+def test_snap_is_relative_to_the_range():
+    """A move of exactly SNAP × range is snapped (p from 0 to 1e-6 on [0, 1]); on q
+    (range 500) a move of 1e-4 < 5e-4 is snapped too."""
+    for name, factual, move in (("p", 0.0, 1e-6), ("q", -999.0, 1e-4)):
+        m, space = wide_model()
+        m.x0["p"] = 0.0  # the factual's p on its lower bound
+        values = {"p": 0.0, "q": -999.0, "r": 999.0, "s": 0.0, name: factual + move}
+        for other, value in values.items():
+            var, offset, w = code_variable(m, space, other)
+            var.set_value((value - offset) / w)
+        for level in ("x", "y", "z"):
+            m.onehot["c", level].set_value(float(level == "x"))
+        rows = [r.iloc[0].to_dict() for r in candidates(m)]
+        assert [r[name] for r in rows] == [factual, pytest.approx(factual + move, abs=1e-12)]
+
+
 def test_round_off_is_relative_to_the_largest_magnitude():
     """No move within 64 ulps of max(|lower|, |upper|, range): exactly 2**-46 on [0, 1]
     is no move; on [-1000, -500] and [500, 1000] a move of 1e-11 (< 64 ulps of 1000,
     > 64 ulps of 500) is no move either."""
-    frame = pd.DataFrame({"c": ["x", "y", "z"], "p": [0.0, 1.0, 0.5],
-                          "q": [-1000.0, -500.0, -700.5], "r": [500.0, 1000.0, 700.5]})
-    space = cfopt.FeatureSpace.from_frame(frame)
-    net = torch.nn.Sequential(torch.nn.Linear(space.transform(frame).shape[1], 1))
-    m = cfopt.Explainer(net, space).milp
-    x = pd.DataFrame({"c": ["x"], "p": [0.5], "q": [-999.0], "r": [999.0]})
-    m.set_factual(x)
+    m, space = wide_model()
     for level in ("x", "y", "z"):
         m.onehot["c", level].set_value(float(level == "y"))
-    for name, value in (("p", 0.5 + 2.0**-46), ("q", -999.0 + 1e-11), ("r", 999.0 - 1e-11)):
+    for name, value in (("p", 0.5 + 2.0**-46), ("q", -999.0 + 1e-11), ("r", 999.0 - 1e-11),
+                        ("s", 1e-11)):
         var, offset, w = code_variable(m, space, name)
         var.set_value((value - offset) / w)
     (row,) = [r.iloc[0].to_dict() for r in candidates(m)]
-    assert row == {"c": "y", "p": 0.5, "q": -999.0, "r": 999.0}
-    start = start_of(m, pd.DataFrame({"c": ["y"], "p": [0.25], "q": [-600.0], "r": [750.0]}))
+    assert row == {"c": "y", "p": 0.5, "q": -999.0, "r": 999.0, "s": 0.0}
+    start = start_of(m, pd.DataFrame({"c": ["y"], "p": [0.25], "q": [-600.0], "r": [750.0],
+                                      "s": [0.0]}))
     assert start[m.onehot["c", "y"]] == 1.0 and start[m.onehot["c", "x"]] == 0.0
     assert start[code_variable(m, space, "q")[0]] == pytest.approx(0.8)  # (-600 + 1000) / 500
     assert start[code_variable(m, space, "r")[0]] == pytest.approx(0.5)
