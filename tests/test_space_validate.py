@@ -57,7 +57,8 @@ def test_good_rows_come_back_typed(space):
     ({"x": np.inf}, "column 'x': infinite value inf in row 'r7'"),
     ({"x": -np.inf}, "column 'x': infinite value -inf in row 'r7'"),
     ({"n": 2.5}, "column 'n': integer feature has non-integer value 2.5 in row 'r7'"),
-    ({"x": "abc"}, "column 'x': value 'abc' in row 'r7' is not a number"),
+    ({"x": "abc"}, "column 'x': value 'abc' in row 'r7' is not a number$"),
+    ({"x": [1, 2]}, "column 'x': value [1, 2] in row 'r7' is not a number$"),
     ({"x": True}, "column 'x': value True in row 'r7' is not a number (a boolean, but the "
                   "feature is continuous)"),
     ({"x": 1 + 2j}, "column 'x': value (1+2j) in row 'r7' is not a number (complex)"),
@@ -71,7 +72,9 @@ def test_good_rows_come_back_typed(space):
     ({"o": "mid"}, "column 'o': unseen category 'mid' in row 'r7'"),
 ])
 def test_bad_values_are_named(space, values, message):
-    with pytest.raises(ValueError, match="^" + re.escape(message)):
+    anchored = message.endswith("$")
+    pattern = "^" + re.escape(message.removesuffix("$")) + ("$" if anchored else "")
+    with pytest.raises(ValueError, match=pattern):
         space.validate(row(**values))
 
 
@@ -96,6 +99,15 @@ def test_the_first_bad_row_is_named(space):
     frame.index = [0, 1, 2]
     with pytest.raises(ValueError, match="value -1.0 in row 1 "):
         space.validate(frame)
+
+
+def test_a_column_of_mixed_types_is_checked_row_by_row():
+    """Labels of mixed types (here the categories 1, 'a', 'b') come back as given."""
+    s = cfopt.FeatureSpace.from_frame(pd.DataFrame({"m": ["a", 1, "b"]}))
+    out = s.validate(pd.DataFrame({"m": ["b", 1, "a"]}))
+    assert out["m"].tolist() == ["b", 1, "a"]
+    with pytest.raises(ValueError, match="^column 'm': unseen category 2 in row 1;"):
+        s.validate(pd.DataFrame({"m": ["b", 2]}))
 
 
 def test_bounds_checked_only_when_asked(space):
