@@ -246,3 +246,20 @@ def test_binary_target_index_sets_the_sign():
     m = block("argmax", BOUNDS)
     set_target(m, adapter("argmax"), [0, 2])
     assert [pyo.value(m.target_mask[c]) for c in m.CLASSES] == [1.0, 0.0, 1.0]
+
+
+def test_logit_scores_score_each_row_on_its_own():
+    """The vectorised score (walks, incumbents) of several rows of one-logit-per-class
+    outputs is each row's own: max over the targets less max over the others, per row
+    (mutation testing: a max over the whole array passed every one-row test)."""
+    from cfopt.formulations.validity import logit_scores
+
+    H = np.array([[3.0, 0.0, 1.0, -2.0],
+                  [0.0, 5.0, -1.0, 4.0],
+                  [-1.0, -1.0, 2.0, 0.5]])
+    targets = [0, 2]
+    expected = [max(r[0], r[2]) - max(r[1], r[3]) for r in H]
+    assert logit_scores(H, "argmax", targets) == pytest.approx(expected)
+    assert logit_scores(H[:, :1], "sign", [0]) == pytest.approx(-H[:, 0])
+    assert logit_scores(H[:, :1], "regression", [-0.5, 4.0]) == pytest.approx(
+        [min(h + 0.5, 4.0 - h) for h in H[:, 0]])
