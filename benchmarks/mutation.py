@@ -250,6 +250,22 @@ def summary(module: str) -> dict[str, Any]:
                           for k in survivors]}
 
 
+def _kept(out: str, report: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The entries of the last ``out`` for modules without a cache here (e.g. another
+    machine's run), each with the date it was measured: a result is never dropped."""
+    path = ROOT / "results" / out
+    if not path.exists():
+        return {}
+    last = json.loads(path.read_text())
+    kept = {}
+    for module, entry in last.get("modules", {}).items():
+        if module in report and not report[module]["run"]:
+            entry.setdefault("measured", {"date": last["environment"]["date"],
+                                          "note": "kept from an earlier run; no cache here"})
+            kept[module] = entry
+    return kept
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("modules", nargs="*", help="paths such as cfopt/query/claims.py")
@@ -272,6 +288,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 run(module, deadline, args.fresh, args.retest, args.rerun)
     report = {m: summary(m) for m in modules()}
     ran = {m: r for m, r in report.items() if r["run"]}
+    ran.update(_kept(args.out, report))
     payload = {
         "environment": environment(),
         "tool": {"name": "mutmut", "version": _version("mutmut"),
@@ -280,7 +297,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "score": "(killed + timeout) / (killed + timeout + survived + no_tests + "
                  "suspicious + segfault); not_checked mutants are in no count",
         "modules": ran,
-        "not_run": [m for m, r in report.items() if not r["run"]],
+        "not_run": [m for m, r in report.items() if not r["run"] and m not in ran],
     }
     path = write(args.out, payload)
     for m, r in ran.items():
