@@ -195,17 +195,11 @@ def reference_for(inst: RobustInstance, region: np.ndarray | None) -> RobustRefe
     rows = grid(inst.space)
     Z = inst.space.transform(rows)
     x = inst.x.iloc[0]
-    declared = np.ones(len(rows), dtype=bool)
+    declared = actionable(inst, rows)
     changed = np.zeros(len(rows), dtype=int)
     cost = np.zeros(len(rows))
     for f in inst.space:
         v = rows[f.name].to_numpy()
-        if f.immutable:
-            declared &= v == x[f.name]
-        elif f.direction == "increase":
-            declared &= v >= x[f.name]
-        elif f.direction == "decrease":
-            declared &= v <= x[f.name]
         changed += v != x[f.name]
         cost += inst.weights[f.name] * np.abs(v - x[f.name])
     if inst.max_changes is not None:
@@ -226,6 +220,21 @@ def reference_for(inst: RobustInstance, region: np.ndarray | None) -> RobustRefe
     hull = None if region is None else in_hull(region, Z)
     return RobustReference(rows, Z, declared, cost, margin(inst.params, Z, inst.target),
                            worst, k_least, hull)
+
+
+def actionable(inst: RobustInstance, rows: pd.DataFrame) -> np.ndarray:
+    """Per row: immutable features at the factual's value, monotone ones moved their way."""
+    x = inst.x.iloc[0]
+    ok = np.ones(len(rows), dtype=bool)
+    for f in inst.space:
+        v = rows[f.name].to_numpy()
+        if f.immutable:
+            ok &= v == x[f.name]
+        elif f.direction == "increase":
+            ok &= v >= x[f.name]
+        elif f.direction == "decrease":
+            ok &= v <= x[f.name]
+    return ok
 
 
 def claim_set(inst: RobustInstance, ref: RobustReference,
@@ -347,16 +356,7 @@ def _check_no_neighbours(inst: RobustInstance, ref: RobustReference, flag: Any) 
 def _check_rnce(inst: RobustInstance, ref: RobustReference, claim: RobustClaim,
                 flag: Any) -> None:
     Z, score, worst = _data_rows(inst)
-    x = inst.x.iloc[0]
-    ok = (score > band(score)) & (worst >= band(worst))
-    for f in inst.space:
-        v = inst.frame[f.name].to_numpy()
-        if f.immutable:
-            ok &= v == x[f.name]
-        elif f.direction == "increase":
-            ok &= v >= x[f.name]
-        elif f.direction == "decrease":
-            ok &= v <= x[f.name]
+    ok = (score > band(score)) & (worst >= band(worst)) & actionable(inst, inst.frame)
     dist = np.linalg.norm(Z - inst.space.transform(inst.x)[0], axis=1)
     if claim.status == "infeasible" and ok.any():
         flag("robust_false_infeasible", f"no Δ-robust row, but row {int(np.argmax(ok))} is")
