@@ -17,9 +17,9 @@ L1 distance with the instance's weights, plus the C-setback cost when the method
   bound is above the exact least margin over its K-neighbourhood;
 * ``robust_wrong_optimal``: ``optimal`` with an objective above the cheapest point of the
   set the claim is about, beyond the MIP gap: PROPLACE the points whose worst case over Δ
-  is at the master's margin (``certificate.master_margin``: σ, or σ - t); the K-robust
-  methods those whose model margin and every K-perturbation's are at the master's
-  margin; Δ+K both; C the valid points (cost with the setback); RNCE (no optimality
+  is at the master's margin (``certificate.master_margin``: σ, σ - t or t/100); the
+  K-robust methods those whose model margin and every K-perturbation's are at the
+  master's margin; Δ+K both; C the valid points (cost with the setback); RNCE (no optimality
   claim) a Δ-robust actionable target data row nearer than its answer, or one at all
   when it answers ``not_robust``;
 * ``robust_false_infeasible``: ``infeasible`` while the set its message is about (as for
@@ -273,9 +273,11 @@ def check_claim(inst: RobustInstance, ref: RobustReference,
         flag("crashes", claim.message)
         return problems
     wanted, name = claim_set(inst, ref, claim.master_margin)
+    levels = (inst.sigma, inst.sigma - inst.tolerance, inst.tolerance / 100)  # the README's
     if claim.master_margin is not None and not any(
-            math.isclose(claim.master_margin, v) for v in (inst.sigma, inst.sigma - inst.tolerance)):
-        flag("robust_unverified", f"master margin {claim.master_margin} is neither σ nor σ - t")
+            math.isclose(claim.master_margin, v) for v in levels):
+        flag("robust_unverified",
+             f"master margin {claim.master_margin} is none of σ, σ - t, t/100")
     best = float(ref.cost[wanted].min()) if wanted.any() else math.inf
     witness = "" if not wanted.any() else \
         f"{ref.rows[wanted].iloc[int(np.argmin(ref.cost[wanted]))].to_dict()} costs {best:.9g}"

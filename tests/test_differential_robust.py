@@ -118,7 +118,7 @@ def test_referee_flags_fabricated_delta_claims(certified_proplace) -> None:
     # infeasible while a point robust at σ exists
     fake = RobustClaim("levers_on", "infeasible", master_margin=inst.sigma)
     assert _checks(inst, ref, fake) == {"robust_false_infeasible"}
-    # a misreported objective; a margin that is neither σ nor σ - t
+    # a misreported objective; a margin that is none of σ, σ - t, t/100
     assert _checks(inst, ref, dataclasses.replace(claim, objective=claim.objective + 1e-3)) \
         >= {"robust_unverified"}
     assert _checks(inst, ref, dataclasses.replace(claim, master_margin=0.5 * inst.sigma)) \

@@ -283,12 +283,25 @@ class ProplaceMaster(Master):
         return MasterAnswer(status, point=solution.row, bound=bound)
 
 
+#: the last level of :func:`decide_below_sigma`, as a fraction of the tolerance t: far
+#: above the solvers' feasibility tolerances (1e-6), so a master's point is never one a
+#: collected model already cut off, and far below the band [0, σ - t) it closes
+LAST_LEVEL = 1e-2
+
+
+def margin_levels(sigma: float, tolerance: float) -> tuple[float, ...]:
+    """The master margins :func:`decide_below_sigma` descends to after σ: σ - t, then
+    :data:`LAST_LEVEL` · t (when below σ - t)."""
+    last = LAST_LEVEL * tolerance
+    return (sigma - tolerance, last) if last < sigma - tolerance else (sigma - tolerance,)
+
+
 def decide_below_sigma(first: LoopResult, m: CounterfactualModel,
                        adversary: ModelShiftAdversary, sigma: float, tolerance: float,
                        max_iterations: int, run: Callable[[float, int], LoopResult]
                        ) -> tuple[LoopResult, float]:
     r"""The answer of a PROPLACE loop whose master at margin σ was proven infeasible,
-    decided again at the loop's certification level σ - t; returns the loop's result
+    decided again at the lower levels of :func:`margin_levels`; returns the loop's result
     and the master margin its claims are about (``certificate.master_margin``).
 
     Let :math:`R(s)` be the points of the region (under every declared constraint)
@@ -298,33 +311,42 @@ def decide_below_sigma(first: LoopResult, m: CounterfactualModel,
     same query with other speed levers (another sequence of cuts) may stop at a point
     of :math:`R(\sigma - t) \setminus R(\sigma)`: the status would depend on the levers.
     So the loop runs again (``run(level, iterations)``, the cuts kept: every model of Δ
-    is a valid cut at any margin) with the master margin σ - t for the model and every
-    copy (``m.margin``, a mutable parameter each copy's validity refers to) and the
-    adversary certifying at 0 (still below the master's margin, so Prop. 2's finite
-    convergence holds). It is infeasible only if :math:`R(\sigma - t) = \emptyset`,
-    which no loop at σ can contradict; when :math:`R(\sigma - t)` is not empty its master
-    is never infeasible. Either way the status no longer depends on the levers, and
-    its claims are about :math:`R(\sigma - t)`: ``optimal`` among those points,
-    ``infeasible`` that none exists. ``run`` gets the iterations left of
-    ``max_iterations``; with none left the answer is ``ITERATION_LIMIT``."""
-    if first.status is not RobustStatus.INFEASIBLE or not first.master_failed:
-        return first, sigma
-    lower = sigma - tolerance
-    left = max_iterations - first.iterations
-    if left < 1:
-        return dataclasses.replace(first, status=RobustStatus.ITERATION_LIMIT, message=(
-            f"{first.message}; the iteration cap came before deciding at σ - t = "
-            f"{lower:g} whether a point robust at that margin exists")), sigma
-    saved = adversary.threshold
-    m.margin, adversary.threshold = lower, 0.0
-    try:
-        second = run(lower, left)
-    finally:
-        m.margin, adversary.threshold = sigma, saved
-    second.iterations += first.iterations
-    second.master_seconds += first.master_seconds
-    second.adversary_seconds += first.adversary_seconds
-    second.message = (f"no point is Δ-robust with margin σ={sigma:g} (its master was "
-                      f"infeasible); decided at σ - t = {lower:g}"
-                      + (f": {second.message}" if second.message else ""))
-    return second, lower
+    is a valid cut at any margin) with the master margin s = σ - t for the model and
+    every copy (``m.margin``, a mutable parameter each copy's validity refers to) and the
+    adversary certifying at 0: Algorithm 1 with σ' = s, t' = s, whose cuts keep the
+    gap s between a cut point and the next master's, so Prop. 2's finite convergence
+    holds. Its master is infeasible only if :math:`R(s) = \emptyset`, which no loop at
+    a higher level can contradict; but a loop at s may still stop at a point of
+    :math:`R(0) \setminus R(s)`, so an infeasible master at σ - t descends once more, to
+    s = :data:`LAST_LEVEL` · t. There the band left, :math:`[0, s)`, is a hundredth of
+    t: within it (a point Δ-robust by less than s) the status may still depend on the
+    levers, as for any loop that stops on a tolerance. The claims are about
+    :math:`R(s)` of the level reached: ``optimal`` among those points, ``infeasible``
+    that none exists. Each run gets the iterations left of ``max_iterations``; with none
+    left the answer is ``ITERATION_LIMIT``."""
+    loop, level, above = first, sigma, [f"σ={sigma:g}"]
+    for lower in margin_levels(sigma, tolerance):
+        if loop.status is not RobustStatus.INFEASIBLE or not loop.master_failed:
+            break
+        done = loop.iterations
+        left = max_iterations - done
+        if left < 1:
+            return dataclasses.replace(loop, status=RobustStatus.ITERATION_LIMIT, message=(
+                f"{loop.message}; the iteration cap came before deciding at margin "
+                f"{lower:g} whether a point robust at that margin exists")), level
+        saved = adversary.threshold
+        m.margin, adversary.threshold = lower, 0.0
+        try:
+            second = run(lower, left)
+        finally:
+            m.margin, adversary.threshold = sigma, saved
+        second.iterations += done
+        second.master_seconds += loop.master_seconds
+        second.adversary_seconds += loop.adversary_seconds
+        levels = " nor ".join(above)
+        second.message = (f"no point is Δ-robust with margin {levels} (master infeasible); "
+                          f"decided at margin {lower:g}"
+                          + (f": {second.message}" if second.message else ""))
+        loop, level = second, lower
+        above.append(f"{lower:g}")
+    return loop, level

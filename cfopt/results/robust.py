@@ -41,18 +41,19 @@ class RobustStatus(str, Enum):
 
     CERTIFIED: the loop's own stop: every adversary certified the last point at its
         threshold (PROPLACE and the combined method: the Δ bound ≥ σ - t, stricter
-        than the answer's level 0; ≥ 0 when the loop decided at σ - t); the point is
+        than the answer's level 0; ≥ 0 when the loop decided below σ); the point is
         also optimal among the counterfactuals robust at the master's margin
-        (``certificate.master_margin``: σ, or σ - t) when the master proved it optimal
-        (``optimal``).
+        (``certificate.master_margin``: σ, σ - t or t/100) when the master proved it
+        optimal (``optimal``).
     NOT_ROBUST: a verified counterfactual that is not robust (a concrete counterexample
         refutes it), or whose robustness could not be proven.
     INFEASIBLE: no robust counterfactual exists under the constraints at the level the
         message names (proven: the master became infeasible, or no robust data point
         spans the region). PROPLACE and the combined method: no point whose least
-        margin over Δ is ≥ σ - t (``certificate.master_margin``), decided again at that
-        level after an infeasible master at σ; a point robust at a smaller margin is
-        not excluded. MILP-R: none with its first margin.
+        margin over Δ is ≥ the master's margin (``certificate.master_margin``): the
+        masters at σ and at σ - t were infeasible, and the loop decided again at t/100
+        (σ - t when t/100 is not below it); a point robust by less is not excluded.
+        MILP-R: none with its first margin.
     ITERATION_LIMIT: the loop's iteration cap was reached before its stop; the last
         point is returned, proven robust only if the answer says ``certified`` (its
         checks may prove it at level 0, below the loop's threshold) and never claimed
@@ -171,7 +172,7 @@ class RobustnessCertificate:
             refuted (False) or unproven (None).
         bound: that proven lower bound (``None`` when no check ran).
         threshold: the level the loop stopped at (σ - t for PROPLACE, 0 otherwise;
-            0 too when PROPLACE decided at σ - t, see ``master_margin``).
+            0 too when PROPLACE decided below σ, see ``master_margin``).
         verdict: the final check (:class:`RobustnessVerdict`).
         iterations: master solves (PROPLACE), margin rounds (MILP-R), 1 otherwise.
         models: the shifted models collected by the cutting-set loop.
@@ -180,8 +181,9 @@ class RobustnessCertificate:
             model (PROPLACE and the combined method; ``None`` for the others): the
             answer's ``optimal`` is among the points whose least margin over Δ is ≥ s
             (the master relaxes that set), and an ``infeasible`` status proves that none
-            exists. It is σ, or σ - t when the master at σ was proven infeasible and the
-            loop decided again at the certification level
+            exists. It is σ; or σ - t when the master at σ was proven infeasible and the
+            loop decided again at the certification level; or t/100 when the master at
+            σ - t was infeasible too
             (:func:`~cfopt.methods.proplace_master.decide_below_sigma`).
     """
 
@@ -225,10 +227,10 @@ class RobustCounterfactual(Answer):
         distances: weighted L1, L0 and L∞ of the returned point.
         certificate: the robustness claim (:class:`RobustnessCertificate`).
         optimal: proven optimal among the counterfactuals whose least margin over Δ is
-            at least the master's margin (``certificate.master_margin``: σ, or σ - t
-            when no point is robust at σ): the loop stopped with ``CERTIFIED`` and its
-            last master solve proved its point optimal (the master relaxes that robust
-            problem). A Δ-robust point of a smaller margin may cost less. ``False`` for
+            at least the master's margin (``certificate.master_margin``: σ, or a lower
+            level when no point is robust at σ): the loop stopped with ``CERTIFIED``
+            and its last master solve proved its point optimal (the master relaxes that
+            robust problem). A Δ-robust point of a smaller margin may cost less. ``False`` for
             every other status, whatever :attr:`certified` says, and for the methods
             without a master loop.
         total_time: wall seconds of the query (preprocessing paid by this query
