@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cfopt
-from cfopt.query.restrictions.relu import greedy_counterfactual, objective_value, radius_bounds
+from cfopt.query.restrictions.relu import objective_value, radius_bounds
+from cfopt.query.restrictions.relu_points import greedy_counterfactual
 
 from .conftest import sample_rows, train_torch
 

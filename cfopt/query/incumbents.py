@@ -43,7 +43,7 @@ import numpy as np
 
 from ..formulations.validity import score_targets
 from ..solvers import SolveOutcome, SolverBackend, SolverSettings
-from .restrictions.relu import target_scores
+from .restrictions.relu_points import target_scores
 
 if TYPE_CHECKING:
     from ..formulations.predictors import NetworkCopy

@@ -64,7 +64,8 @@ from ..solvers import SolveOutcome, SolverBackend, SolverSettings
 from .claims import REGION_TOO_LARGE
 from .inner_radius import after, with_floor
 from .restrictions import Restriction, restriction_of
-from .restrictions.relu import factual_score, network_copies, objective_value, unstable_neurons
+from .restrictions.relu import network_copies, objective_value, unstable_neurons
+from .restrictions.relu_points import factual_score
 from .solution import Verification, start_of, verified_solution
 from .supports import solve_split, supports
 

@@ -138,7 +138,17 @@ class HighsBackend(ContribBackend):
     (coefficients 1e4 on an input in [0, 1]) the root LP bound was the optimum,
     0.099106, and after the restart, which re-presolves with the columns fixed by
     reduced cost, HiGHS proved 0.099974 (differential seed 21184; right with restarts or
-    presolve off).
+    presolve off). Its sub-MIP heuristics (RINS, RENS, the root reduced-cost sub-MIP)
+    are off: at that tolerance HiGHS 1.16.0 (and its master, read there) can loop
+    without end, past any time limit, in the presolve of a sub-MIP
+    (``HPresolve::strengthenInequalities``, whose inner loop shrinks the row's violation
+    by steps that can be tiny and never looks at the clock): a query of an MLP pipeline
+    on German credit started from its heuristic point, in the root reduced-cost
+    sub-MIP's sub-MIP (``tests/data/highs_hang/``, reproduced with highspy alone:
+    ``tests/test_highs_hang.py``; 0.1 s without it); with that one off, a German
+    network's whole problem in a RENS sub-MIP within RINS's
+    (``tests/test_query_tightening.py::test_ascent_when_a_user_constraint_excludes_the_heuristic``).
+    cfopt hands HiGHS a heuristic point of its own as a MIP start wherever it has one.
 
     A solve with a time limit of a model of at least ``ISOLATE_MIN_COLUMNS`` columns runs
     in a forked child that is killed at the limit (plus 0.25 s), keeping the incumbents
@@ -440,15 +450,14 @@ class HighsBackend(ContribBackend):
             self.isolate is True or columns >= self.ISOLATE_MIN_COLUMNS)
 
     def light_heuristics(self) -> dict[str, Any]:
-        """RENS, RINS, feasibility jump and the root reduced-cost sub-MIP off. HiGHS
+        """Feasibility jump off (the sub-MIPs, RENS, RINS and the root reduced-cost one,
+        are off for every solve: class docstring). HiGHS
         spent most of a hard PROPLACE master's time in them (a HELOC master with two
         shifted copies: 1.53 of 2.07 s in 26 sub-MIPs). Re-solved alone, the masters of
         the first 10 Table 1 queries took 23.7 s with them and 12.7 s without on HELOC,
         3.3 and 1.4 s on COMPAS, 2.2 and 1.6 s on Adult, to the same optima
         (``benchmarks/proplace_masters.py``)."""
-        return {"mip_heuristic_run_rens": False, "mip_heuristic_run_rins": False,
-                "mip_heuristic_run_feasibility_jump": False,
-                "mip_heuristic_run_root_reduced_cost": False}
+        return {"mip_heuristic_run_feasibility_jump": False}
 
     def tree_options(self) -> dict[str, Any]:
         """Probing off in presolve (``presolve_rule_off`` bit 15, HiGHS's
@@ -475,7 +484,9 @@ class HighsBackend(ContribBackend):
         # HiGHS between solves); a cutoff sets it through ``settings.options``
         opts: dict[str, Any] = {"output_flag": settings.verbose,
                                 "mip_feasibility_tolerance": 1e-8,
-                                "mip_allow_restart": False, "objective_bound": math.inf}
+                                "mip_allow_restart": False, "objective_bound": math.inf,
+                                "mip_heuristic_run_root_reduced_cost": False,
+                                "mip_heuristic_run_rins": False, "mip_heuristic_run_rens": False}
         if settings.seed is not None:
             opts["random_seed"] = settings.seed
         return opts

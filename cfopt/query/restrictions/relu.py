@@ -3,11 +3,9 @@ r"""Per-query bound tightening around a heuristic counterfactual.
 The big-M constants of a ReLU network are valid over the whole feature box, but the
 optimal counterfactual lies close to the factual :math:`\hat x`. For one query:
 
-1. **Incumbent** (:func:`greedy_counterfactual`): a greedy walk from :math:`\hat z`
-   (model-input space) on the float64 network. Each step moves the mutable feature
-   with the best ratio of target-score gain (gradient of the piecewise-linear score)
-   to distance cost, or switches the category with the best exact gain per cost,
-   until the target wins by twice the margin. Its objective value is :math:`r`.
+1. **Incumbent** (:meth:`ReluRestriction.heuristic`): the cheapest verified point of
+   the single-feature scans and the greedy walk on the float64 network
+   (:mod:`cfopt.query.restrictions.relu_points`). Its objective value is :math:`r`.
 2. **Region bounds** (:func:`radius_bounds`): every counterfactual at least as good
    satisfies :math:`\text{objective} \le r`. For an objective
    :math:`a\,\text{L1} + b\,\text{L0} + c\,\text{L∞}` plus costs of at least
@@ -50,60 +48,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import pyomo.environ as pyo
 
 from ...formulations.predictors import NetworkCopy, NetworkPredictorConstr
-from ...formulations.validity import logit_scores, score_targets
 from ...models.network import Concretizer, ReLUNetwork
-from ...space.encoding import CodeEncoder, encode
+from ...space.encoding import CodeEncoder
 from .registry import Restricted, Restriction, register_restriction
+from .relu_points import SingleMove, greedy_counterfactual, single_moves
 
 if TYPE_CHECKING:
     from ...problem import CounterfactualModel
 
-
-def _score(net: ReLUNetwork, z: np.ndarray, decision: str, targets: list,
-           with_grad: bool = True) -> tuple[float, np.ndarray | None]:
-    """Target score (how much the target wins; for a regressor with ``targets = [low,
-    high]``, the distance inside the interval) and its gradient at ``z``."""
-    pres = [pre[0] for pre in net.pre_activations(z[None, :])]
-    masks = [pre > 0 if layer.relu else None for layer, pre in zip(net.layers, pres)]
-    h = pres[-1]
-    score = float(logit_scores(h[None, :], decision, targets)[0])
-    if not with_grad:
-        return score, None
-    if decision == "regression":
-        low, high = targets
-        g = np.array([1.0 if h[0] - low <= high - h[0] else -1.0])
-    elif decision == "sign":
-        g = np.array([1.0 if targets[0] == 1 else -1.0])
-    else:
-        others = [j for j in range(len(h)) if j not in targets]
-        g = np.zeros(len(h))
-        g[max(targets, key=lambda t: h[t])] = 1.0
-        g[max(others, key=lambda j: h[j])] = -1.0
-    for layer, mask in zip(reversed(net.layers), reversed(masks)):
-        if mask is not None:
-            g = g * mask
-        g = layer.weight.T @ g
-    return score, g
-
-
-def target_scores(net: ReLUNetwork, Z: np.ndarray, decision: str, targets: list
-                  ) -> np.ndarray:
-    """:func:`_score`'s target score at every row of ``Z`` (no gradient), in one batch."""
-    return logit_scores(net.logits(np.atleast_2d(Z)), decision, targets)
-
-
-def factual_score(m: CounterfactualModel) -> float | None:
-    """How much the target wins at the factual by the float64 network (the MILP's own
-    arithmetic; :func:`_score`), or ``None`` when the model is not a ReLU network or no
-    query is set."""
-    net = m.adapter.structure
-    if not isinstance(net, ReLUNetwork) or m.factual is None or not m.target:
-        return None
-    return _score(net, m.factual_inputs, m.adapter.decision, score_targets(m.adapter, m.target),
-                  with_grad=False)[0]
+#: the cheapest heuristic points :meth:`ReluRestriction.heuristic` checks against the
+#: declared constraints (each check builds and validates a raw row)
+HEURISTIC_TRIES = 8
 
 
 def objective_value(m: CounterfactualModel, row: pd.DataFrame) -> float:
@@ -119,76 +76,6 @@ def distance_value(m: CounterfactualModel, row: pd.DataFrame) -> float:
     """The distance part of the MILP objective at a raw row (its norms' weighted sum)."""
     distances = m.distances(row)
     return float(sum(c * distances[k] for k, c in m.objective_terms.items()))
-
-
-def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.DataFrame | None:
-    r"""A cheap counterfactual of the current query (raw row), or ``None``: the walk of
-    the module docstring on the feature codes, each move mapped to the model inputs by
-    the input specs (the space's own scaling or a pipeline's preprocessing,
-    :class:`~cfopt.space.encoding.CodeEncoder`): a numeric feature's code moves along
-    the slope of the target score per unit of code, :math:`\sum_k g_k a_k` over its
-    affine inputs :math:`a_k\,x + b_k`.
-
-    The returned row is classified as the target with the model's margin by the
-    float64 network and satisfies bounds, actionability and ``max_changes``; it ignores
-    declared blocks and the user's own constraints (the caller checks them:
-    :meth:`CounterfactualModel.violations`).
-    """
-    net = m.adapter.structure
-    if not isinstance(net, ReLUNetwork) or m.factual is None or not m.target:
-        return None
-    enc = CodeEncoder(m.space, m.input_specs)
-    decision, targets = m.adapter.decision, score_targets(m.adapter, m.target)
-    goal = 2.0 * float(pyo.value(m.margin))
-    cap = m.change_cap
-    codes = enc.codes(m.factual)
-    z = np.array(m.factual_inputs, dtype=float)
-    changed: set[str] = set()
-    score, grad = _score(net, z, decision, targets)
-    for _ in range(max_steps):
-        if score >= goal:
-            break
-        best: tuple | None = None
-        best_ratio = 0.0
-        for f in m.space:
-            if f.immutable or (f.name not in changed and len(changed) >= cap):
-                continue
-            i, w = enc.index[f.name], m.weights[f.name]
-            if f.is_onehot:
-                others = [k for k in range(len(f.categories)) if k != int(codes[i])]
-                trials = enc.inputs(z, f.name, np.array(others, dtype=float))
-                gains = target_scores(net, trials, decision, targets) - score
-                for k, gain, trial in zip(others, gains, trials):
-                    ratio = gain / w if w > 0 else np.inf * gain
-                    if gain > 0 and ratio > best_ratio:
-                        best_ratio, best = ratio, (f, float(k), trial)
-                continue
-            g = float(grad @ enc.slope(f.name))  # the score's slope per unit of code
-            up = g > 0
-            room = f.upper - codes[i] if up else codes[i] - f.lower
-            if g == 0 or f.direction == ("decrease" if up else "increase") or \
-                    room <= 1e-12 * max(1.0, f.upper - f.lower):
-                continue
-            ratio = abs(g) / w if w > 0 else np.inf
-            if ratio > best_ratio:
-                step = min(room, (goal - score) / abs(g) * 1.05 + 1e-9 * (f.upper - f.lower))
-                if f.is_integral:  # whole raw units, at least one
-                    step = min(max(1.0, np.ceil(step - 1e-9)), room)
-                value = codes[i] + (step if up else -step)
-                best_ratio, best = ratio, (f, value, enc.inputs(z, f.name, [value])[0])
-        if best is None:
-            return None
-        f, codes[enc.index[f.name]], z = best
-        changed.add(f.name)
-        score, grad = _score(net, z, decision, targets)
-    if score < goal / 2:
-        return None
-    row = enc.row(codes)
-    final = _score(net, encode(m.space, m.input_specs, row)[0], decision, targets,
-                   with_grad=False)[0]
-    if final < goal / 2 or m.space_violations(row):
-        return None
-    return row
 
 
 @dataclass(frozen=True)
@@ -409,7 +296,28 @@ class ReluRestriction(Restriction):
         return bool(m.global_layer_bounds)
 
     def heuristic(self, m: CounterfactualModel) -> pd.DataFrame | None:
-        return greedy_counterfactual(m)
+        r"""The cheapest by distance of the points of :func:`~.relu_points.single_moves`
+        (a change of one feature costs :math:`b + (a + c) w_f |\Delta_f|`, as in
+        :func:`radius_moves`) and of :func:`~.relu_points.greedy_counterfactual` that
+        the declared constraints admit (:meth:`CounterfactualModel.violations`; of the
+        :data:`HEURISTIC_TRIES` cheapest), else the cheapest of them (the caller
+        verifies it with the real model, or takes it as a guess); ``None`` without
+        one."""
+        terms = m.objective_terms
+        a, b, c = (terms.get(k, 0.0) for k in ("l1", "l0", "linf"))
+        walk = greedy_counterfactual(m)
+        points: list[tuple[float, SingleMove | pd.DataFrame]] = [
+            (b + (a + c) * move.move, move) for move in single_moves(m)]
+        if walk is not None:
+            points.append((distance_value(m, walk), walk))
+        points.sort(key=lambda point: point[0])
+        cheapest = None
+        for _, point in points[:HEURISTIC_TRIES]:
+            row = point if isinstance(point, pd.DataFrame) else point.row(m)
+            if not m.violations(row):
+                return row
+            cheapest = row if cheapest is None else cheapest
+        return cheapest
 
     def restrict(self, m: CounterfactualModel, candidate: pd.DataFrame | None, radius: float,
                  details: dict[str, Any], deadline: float, verified: bool) -> Restricted | None:
