@@ -68,6 +68,8 @@ def test_each_move_is_the_first_crossing_of_its_segment() -> None:
         assert len(changed) == 1
         if changed == ["a"]:
             assert cost == pytest.approx(abs(row["a"]) / 8)  # weight 1 / range
+        if changed == ["c"]:  # a switch costs the feature's weight, whatever the levels
+            assert cost == pytest.approx(1.0)
         assert row["b"] == 0  # b alone never reaches the goal
 
 

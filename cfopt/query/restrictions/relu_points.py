@@ -205,8 +205,8 @@ def single_moves(m: CounterfactualModel) -> list[SingleMove]:
     found: list[SingleMove] = []
 
     def keep(f: Any, code: float) -> None:
-        move = m.weights[f.name] * abs(code - codes0[enc.index[f.name]])
-        found.append(SingleMove(float(move), f.name, code))
+        step = 1.0 if f.is_onehot else abs(code - codes0[enc.index[f.name]])  # a switch: 1
+        found.append(SingleMove(float(m.weights[f.name] * step), f.name, code))
 
     fractions = np.linspace(0.0, 1.0, SCAN_SAMPLES + 1)[1:]
     segments: list[tuple[Any, float, float, float]] = []  # feature, end, short, reached
