@@ -74,6 +74,8 @@ TESTS: dict[str, list[str]] = {
     "cfopt/space/validate.py": ["tests/test_space_validate.py", "tests/test_bad_input.py",
                                 "tests/test_features.py"],
     "cfopt/formulations/predictors/network.py": ["tests/test_formulation_network.py"],
+    "cfopt/formulations/robustness.py": ["tests/test_formulation_robustness.py",
+                                         "tests/test_formulation_network.py"],
 }
 
 WORK = PROJECT / ".mutation"

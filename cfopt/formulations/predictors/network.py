@@ -239,7 +239,7 @@ def build_shifted_network(block: pyo.Block, name: str, adapter: ModelAdapter,
     margin :math:`c^\top y` of several logits shifts by :math:`\|c\|_1 \delta`,
     :mod:`cfopt.formulations.robustness`). Neurons are not rescaled."""
     z = np.asarray(z, dtype=np.float64)
-    z = z.reshape(-1)  # pragma: no mutate (numpy reads any negative size as the unknown one)
+    z = z.reshape(-1)  # pragma: no mutate (numpy reads any negative size as -1)
     net: ReLUNetwork = adapter.structure
     first = delta * (float(np.abs(z).sum()) + 1.0)
     return _omlt_network(block, name, adapter, [(float(v), float(v)) for v in z],
