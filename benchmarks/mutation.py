@@ -76,6 +76,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/formulations/predictors/network.py": ["tests/test_formulation_network.py"],
     "cfopt/formulations/robustness.py": ["tests/test_formulation_robustness.py",
                                          "tests/test_formulation_network.py"],
+    "cfopt/formulations/bound_tightening.py": ["tests/test_formulation_bound_tightening.py"],
 }
 
 WORK = PROJECT / ".mutation"
