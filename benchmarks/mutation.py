@@ -77,6 +77,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/formulations/robustness.py": ["tests/test_formulation_robustness.py",
                                          "tests/test_formulation_network.py"],
     "cfopt/formulations/bound_tightening.py": ["tests/test_formulation_bound_tightening.py"],
+    "cfopt/formulations/predictors/trees.py": ["tests/test_formulation_trees.py"],
 }
 
 WORK = PROJECT / ".mutation"
