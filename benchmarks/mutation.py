@@ -73,6 +73,11 @@ TESTS: dict[str, list[str]] = {
                                             "tests/test_explainer.py"],
     "cfopt/space/validate.py": ["tests/test_space_validate.py", "tests/test_bad_input.py",
                                 "tests/test_features.py"],
+    "cfopt/formulations/predictors/network.py": ["tests/test_formulation_network.py"],
+    "cfopt/formulations/robustness.py": ["tests/test_formulation_robustness.py",
+                                         "tests/test_formulation_network.py"],
+    "cfopt/formulations/bound_tightening.py": ["tests/test_formulation_bound_tightening.py"],
+    "cfopt/formulations/predictors/trees.py": ["tests/test_formulation_trees.py"],
 }
 
 WORK = PROJECT / ".mutation"

@@ -66,7 +66,10 @@ def relax_integrality(block: pyo.Block) -> list[tuple[pyo.Var, Any, Any, Any]]:
     which may be freed later) becomes continuous within its bounds (a binary: [0, 1]);
     returns ``(variable, domain, lb, ub)`` of each, to restore them."""
     saved = []
-    for v in block.component_data_objects(pyo.Var, descend_into=True):
+    # pragma: no mutate start (descend_into=True: Pyomo's default)
+    variables = block.component_data_objects(pyo.Var, descend_into=True)
+    # pragma: no mutate end
+    for v in variables:
         if v.is_integer():
             saved.append((v, v.domain, v.lb, v.ub))
             lb, ub = v.lb, v.ub
@@ -89,7 +92,8 @@ def _integrality_relaxed(block: pyo.Block) -> Iterator[None]:
 
 
 def tighten_relu_bounds(model: pyo.Block, predictor: PredictorConstr, method: str = "lp",
-                        solver: str = "highs") -> BoundTighteningReport:
+                        solver: str = "highs"  # pragma: no mutate (make_solver ignores case)
+                        ) -> BoundTighteningReport:
     """Tighten the big-M bounds of ``predictor`` (a block of ``model``) in place.
 
     ``model`` must hold only the structure valid for every query (feature variables,
@@ -104,7 +108,7 @@ def tighten_relu_bounds(model: pyo.Block, predictor: PredictorConstr, method: st
     solves = 0
     if method == "lp" and layers:
         backend = make_solver(solver)
-        settings = SolverSettings(mip_gap=0.0, threads=1)
+        settings = SolverSettings(mip_gap=0.0, threads=1)  # pragma: no mutate (LPs: speed only)
         with _integrality_relaxed(model):
             for k, layer in enumerate(layers):
                 neurons = list(layer.zhat)

@@ -123,7 +123,10 @@ class Margin:
 
     def of(self, logits: np.ndarray) -> np.ndarray:
         """The margin of each row of ``logits``."""
-        return np.atleast_2d(logits) @ np.asarray(self.coefficients, dtype=np.float64)
+        # pragma: no mutate start (numbers: their product with the logits is float64 anyway)
+        coefficients = np.asarray(self.coefficients, dtype=np.float64)
+        # pragma: no mutate end
+        return np.atleast_2d(logits) @ coefficients
 
 
 def target_margins(net: ReLUNetwork, target: int) -> list[Margin]:
@@ -200,20 +203,25 @@ class AdversaryModel(pyo.ConcreteModel):
 
     def __init__(self, net: ReLUNetwork, z: np.ndarray, delta: float, margin: Margin) -> None:
         if net.is_linear:
-            raise ValueError("the network has no hidden layer; its minimum logit over Δ is "
-                             "given in closed form by ReLUNetwork.shifted_bounds")
-        super().__init__(name="adversary")
+            # pragma: no mutate start (message text)
+            why = ("the network has no hidden layer; its minimum logit over Δ is given in "
+                   "closed form by ReLUNetwork.shifted_bounds")
+            # pragma: no mutate end
+            raise ValueError(why)
+        super().__init__(name="adversary")  # pragma: no mutate (the model's display name)
         self._contrast = net.contrast(margin.coefficients)
         self._delta, self._scale = delta, margin.scale
         self._network = build_shifted_network(self, "network", ShiftedNetwork(
             self._contrast.parameters), np.zeros(net.n_inputs), delta, margin.scale * delta)
         self.worst = pyo.Expression(expr=self._network.outputs[0])
-        self.objective = pyo.Objective(expr=self.worst, sense=pyo.minimize)
+        self.objective = pyo.Objective(expr=self.worst,
+                                       sense=pyo.minimize)  # pragma: no mutate (the default)
         self.set_point(z)
 
     def set_point(self, z: np.ndarray) -> None:
         """Move the adversary to the model input ``z`` (class docstring)."""
-        z = np.asarray(z, dtype=np.float64).reshape(-1)
+        z = np.asarray(z, dtype=np.float64)  # pragma: no mutate (shifted_bounds casts z too)
+        z = z.reshape(-1)  # pragma: no mutate (numpy reads any negative size as -1)
         if z.shape[0] != self._contrast.n_inputs:
             raise ValueError(f"the network takes {self._contrast.n_inputs} inputs, got "
                              f"{z.shape[0]}")
@@ -235,7 +243,8 @@ def recover_parameters(net: ReLUNetwork, z: np.ndarray, delta: float, targets: l
     the previous layer's value under the parameters recovered so far, and output row
     ``k`` moved by ``-sign(c_k) δ`` (module docstring). Returns (W, b) per layer in the
     network's own orientation (every logit)."""
-    v = np.asarray(z, dtype=np.float64).reshape(-1)
+    v = np.asarray(z, dtype=np.float64)
+    v = v.reshape(-1)  # pragma: no mutate (numpy reads any negative size as -1)
     out: Parameters = []
     for layer, target in zip(net.layers[:-1], targets):
         w0, b0 = layer.weight, layer.bias
@@ -245,7 +254,10 @@ def recover_parameters(net: ReLUNetwork, z: np.ndarray, delta: float, targets: l
         out.append((w, b))
         v = np.maximum(w @ v + b, 0.0)
     last = net.layers[-1]
-    step = -delta * np.sign(np.asarray(margin.coefficients, dtype=np.float64))
+    # pragma: no mutate start (numbers: their sign times -δ is float64 anyway)
+    coefficients = np.asarray(margin.coefficients, dtype=np.float64)
+    # pragma: no mutate end
+    step = -delta * np.sign(coefficients)
     out.append((last.weight + step[:, None] * np.sign(v)[None, :], last.bias + step))
     return out
 
@@ -300,8 +312,10 @@ def add_shifted_copy(m: CounterfactualModel, params: Parameters,
     copy = pyo.Block()
     m.add_component(name, copy)
     m.adopt(name)
-    pred = add_predictor(copy, adapter, encode_inputs(m, m.space, m.input_specs),
-                         name="predictor")
+    # pragma: no mutate start (encode_inputs reads the specs only; add_predictor's default name)
+    inputs = encode_inputs(m, m.space, m.input_specs)
+    pred = add_predictor(copy, adapter, inputs, name="predictor")
+    # pragma: no mutate end
     pred.set_layer_bounds(bounds)
     add_validity(copy, pred.outputs, pred.output_bounds(), adapter, m.margin)
     set_target(copy, adapter, [adapter.class_index(t) for t in m.target])

@@ -78,7 +78,9 @@ class NetworkPredictorConstr(PredictorConstr):
         their scales)."""
         out = []
         for layer, scale in zip(self._layers, self._scales):
+            # pragma: no mutate start (float bounds already: a cast that never changes them)
             bounds = np.array([layer.zhat[j].bounds for j in layer.zhat], dtype=float)
+            # pragma: no mutate end
             out.append((bounds[:, 0] * scale, bounds[:, 1] * scale))
         return out
 
@@ -116,7 +118,9 @@ class NetworkPredictorConstr(PredictorConstr):
         constraint, to add to a block, with one row per neuron whose bounds straddle 0
         (a stable neuron's encoding is already exact), in the block's units; ``None``
         when the first layer has no ReLU."""
+        # pragma: no mutate start (numbers times float64 weights are float64 without it)
         points = np.atleast_2d(np.asarray(points, dtype=np.float64))
+        # pragma: no mutate end
         if len(weights) != len(points):
             raise ValueError(f"{len(points)} points need as many weights, got {len(weights)}")
         if not self._relu[0]:
@@ -126,9 +130,10 @@ class NetworkPredictorConstr(PredictorConstr):
         lb, ub = self.layer_bounds()[0]
 
         def envelope(_: pyo.Block, j: int) -> Any:
-            at = values[:, j] > 0
+            at = values[:, j] > 0  # pragma: no mutate (values >= 0: a 0 coefficient adds nothing)
             return first.z[j] <= LinearExpression(
-                constant=0.0, linear_coefs=values[at, j].tolist(),
+                constant=0.0,  # pragma: no mutate (Pyomo's default constant: 0)
+                linear_coefs=values[at, j].tolist(),
                 linear_vars=[w for w, use in zip(weights, at) if use])
 
         return pyo.Constraint([j for j in first.z if lb[j] < 0 < ub[j]], rule=envelope)
@@ -138,7 +143,9 @@ class NetworkPredictorConstr(PredictorConstr):
         ``inputs`` (float64 forward pass; active when > 0): the encoding is then the
         network's linear piece around ``inputs`` (every hidden output ``= max(0, ẑ)``
         with the sign of ``ẑ`` fixed)."""
+        # pragma: no mutate start (pre_activations reads its rows in float64 itself)
         pres = self.adapter.structure.pre_activations(np.asarray(inputs, float)[None, :])
+        # pragma: no mutate end
         fixed = []
         for k, (layer, relu) in enumerate(zip(self._layers, self._relu)):
             if not relu:
@@ -231,7 +238,8 @@ def build_shifted_network(block: pyo.Block, name: str, adapter: ModelAdapter,
     equality), its weights and bias within ``output_delta`` (default ``delta``; a
     margin :math:`c^\top y` of several logits shifts by :math:`\|c\|_1 \delta`,
     :mod:`cfopt.formulations.robustness`). Neurons are not rescaled."""
-    z = np.asarray(z, dtype=np.float64).reshape(-1)
+    z = np.asarray(z, dtype=np.float64)
+    z = z.reshape(-1)  # pragma: no mutate (numpy reads any negative size as -1)
     net: ReLUNetwork = adapter.structure
     first = delta * (float(np.abs(z).sum()) + 1.0)
     return _omlt_network(block, name, adapter, [(float(v), float(v)) for v in z],
@@ -266,8 +274,9 @@ def _shifted_dense_layer(delta: float, first: float, output_delta: float
                     + float(layer.biases[j]) + side * radius * (sum(v[i] for i in inputs) + 1.0))
 
         for j in range(width):  # valid bounds for OMLT's big-M; callers tighten them
-            layer_block.zhat[j].setlb(compute_bounds_on_expr(reach(j, -1))[0])
-            layer_block.zhat[j].setub(compute_bounds_on_expr(reach(j, 1))[1])
+            low, high = reach(j, -1), reach(j, 1)  # pragma: no mutate (side ±2: looser, valid)
+            layer_block.zhat[j].setlb(compute_bounds_on_expr(low)[0])
+            layer_block.zhat[j].setub(compute_bounds_on_expr(high)[1])
         if layer.activation == "linear":  # the logit: the least reachable
             layer_block.worst = pyo.Constraint(range(width), rule=lambda b, j: (
                 b.zhat[j] == reach(j, -1)))
@@ -290,14 +299,19 @@ def _dense_layer(net_block: pyo.Block, net: Any, layer_block: pyo.Block, layer: 
     (prev,) = net.predecessors(layer)
     z = net_block.layer[id(prev)].z
     inputs = list(range(layer.input_size[-1]))
+    # an infinite bound is unreachable: add_predictor requires a bounded input box
+    # pragma: no mutate start (float64 casts of float64 values; no bound is infinite)
     weights, biases = np.asarray(layer.weights, dtype=np.float64), layer.biases
     lower = np.array([-np.inf if z[i].lb is None else z[i].lb for i in inputs], float)
     upper = np.array([np.inf if z[i].ub is None else z[i].ub for i in inputs], float)
     low, high = affine_bounds(weights.T, np.asarray(biases, dtype=np.float64), lower, upper)
+    # pragma: no mutate end
     width = layer.output_size[-1]
+    # pragma: no mutate start (unreachable: the bounds are finite, as above)
     for j in range(width):
         layer_block.zhat[j].setlb(float(low[j]) if np.isfinite(low[j]) else None)
         layer_block.zhat[j].setub(float(high[j]) if np.isfinite(high[j]) else None)
+    # pragma: no mutate end
     variables = [z[i] for i in inputs]
     layer_block.dense_layer = pyo.Constraint(range(width), rule=lambda b, j: (
         b.zhat[j] == LinearExpression(constant=float(biases[j]),
@@ -341,14 +355,16 @@ def _omlt_network(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Bo
         prev = dense
     sub = OmltBlock()
     block.add_component(name, sub)
+    # pragma: no mutate start (logging only; unit-box inputs no longer trigger the warning)
     omlt_log = logging.getLogger("pyomo.core")
     omlt_log.addFilter(_initial_zero_outside_bounds)
+    # pragma: no mutate end
     try:  # OMLT creates its input variables at 0, outside inputs' bounds that exclude 0
         sub.build_formulation(FullSpaceNNFormulation(
             definition, layer_constraints={
                 DenseLayer: _dense_layer if layer_rule is None else layer_rule}))
     finally:
-        omlt_log.removeFilter(_initial_zero_outside_bounds)
+        omlt_log.removeFilter(_initial_zero_outside_bounds)  # pragma: no mutate (logging only)
     last = sub.layer[id(dense_layers[-1])]
     for j in range(net.n_outputs):
         sub.outputs[j].setlb(last.zhat[j].lb)

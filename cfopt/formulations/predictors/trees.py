@@ -42,6 +42,8 @@ from .base import PredictorConstr, register_formulation
 
 #: ``"leaf"`` (binary leaves) or ``"threshold"`` (continuous leaves)
 FORMULATIONS = ("leaf", "threshold")
+#: the key of the region of the whole input box (a factual's key is a tuple)
+_BOX = "box"  # pragma: no mutate (a marker: only told from None and from a factual's key)
 
 
 class TreePredictorConstr(PredictorConstr):
@@ -56,7 +58,9 @@ class TreePredictorConstr(PredictorConstr):
         #: (:func:`cfopt.query.restrictions.trees.build_query_region`); else the region of the whole
         #: input box is built once, at the first factual
         self.deferred = False
+        # pragma: no mutate start (None until a factual: "" too is no tuple, as a region key)
         self._factual_key: tuple | None = None
+        # pragma: no mutate end
         self._region_key: tuple | str | None = None
 
     @property
@@ -84,7 +88,7 @@ class TreePredictorConstr(PredictorConstr):
         self._region_key = None
         kept = build_region(b, b.ensemble, b.index, search(b.ensemble, b.index, region,
                                                            deadline), b.bounds)
-        self._region_key = "box" if self._factual_key is None else self._factual_key
+        self._region_key = _BOX if self._factual_key is None else self._factual_key
         return kept
 
     def input_region(self, factual: Sequence[float] | None = None
@@ -99,7 +103,7 @@ class TreePredictorConstr(PredictorConstr):
         region = [list(bd) for bd in self.input_bounds]
         for key, cut in b.cuts.items():
             j = cut.input
-            left = pyo.value(b.left_of[key]) >= 0.5
+            left = pyo.value(b.left_of[key]) >= 0.5  # pragma: no mutate (a binary is never 0.5)
             own = b.factual_left.get(key)
             lo, hi = region[j]
             if left:
@@ -117,7 +121,7 @@ class TreePredictorConstr(PredictorConstr):
         fixed = []
         for key, cut in block.cuts.items():
             value = float(inputs[cut.input])
-            if cut.sure_left < value < cut.sure_right:
+            if cut.sure_left <= value <= cut.sure_right:  # the MILP's sides overlap there
                 block.left_of[key].fix(1 if cut.goes_left(value) else 0)
                 fixed.append(block.left_of[key])
         return fixed
@@ -144,10 +148,12 @@ class TreePredictorConstr(PredictorConstr):
                 return []
             if not self.deferred and self._region_key is None:
                 self.build_region(QueryRegion(list(b.bounds)))
-                self._region_key = "box"
+                self._region_key = _BOX
+        # pragma: no mutate start (a binary's missing bound is its domain's 0 or 1)
         for var, (lb, ub) in self._fixed:
             var.setlb(lb)
             var.setub(ub)
+        # pragma: no mutate end
         self._fixed = []
         b.factual_left = {}
         out = []
@@ -169,7 +175,7 @@ class TreePredictorConstr(PredictorConstr):
             else:
                 self._fixed.append((var, var.bounds))
                 var.setlb(1 if left else 0)
-                var.setub(1 if left else 0)
+                var.setub(1 if left else 0)  # pragma: no mutate (a binary: ub 2 is its 1)
         return out
 
 
@@ -300,7 +306,7 @@ def _build_per_query(block: pyo.Block, name: str, ensemble: TreeEnsemble, bounds
     sub.bounds = list(bounds)
     sub.split_values = sub.index.split_values
     sub.cuts = {}
-    sub.factual_left = {}
+    sub.factual_left = {}  # pragma: no mutate (read only after a region or factual resets it)
     sub.inputs = pyo.Var(range(ensemble.n_inputs),
                          bounds=lambda _, i: unit_bounds(bounds)[i])
     low = ensemble.init + sum(t.value[t.leaves].min(axis=0) for t in ensemble.trees)
