@@ -73,6 +73,7 @@ TESTS: dict[str, list[str]] = {
                                             "tests/test_explainer.py"],
     "cfopt/space/validate.py": ["tests/test_space_validate.py", "tests/test_bad_input.py",
                                 "tests/test_features.py"],
+    "cfopt/models/network.py": ["tests/test_models_network.py"],
 }
 
 WORK = PROJECT / ".mutation"
