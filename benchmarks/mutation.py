@@ -78,6 +78,7 @@ TESTS: dict[str, list[str]] = {
                                          "tests/test_formulation_network.py"],
     "cfopt/formulations/bound_tightening.py": ["tests/test_formulation_bound_tightening.py"],
     "cfopt/formulations/predictors/trees.py": ["tests/test_formulation_trees.py"],
+    "cfopt/models/network.py": ["tests/test_models_network.py"],
 }
 
 WORK = PROJECT / ".mutation"

@@ -70,6 +70,7 @@ def test_good_rows_come_back_typed(space):
                     "['blue', 'green', 'red']"),
     ({"c": np.nan}, "column 'c': missing value (NaN) in row 'r7'"),
     ({"o": "mid"}, "column 'o': unseen category 'mid' in row 'r7'"),
+    ({"b": "yes"}, "column 'b': value 'yes' in row 'r7' is not a number$"),
 ])
 def test_bad_values_are_named(space, values, message):
     anchored = message.endswith("$")
@@ -125,3 +126,28 @@ def test_duplicate_columns():
     with pytest.raises(ValueError, match=re.escape("duplicate column(s) ['a']; each")):
         check_unique_columns(frame)
     check_unique_columns(pd.DataFrame({"a": [1], "b": [2]}))
+
+
+def test_a_missing_label_among_labels_is_named(space):
+    """A NaN among strings makes the column not of one kind: it is named, not read as a
+    label."""
+    frame = pd.concat([row(), row(c=np.nan)])
+    frame.index = ["a", "b"]
+    with pytest.raises(ValueError, match="^column 'c': missing value \\(NaN\\) in row 'b'$"):
+        space.validate(frame)
+
+
+@pytest.mark.parametrize("levels, value", [(("lo", "mid", "hi"), "lo"),  # one kind
+                                           ((0.5, 1.5, 2.5), 0.5)])  # floats: row by row
+def test_an_ordinal_level_outside_its_bounds(levels, value):
+    """An ordinal's bounds are level positions: a level below them is outside."""
+    s = cfopt.FeatureSpace([cfopt.Feature("lv", "ordinal", lower=1, upper=2,
+                                          categories=levels)])
+    good = s.validate(pd.DataFrame({"lv": [levels[2], levels[1]]}))
+    assert good["lv"].tolist() == [levels[2], levels[1]]
+    bad = pd.DataFrame({"lv": [levels[1], value]})
+    with pytest.raises(ValueError, match=f"^column 'lv': value {value!r} in row 1 is outside "
+                                         f"the declared bounds \\[{levels[1]!r}, "
+                                         f"{levels[2]!r}\\]"):
+        s.validate(bad)
+    assert s.validate(bad, check_bounds=False)["lv"].tolist() == [levels[1], value]

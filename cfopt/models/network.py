@@ -84,7 +84,7 @@ class DenseLayer:
 
     def __post_init__(self) -> None:
         w = np.asarray(self.weight, dtype=np.float64)
-        b = np.asarray(self.bias, dtype=np.float64).reshape(-1)
+        b = np.asarray(self.bias, dtype=np.float64).ravel()
         if w.ndim != 2 or b.shape[0] != w.shape[0]:
             raise ValueError(f"dense layer shapes do not match: W {w.shape}, b {b.shape}")
         object.__setattr__(self, "weight", w)
@@ -156,12 +156,14 @@ class ReLUNetwork:
         the target sign :math:`(s)` of a one-logit network, or :math:`e_t - e_j` (target
         ``t`` against class ``j``) of a network with one logit per class. Its logit
         measures how much the target wins."""
-        c = np.asarray(coefficients, dtype=np.float64).reshape(1, -1)
+        c = np.asarray(coefficients, dtype=np.float64)  # pragma: no mutate (DenseLayer converts)
+        c = c.reshape(1, -1)  # pragma: no mutate (numpy reads -2 there as -1)
         if c.shape[1] != self.n_outputs:
             raise ValueError(f"a contrast of {self.n_outputs} logits needs as many "
                              f"coefficients, got {c.shape[1]}")
         *hidden, last = self.layers
-        return ReLUNetwork((*hidden, DenseLayer(c @ last.weight, c @ last.bias, False)))
+        out = DenseLayer(c @ last.weight, c @ last.bias, False)  # pragma: no mutate (None: falsy)
+        return ReLUNetwork((*hidden, out))
 
     def without_dead_neurons(self, bounds: LayerBounds) -> tuple[ReLUNetwork, LayerBounds]:
         """The network without the hidden neurons whose pre-activation upper bound in
@@ -218,11 +220,13 @@ class ReLUNetwork:
         layer's pre-activations by their least and greatest values at the points
         (widened by :data:`HULL_TOLERANCE` x (1 + |value| + ‖W_j‖₁ max|p|)) before
         they are propagated."""
-        lo, hi = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
+        lo = np.asarray(lower, dtype=np.float64)  # pragma: no mutate (W @ lo is float64 anyway)
+        hi = np.asarray(upper, dtype=np.float64)  # pragma: no mutate (W @ hi is float64 anyway)
         first = self.layers[0]
         first_lo, first_hi = affine_bounds(first.weight, first.bias, lo, hi)
         if hull is not None:
-            points = np.atleast_2d(np.asarray(hull, dtype=np.float64))
+            points = np.asarray(hull, dtype=np.float64)  # pragma: no mutate (propagated as float64)
+            points = np.atleast_2d(points)
             values = points @ first.weight.T + first.bias
             slack = HULL_TOLERANCE * (1.0 + np.abs(values).max(axis=0) + np.abs(
                 first.weight).sum(axis=1) * max(float(np.abs(points).max()), 1.0))
@@ -240,7 +244,7 @@ class ReLUNetwork:
         a numeric input's two ends, a categorical's one-hot rows); inputs of no group
         stay at ``base``. The first layer's bounds are exact, widened by
         :data:`HULL_TOLERANCE` x (1 + |value|); ``within`` as :meth:`box_bounds`."""
-        base = np.asarray(base, dtype=np.float64)
+        base = np.asarray(base, dtype=np.float64)  # pragma: no mutate (propagated as float64)
         first = self.layers[0]
         centre = first.weight @ base + first.bias
         gains, losses = [], []
@@ -252,8 +256,9 @@ class ReLUNetwork:
         lo, hi = centre.copy(), centre.copy()
         if gains and most >= 1:
             count = len(gains) if not np.isfinite(most) else int(most)
-            hi += -np.sort(-np.column_stack(gains), axis=1)[:, :count].sum(axis=1)
-            lo += np.sort(np.column_stack(losses), axis=1)[:, :count].sum(axis=1)
+            # each row sorted (np.sort's default axis, the last)
+            hi += -np.sort(-np.column_stack(gains))[:, :count].sum(axis=1)
+            lo += np.sort(np.column_stack(losses))[:, :count].sum(axis=1)
         lo = lo - HULL_TOLERANCE * (1.0 + np.abs(lo))
         hi = hi + HULL_TOLERANCE * (1.0 + np.abs(hi))
         return _within(self.propagate_bounds(lo, hi), within)
@@ -290,7 +295,9 @@ class ReLUNetwork:
         end is widened by :data:`HULL_TOLERANCE` x (1 + |value| + the scale of
         :math:`|A| |z|` and :math:`|c|`) against round-off."""
         first_lo, first_hi = (np.asarray(v, dtype=np.float64) for v in first)
-        out: LayerBounds = _within([(first_lo, first_hi)], within[:1] if within else None)
+        # _within zips with the one layer given, so within[:2] would read its first one only
+        first_within = within[:1] if within else None  # pragma: no mutate (zip: as [:2])
+        out: LayerBounds = _within([(first_lo, first_hi)], first_within)
         for k in range(1, len(self.layers)):
             prev_lo, prev_hi = out[-1]
             if self.layers[k - 1].relu:
@@ -304,7 +311,9 @@ class ReLUNetwork:
             lo = np.maximum(lo, least + c_lo - HULL_TOLERANCE * scale_lo)
             hi = np.minimum(hi, most + c_up + HULL_TOLERANCE * scale_up)
             step = [(lo, np.maximum(hi, lo))]
-            out += _within(step, within[k:k + 1] if within else None)
+            # as above: within[k:k + 2] would read layer k only
+            cap = within[k:k + 1] if within else None  # pragma: no mutate (zip: as [k:k + 2])
+            out += _within(step, cap)
         return out
 
     def _substitute(self, k: int, bounds: LayerBounds
@@ -362,9 +371,10 @@ def _relu_relaxation(lower: np.ndarray, upper: np.ndarray
     """Per neuron with pre-activation bounds ``[lower, upper]``: the upper linear
     function ``s_up p + t_up`` and the lower one ``s_lo p`` enclosing its ReLU
     (:meth:`ReLUNetwork.back_substituted`)."""
-    active, inactive = lower >= 0.0, upper <= 0.0
+    active = lower >= 0.0
+    inactive = upper <= 0.0  # pragma: no mutate (u = 0 < -l: unstable gives 0, 0, 0 too)
     unstable = ~(active | inactive)
-    width = np.where(unstable, upper - lower, 1.0)
+    width = np.where(unstable, upper - lower, 1.0)  # pragma: no mutate (1.0: unused, not 0)
     s_up = np.where(active, 1.0, np.where(unstable, upper / width, 0.0))
     t_up = np.where(unstable, -upper * lower / width, 0.0)
     s_lo = np.where(active | (unstable & (upper >= -lower)), 1.0, 0.0)
