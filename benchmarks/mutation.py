@@ -78,6 +78,8 @@ TESTS: dict[str, list[str]] = {
                                          "tests/test_formulation_network.py"],
     "cfopt/formulations/bound_tightening.py": ["tests/test_formulation_bound_tightening.py"],
     "cfopt/formulations/predictors/trees.py": ["tests/test_formulation_trees.py"],
+    "cfopt/formulations/predictors/base.py": ["tests/test_formulation_predictors.py",
+                                              "tests/test_formulation_network.py"],
 }
 
 WORK = PROJECT / ".mutation"
