@@ -80,6 +80,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/formulations/predictors/trees.py": ["tests/test_formulation_trees.py"],
     "cfopt/formulations/predictors/base.py": ["tests/test_formulation_predictors.py",
                                               "tests/test_formulation_network.py"],
+    "cfopt/formulations/features.py": ["tests/test_formulation_features.py"],
 }
 
 WORK = PROJECT / ".mutation"
