@@ -81,6 +81,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/formulations/predictors/base.py": ["tests/test_formulation_predictors.py",
                                               "tests/test_formulation_network.py"],
     "cfopt/formulations/features.py": ["tests/test_formulation_features.py"],
+    "cfopt/constraints/causal.py": ["tests/test_constraints_causal.py"],
 }
 
 WORK = PROJECT / ".mutation"
