@@ -82,6 +82,7 @@ TESTS: dict[str, list[str]] = {
                                               "tests/test_formulation_network.py"],
     "cfopt/formulations/features.py": ["tests/test_formulation_features.py"],
     "cfopt/constraints/causal.py": ["tests/test_constraints_causal.py"],
+    "cfopt/constraints/rules.py": ["tests/test_constraints_rules.py"],
 }
 
 WORK = PROJECT / ".mutation"
