@@ -83,6 +83,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/formulations/features.py": ["tests/test_formulation_features.py"],
     "cfopt/constraints/causal.py": ["tests/test_constraints_causal.py"],
     "cfopt/constraints/rules.py": ["tests/test_constraints_rules.py"],
+    "cfopt/constraints/setback.py": ["tests/test_constraints_setback.py"],
 }
 
 WORK = PROJECT / ".mutation"
