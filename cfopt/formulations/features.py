@@ -41,9 +41,11 @@ def add_feature_variables(m: pyo.Block, space: FeatureSpace) -> list:
     """Declare the feature variables on ``m``; return the model-input expressions."""
     numeric = [f for f in space if not f.is_onehot]
     onehot = [(f.name, level) for f in space if f.is_onehot for level in f.categories]
+    # pragma: no mutate start (any Pyomo Set iterates in insertion order; dimen: from the pairs)
     m.NUMERIC = pyo.Set(initialize=[f.name for f in numeric], ordered=True)
     m.CATEGORICAL = pyo.Set(initialize=[f.name for f in space if f.is_onehot], ordered=True)
     m.ONEHOT = pyo.Set(initialize=onehot, dimen=2, ordered=True)
+    # pragma: no mutate end
 
     integral = [f.name for f in numeric if f.is_integral]
     continuous = [f.name for f in numeric if not f.is_integral]
@@ -62,7 +64,7 @@ def add_feature_variables(m: pyo.Block, space: FeatureSpace) -> list:
     m.category_changed = pyo.Expression(m.CATEGORICAL, rule=lambda b, name: 1 - sum(
         b.onehot0[name, level] * b.onehot[name, level] for level in space[name].categories))
 
-    return encode_inputs(m, space, space_specs(space))
+    return encode_inputs(m, space, space_specs(space))  # pragma: no mutate (reads the specs)
 
 
 def width(space: FeatureSpace, name: str) -> float:
