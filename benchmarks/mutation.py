@@ -74,6 +74,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/space/validate.py": ["tests/test_space_validate.py", "tests/test_bad_input.py",
                                 "tests/test_features.py"],
     "cfopt/models/network.py": ["tests/test_models_network.py"],
+    "cfopt/models/pipeline.py": ["tests/test_models_pipeline.py"],
 }
 
 WORK = PROJECT / ".mutation"
