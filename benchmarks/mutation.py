@@ -75,6 +75,7 @@ TESTS: dict[str, list[str]] = {
                                 "tests/test_features.py"],
     "cfopt/models/network.py": ["tests/test_models_network.py"],
     "cfopt/models/pipeline.py": ["tests/test_models_pipeline.py"],
+    "cfopt/space/perturbations.py": ["tests/test_space_perturbations.py"],
 }
 
 WORK = PROJECT / ".mutation"
