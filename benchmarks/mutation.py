@@ -76,6 +76,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/models/network.py": ["tests/test_models_network.py"],
     "cfopt/models/pipeline.py": ["tests/test_models_pipeline.py"],
     "cfopt/space/perturbations.py": ["tests/test_space_perturbations.py"],
+    "cfopt/space/encoding.py": ["tests/test_space_encoding.py"],
 }
 
 WORK = PROJECT / ".mutation"
