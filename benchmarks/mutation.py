@@ -85,6 +85,9 @@ TESTS: dict[str, list[str]] = {
     "cfopt/constraints/causal.py": ["tests/test_constraints_causal.py"],
     "cfopt/constraints/rules.py": ["tests/test_constraints_rules.py"],
     "cfopt/constraints/setback.py": ["tests/test_constraints_setback.py"],
+    "cfopt/models/pipeline.py": ["tests/test_models_pipeline.py"],
+    "cfopt/space/perturbations.py": ["tests/test_space_perturbations.py"],
+    "cfopt/space/encoding.py": ["tests/test_space_encoding.py"],
 }
 
 WORK = PROJECT / ".mutation"

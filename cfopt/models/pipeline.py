@@ -75,8 +75,7 @@ def _check_raw(c: _Column, label: str) -> None:
 
 
 def _check_frequent(step: Any, label: str) -> None:
-    if any(v is not None and len(v) for v in getattr(step, "infrequent_categories_",
-                                                       []) or []):
+    if any(v is not None and len(v) for v in getattr(step, "infrequent_categories_", ())):
         raise UnsupportedModelError(f"step {label!r}: infrequent-category grouping "
                                     f"(min_frequency / max_categories) is not supported; "
                                     f"fit the encoder without it")
@@ -107,8 +106,8 @@ def _apply(step: Any, cols: list[_Column], where: str,
     if isinstance(step, str):
         if step == "passthrough":
             return cols
-        if step == "drop":
-            return []
+        if step == "drop":  # pragma: no mutate (unreachable: a Pipeline takes no 'drop' step)
+            return []  # (kept for safety; a ColumnTransformer's are skipped before)
         raise UnsupportedModelError(f"pipeline step {where}{step!r} is not supported")
     if step is None:
         return cols
@@ -130,7 +129,7 @@ def _apply(step: Any, cols: list[_Column], where: str,
         return _affine(cols, 1.0 / np.asarray(scale), -np.asarray(mean) / np.asarray(scale),
                        label)
     if name == "MinMaxScaler":
-        if getattr(step, "clip", False):
+        if getattr(step, "clip", False):  # pragma: no mutate (has it since sklearn 0.24)
             raise UnsupportedModelError(f"step {label!r}: MinMaxScaler(clip=True) is not "
                                         f"linear")
         return _affine(cols, np.asarray(step.scale_), np.asarray(step.min_), label)
@@ -142,7 +141,7 @@ def _apply(step: Any, cols: list[_Column], where: str,
         return _ordinal(step, cols, label)
     if name == "OneHotEncoder":
         _check_frequent(step, label)
-        drop = getattr(step, "drop_idx_", None)
+        drop = getattr(step, "drop_idx_", None)  # pragma: no mutate (a fitted one has it)
         out = []
         for i, (c, cats) in enumerate(zip(cols, step.categories_)):
             _check_raw(c, label)
@@ -175,7 +174,9 @@ def _select(columns: Any, names: list[str], where: str) -> list[str]:
     if isinstance(columns, slice):
         return names[columns]
     selected = []
-    for c in np.atleast_1d(np.asarray(columns, dtype=object)):
+    # sklearn's column lists hold one type, which numpy keeps with or without dtype=object
+    values = np.asarray(columns, dtype=object)  # pragma: no mutate (one type: kept anyway)
+    for c in np.atleast_1d(values):
         if isinstance(c, (bool, np.bool_)):
             raise UnsupportedModelError(f"{where}: boolean column masks are not supported")
         selected.append(names[int(c)] if isinstance(c, (int, np.integer)) else str(c))
@@ -218,6 +219,24 @@ def _ordinal_spec(f: Feature, c: _Column) -> InputSpec:
         f"{list(f.categories)}; declare it categorical "
         f"(FeatureSpace.from_frame(..., kinds={{{f.name!r}: 'categorical'}})) or give it "
         f"the encoder's order (categories={{{f.name!r}: {list(c.categories)!r}}})")
+
+
+def _raw_spec(f: Feature, c: _Column) -> InputSpec:
+    r"""The spec of a column ``c`` (``a * x + b`` of the raw value ``x``) of a numeric or
+    ordinal feature ``f``, affine in its code: an ordinal's code :math:`k` is the
+    position of its label, so its labels must be the numbers :math:`l_0 + k\,d` (the
+    input is then :math:`a d\,k + a l_0 + b`); anything else is refused."""
+    if not f.labelled:
+        return InputSpec("affine", f.name, c.a, c.b)
+    labels = f.categories
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in labels):
+        d = labels[1] - labels[0]
+        if all(v == labels[0] + k * d for k, v in enumerate(labels)):
+            return InputSpec("affine", f.name, c.a * d, c.a * labels[0] + c.b)
+    raise UnsupportedModelError(
+        f"column {f.name!r} reaches the estimator as its raw labels {list(labels)}, which "
+        f"are no evenly spaced numbers, while cfopt encodes the ordinal feature by its "
+        f"labels' positions; encode it with an OrdinalEncoder or declare it categorical")
 
 
 def _reaches_zero(spec: InputSpec, space: FeatureSpace) -> bool:
@@ -302,10 +321,10 @@ class PipelineAdapter(ModelAdapter):
                     raise UnsupportedModelError(f"column {f.name!r} holds labels but reaches "
                                                 f"the estimator without a OneHotEncoder or "
                                                 f"OrdinalEncoder")
-                specs.append(InputSpec("affine", f.name, c.a, c.b))
+                specs.append(_raw_spec(f, c))
             elif f.is_onehot:
                 specs.append(InputSpec("indicator", f.name, level=c.level)
-                             if c.level in f.categories else InputSpec("constant", b=0.0))
+                             if c.level in f.categories else InputSpec("constant"))  # 0
             elif f.labelled and len(f.categories) == 2 and c.level in f.categories:
                 code_one = f.categories.index(c.level) == 1
                 specs.append(InputSpec("affine", f.name, 1.0 if code_one else -1.0,

@@ -133,7 +133,7 @@ def spec_rounding(space: FeatureSpace, specs: list[InputSpec]) -> list[float]:
     and the MILP's ``a * code + b``: a few ulps of the terms' magnitudes. Indicators,
     constants and unscaled ``levels`` codes (``a = 1``, ``b = 0``: small integers, exact
     in float64) have none."""
-    eps = float(np.finfo(np.float64).eps)
+    eps = float(np.finfo(np.float64).eps)  # pragma: no mutate (finfo(None) is float64's)
     out = []
     for s in specs:
         if s.kind == "affine":
@@ -162,7 +162,9 @@ def encode(space: FeatureSpace, specs: list[InputSpec], frame: pd.DataFrame) -> 
             value_of = s.values()
             out[:, k] = [value_of[v] for v in values]
         else:
-            out[:, k] = s.a * np.array([f.to_code(v) for v in values], dtype=float) + s.b
+            codes = np.array([f.to_code(v) for v in values],
+                             dtype=float)  # pragma: no mutate (to_code returns floats)
+            out[:, k] = s.a * codes + s.b
     return out
 
 
@@ -178,8 +180,9 @@ def library_input(adapter: ModelAdapter, space: FeatureSpace, specs: list[InputS
     f = space[spec.feature]
     code = (value - spec.b) / spec.a
     row = {g.name: g.categories[0] if g.is_onehot else g.from_code(g.lower) for g in space}
-    row[f.name] = f.from_code(round(code) if f.is_integral else code)
-    frame = pd.DataFrame([row], columns=space.names)
+    code = round(code) if f.is_integral else code  # pragma: no mutate (from_code rounds too)
+    row[f.name] = f.from_code(code)
+    frame = pd.DataFrame([row], columns=space.names)  # pragma: no mutate (row is in order)
     return float(adapter.model_inputs(space, frame)[0][j])
 
 
@@ -211,13 +214,14 @@ class CodeEncoder:
 
     def row(self, codes: np.ndarray) -> pd.DataFrame:
         """The raw one-row frame of ``codes``."""
-        return pd.DataFrame([{f.name: f.categories[int(c)] if f.is_onehot else f.from_code(c)
-                              for f, c in zip(self.features, codes)}],
-                            columns=self.space.names)
+        # from_code of a categorical's level index is its category too; raw is in order
+        raw = {f.name: f.categories[int(c)] if f.is_onehot  # pragma: no mutate (from_code: same)
+               else f.from_code(c) for f, c in zip(self.features, codes)}
+        return pd.DataFrame([raw], columns=self.space.names)  # pragma: no mutate (in order)
 
     def inputs(self, z: np.ndarray, name: str, values: np.ndarray) -> np.ndarray:
         """Copies of the input vector ``z`` with feature ``name`` set to each code."""
-        values = np.asarray(values, dtype=float)
+        values = np.asarray(values, dtype=float)  # pragma: no mutate (a * values: floats)
         Z = np.repeat(z[None, :], len(values), axis=0)
         f = self.space[name]
         for k, spec in self.specs_of.get(name, []):

@@ -74,9 +74,10 @@ def switch_categories(f: Feature, value: Any) -> tuple:
 def setback_magnitude(f: Feature, x_code: float, z_code: float) -> float:
     r"""Maximal C-setback :math:`\min(p_i(z_i), |z_i - x_i|)` of a numeric feature."""
     p = f.perturbation
-    if p is None or not p.is_numeric or z_code == x_code:
+    if p is None or not p.is_numeric:
         return 0.0
-    room = p.down(z_code) if z_code > x_code else p.up(z_code)
+    increased = z_code > x_code  # pragma: no mutate (>=: at z = x the min below is 0 anyway)
+    room = p.down(z_code) if increased else p.up(z_code)
     return float(min(room, abs(z_code - x_code)))
 
 
@@ -103,8 +104,9 @@ def max_setback(space: FeatureSpace, x: Any, z: Any) -> pd.DataFrame:
             continue
         xc, zc = f.to_code(xs[f.name]), f.to_code(zs[f.name])
         s = setback_magnitude(f, xc, zc)
-        out[f.name] = f.from_code(zc - s if zc > xc else zc + s)
-    return pd.DataFrame([out.to_dict()], columns=space.names)
+        increased = zc > xc  # pragma: no mutate (>=: zc == xc was skipped above)
+        out[f.name] = f.from_code(zc - s if increased else zc + s)
+    return pd.DataFrame([out.to_dict()], columns=space.names)  # pragma: no mutate (in order)
 
 
 def setback_cost(space: FeatureSpace, weights: Mapping[str, float], x: Any, z: Any) -> float:
@@ -166,7 +168,7 @@ def sample_perturbations(space: FeatureSpace, x: Any, z: Any, m: int, on: str = 
             data[f.name] = [allowed[k] for k in rng.integers(0, len(allowed), m)]
         else:
             lo, hi = numeric_range(f, f.to_code(v))
-            codes = (rng.integers(int(lo), int(hi) + 1, m).astype(float) if f.is_integral
+            codes = (rng.integers(int(lo), int(hi) + 1, m) if f.is_integral
                      else rng.uniform(lo, hi, m))
             data[f.name] = [f.from_code(c) for c in codes]
-    return pd.DataFrame(data, columns=space.names)
+    return pd.DataFrame(data, columns=space.names)  # pragma: no mutate (in order already)
