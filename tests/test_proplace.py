@@ -584,12 +584,12 @@ def test_bad_input_names_the_option(toy) -> None:
 
 def test_the_masters_run_with_light_heuristics_unless_asked(toy, monkeypatch) -> None:
     """``light_heuristics=True`` (default): every master solve carries the backend's
-    light heuristics (HiGHS: its sub-MIPs off), with the user's ``solver_options``
+    light heuristics (HiGHS: feasibility jump off), with the user's ``solver_options``
     winning; ``False``: the solver's defaults; the same optimum either way; a
     non-boolean is refused naming the switch."""
     X, space, net, queries = toy
     light = cfopt.solvers.make_solver("highs").light_heuristics()
-    assert light["mip_heuristic_run_rens"] is False
+    assert light["mip_heuristic_run_feasibility_jump"] is False
     seen: dict[str, list[dict]] = {}
     original = proplace_module.ProplaceMaster.solve
 
@@ -600,13 +600,13 @@ def test_the_masters_run_with_light_heuristics_unless_asked(toy, monkeypatch) ->
     monkeypatch.setattr(proplace_module.ProplaceMaster, "solve", recording)
     answers = {}
     for key, kwargs in {"light": {}, "full": {"light_heuristics": False},
-                        "user": {"solver_options": {"mip_heuristic_run_rens": True}}}.items():
+                        "user": {"solver_options": {"mip_heuristic_run_feasibility_jump": True}}}.items():
         method = Proplace(net, space, X, delta=0.05, k=10, **kwargs)
         answers[key] = method.explain(queries.iloc[[0]], target=1)
         assert answers[key].status is RobustStatus.CERTIFIED
     assert seen["light"] and all(options == light for options in seen["light"])
     assert all(options == {} for options in seen["full"])
-    assert all(options == {**light, "mip_heuristic_run_rens": True}
+    assert all(options == {**light, "mip_heuristic_run_feasibility_jump": True}
                for options in seen["user"])
     assert answers["light"].objective == pytest.approx(answers["full"].objective, rel=1e-3)
     with pytest.raises(TypeError, match="light_heuristics"):

@@ -138,18 +138,11 @@ class HighsBackend(ContribBackend):
     (coefficients 1e4 on an input in [0, 1]) the root LP bound was the optimum,
     0.099106, and after the restart, which re-presolves with the columns fixed by
     reduced cost, HiGHS proved 0.099974 (differential seed 21184; right with restarts or
-    presolve off). Its sub-MIP heuristics (RINS, RENS, the root reduced-cost sub-MIP)
-    are off: at that tolerance HiGHS 1.16.0 (and its master, read there) can loop
-    without end, past any time limit, in the presolve of a sub-MIP
-    (``HPresolve::strengthenInequalities``, whose inner loop shrinks the row's violation
-    by steps that can be tiny and never looks at the clock): a query of an MLP pipeline
-    on German credit started from its heuristic point, in the root reduced-cost
-    sub-MIP's sub-MIP (``tests/data/highs_hang/``, reproduced with highspy alone:
-    ``tests/test_highs_hang.py``; 0.1 s without it); with that one off, a German
-    network's whole problem in a RENS sub-MIP within RINS's
-    (``tests/test_query_tightening.py::test_ascent_when_a_user_constraint_excludes_the_heuristic``).
-    cfopt hands HiGHS a heuristic point of its own as a MIP start wherever it has one.
-
+    presolve off). Its sub-MIP heuristics (RINS, RENS, root reduced cost) are off: at
+    that tolerance HiGHS 1.16.0 can loop without end, past any limit, in a sub-MIP's
+    presolve (``HPresolve::strengthenInequalities``, whose inner loop never looks at
+    the clock): a German MLP pipeline query from its heuristic start (root reduced cost;
+    ``tests/test_highs_hang.py``), a German network's whole problem (RENS within RINS).
     A solve with a time limit of a model of at least ``ISOLATE_MIN_COLUMNS`` columns runs
     in a forked child that is killed at the limit (plus 0.25 s), keeping the incumbents
     and bound it streamed (:mod:`cfopt.solvers.isolated`): HiGHS's root separation and
