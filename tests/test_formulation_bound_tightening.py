@@ -76,7 +76,7 @@ def test_lp_tightening_gives_the_first_layers_extremes_over_the_triangle():
     assert pred.outputs[0].bounds == last.zhat[0].bounds
     assert pred.layer_bounds()[-1][1][0] < before[-1][1][0] - 0.1
     assert report.method == "lp" and report.neurons == 9 and report.lp_solves == 2 * 10
-    assert 0.0 < report.seconds < 60.0
+    assert report.seconds > 0.0
     assert report.mean_width_after < report.mean_width_before
     assert report.to_dict()["neurons"] == 9
 

@@ -22,6 +22,7 @@ calls the pipeline's own ``predict`` on the raw counterfactual.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -210,8 +211,8 @@ def _ordinal_spec(f: Feature, c: _Column) -> InputSpec:
             codes.append(int(c.unknown))
     if f.is_onehot:
         return InputSpec("levels", f.name, c.a, c.b, codes=tuple(zip(f.categories, codes)))
-    d = codes[1] - codes[0]
-    if all(code == codes[0] + k * d for k, code in enumerate(codes)):
+    d = _step(codes)
+    if d is not None:
         return InputSpec("affine", f.name, c.a * d, c.a * codes[0] + c.b)
     raise UnsupportedModelError(
         f"the OrdinalEncoder codes the {f.kind.value} feature {f.name!r} in the order "
@@ -219,6 +220,12 @@ def _ordinal_spec(f: Feature, c: _Column) -> InputSpec:
         f"{list(f.categories)}; declare it categorical "
         f"(FeatureSpace.from_frame(..., kinds={{{f.name!r}: 'categorical'}})) or give it "
         f"the encoder's order (categories={{{f.name!r}: {list(c.categories)!r}}})")
+
+
+def _step(values: Sequence[float]) -> float | None:
+    r"""``d`` when ``values`` are :math:`v_0 + k\,d` for k = 0, 1, ...; else ``None``."""
+    d = values[1] - values[0]
+    return d if all(v == values[0] + k * d for k, v in enumerate(values)) else None
 
 
 def _raw_spec(f: Feature, c: _Column) -> InputSpec:
@@ -230,8 +237,8 @@ def _raw_spec(f: Feature, c: _Column) -> InputSpec:
         return InputSpec("affine", f.name, c.a, c.b)
     labels = f.categories
     if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in labels):
-        d = labels[1] - labels[0]
-        if all(v == labels[0] + k * d for k, v in enumerate(labels)):
+        d = _step(labels)
+        if d is not None:
             return InputSpec("affine", f.name, c.a * d, c.a * labels[0] + c.b)
     raise UnsupportedModelError(
         f"column {f.name!r} reaches the estimator as its raw labels {list(labels)}, which "
