@@ -103,3 +103,15 @@ def test_the_heuristic_is_the_cheapest_point_a_users_constraint_admits() -> None
     assert r.status is cfopt.Status.OPTIMAL and r.counterfactual["a"].iloc[0] <= 0
     assert r.details["heuristic_objective"] == pytest.approx(objective_value(m, second))
     assert r.objective == pytest.approx((3 + MARGIN) / 8, abs=1e-6)
+
+
+def test_the_heuristic_skips_points_a_declared_block_excludes() -> None:
+    # a ≤ 0 (the factual's value) as a declared linear block: the cheapest move, a up,
+    # is excluded; a down (relative change -3 - 2μ) is the next one the block admits
+    block = cfopt.LinearConstraint({"a": 1.0}, "<=", 0.0, relative=True)
+    explainer = query(space_of(), constraints=[block])
+    row = ReluRestriction().heuristic(explainer.milp)
+    assert row["a"].iloc[0] == pytest.approx(-3 - 2 * MARGIN, abs=1e-6)
+    r = explainer.explain(FACTUAL, target=1)
+    assert r.status is cfopt.Status.OPTIMAL and r.counterfactual["a"].iloc[0] <= 0
+    assert r.objective == pytest.approx((3 + MARGIN) / 8, abs=1e-6)
