@@ -19,11 +19,18 @@ The tools run interleaved, query by query (cfopt, SCIP, Gurobi on row 1, then ro
 build theirs per query (inside their ``seconds``; ``solve_s`` is the solve alone).
 A tool's refusal (Gurobi's size-limited licence) is recorded as such.
 
+``german-64x64`` is the same query on German credit with all 20 features: the
+11 categoricals one-hot (a change costs 1, cfopt's ``weights="range"``), the 2 binaries
+and the 7 integers (min-max scaled) on their integer grids, a stratified 70/30 split
+(``random_state=0``); the peers get the same declared space written out
+(``PeerInputs``: bounds, an integer variable per grid, one column of each one-hot
+group at 1, the same cost per input).
+
 Rows of ``results/network_scaling.json``: per (network, tool) ``n``, ``optimal_fraction``,
 ``verified_fraction``, ``median_s``, ``mean_objective``, ``max_gap`` (relative, of the
 proven bound), ``ratio`` (cfopt's median over the tool's) and every query's record.
 
-    python benchmarks/network_scaling.py [--networks 16x16,32x32,64x64] [--rows 20]
+    python benchmarks/network_scaling.py [--networks 16x16,32x32,64x64,german-64x64] [--rows 20]
         [--time-limit 60] [--tools cfopt,scip,gurobi] [--out network_scaling.json]
 """
 
@@ -35,6 +42,7 @@ import statistics
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +54,78 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import environment, write  # noqa: E402
 
 import cfopt  # noqa: E402
+from cfopt.formulations.distances import feature_weights  # noqa: E402
 
 FEATURES = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
 MARGIN = 1e-3
 GAP = 1e-4
-NETWORKS = ("16x16", "32x32", "64x64", "128x128", "256x256", "64x64x64")
+NETWORKS = ("16x16", "32x32", "64x64", "128x128", "256x256", "64x64x64", "german-64x64")
 
 
-def adult_numeric() -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
+@dataclass(frozen=True)
+class Problem:
+    """A data set as every tool sees it: the declared space, the rows the network is
+    trained on (raw) and the rows the queries come from (raw)."""
+
+    space: cfopt.FeatureSpace
+    X: pd.DataFrame
+    y: np.ndarray
+    X_test: pd.DataFrame
+
+
+def adult_numeric() -> Problem:
     train, test = cfopt.datasets.load_adult("train"), cfopt.datasets.load_adult("test")
-    return train.X[FEATURES].astype(float), train.y.to_numpy(), test.X[FEATURES].astype(float)
+    X, X_test = train.X[FEATURES].astype(float), test.X[FEATURES].astype(float)
+    space = cfopt.FeatureSpace.from_frame(pd.concat([X, X_test]),  # bounds: every row
+                                          kinds=dict.fromkeys(FEATURES, "continuous"))
+    return Problem(space, X, train.y.to_numpy(), X_test)
+
+
+def german() -> Problem:
+    """German credit, all 20 features: 11 categoricals one-hot, 2 binaries and 7
+    integers (min-max scaled) on their integer grids; a stratified 70/30 split."""
+    from sklearn.model_selection import train_test_split
+
+    data = cfopt.datasets.load_german()
+    X, X_test, y, _ = train_test_split(data.X, data.y.to_numpy(), test_size=0.3,
+                                       random_state=0, stratify=data.y.to_numpy())
+    return Problem(cfopt.FeatureSpace.from_frame(data.X), X, y, X_test)
+
+
+PROBLEMS = {"adult": adult_numeric, "german": german}
+
+
+def parse(network: str) -> tuple[str, tuple[int, ...]]:
+    """``"64x64"`` → Adult's numeric features; ``"german-64x64"`` → German credit."""
+    data, _, widths = network.rpartition("-")
+    return data or "adult", tuple(int(h) for h in widths.split("x"))
+
+
+@dataclass(frozen=True)
+class PeerInputs:
+    """The declared space written out for the peers, one entry per model input:
+    bounds, an integer grid ``offset + k * step`` where the space has one, one-hot
+    groups (exactly one column at 1), and the weighted-L1 cost per unit of the input
+    (cfopt's ``weights="range"``: ``w_f * scale_f``; a category change costs ``w_f``,
+    half of it on each of the two columns that move)."""
+
+    bounds: list[tuple[float, float]]
+    grids: list[tuple[float, float] | None]
+    groups: list[list[int]]
+    cost: list[float]
+
+    @classmethod
+    def of(cls, space: cfopt.FeatureSpace) -> PeerInputs:
+        weights = feature_weights(space)
+        cost, groups = [], []
+        for f, cols in zip(space, space.input_slices().values()):
+            columns = list(range(cols.start, cols.stop))
+            if f.is_onehot:
+                groups.append(columns)
+                cost += [weights[f.name] / 2] * len(columns)
+            else:
+                cost.append(weights[f.name] * f.scale)
+        return cls(space.input_bounds(), space.input_grids(), groups, cost)
 
 
 def fit(hidden: tuple[int, ...], Z: np.ndarray, y: np.ndarray) -> Any:
@@ -95,7 +165,8 @@ def run_cfopt(explainer: cfopt.Explainer, x: pd.DataFrame) -> dict[str, Any]:
             "objective": ce.objective, "bound": ce.bound, "z": z}
 
 
-def run_gurobi(reg: Any, z0: np.ndarray, time_limit: float) -> dict[str, Any]:
+def run_gurobi(reg: Any, inputs: PeerInputs, z0: np.ndarray,
+               time_limit: float) -> dict[str, Any]:
     import gurobipy as gp
     from gurobi_ml.sklearn import add_mlp_regressor_constr
 
@@ -103,14 +174,22 @@ def run_gurobi(reg: Any, z0: np.ndarray, time_limit: float) -> dict[str, Any]:
     try:
         with gp.Env(params={"OutputFlag": 0}) as env, gp.Model(env=env) as m:
             m.Params.Threads, m.Params.MIPGap, m.Params.TimeLimit = 1, GAP, time_limit
-            x = m.addMVar((1, len(z0)), lb=0.0, ub=1.0)
-            d = m.addMVar(len(z0), lb=0.0)
+            n = len(z0)
+            lb, ub = zip(*inputs.bounds)
+            x = m.addMVar((1, n), lb=np.array([lb]), ub=np.array([ub]))
+            d = m.addMVar(n, lb=0.0)
             y = m.addMVar((1, 1), lb=-gp.GRB.INFINITY)
             add_mlp_regressor_constr(m, reg, x, y)
+            for j, grid in enumerate(inputs.grids):
+                if grid is not None:
+                    k = m.addVar(lb=-gp.GRB.INFINITY, vtype=gp.GRB.INTEGER)
+                    m.addConstr(x[0, j] == grid[0] + grid[1] * k)
+            for group in inputs.groups:
+                m.addConstr(gp.quicksum(x[0, j] for j in group) == 1)
             m.addConstr(d >= x[0, :] - z0)
             m.addConstr(d >= z0 - x[0, :])
             m.addConstr(y[0, 0] >= MARGIN)
-            m.setObjective(d.sum(), gp.GRB.MINIMIZE)
+            m.setObjective(np.array(inputs.cost) @ d, gp.GRB.MINIMIZE)
             s0 = time.perf_counter()
             m.optimize()
             solve = time.perf_counter() - s0
@@ -127,7 +206,8 @@ def run_gurobi(reg: Any, z0: np.ndarray, time_limit: float) -> dict[str, Any]:
                 "message": str(exc)[:200], "objective": None, "bound": None, "z": None}
 
 
-def run_scip(reg: Any, z0: np.ndarray, time_limit: float) -> dict[str, Any]:
+def run_scip(reg: Any, inputs: PeerInputs, z0: np.ndarray,
+             time_limit: float) -> dict[str, Any]:
     from pyscipopt import Model, quicksum
     from pyscipopt_ml.sklearn.mlp import add_mlp_regressor_constr
 
@@ -142,11 +222,19 @@ def run_scip(reg: Any, z0: np.ndarray, time_limit: float) -> dict[str, Any]:
     y = m.addMatrixVar((1, 1), vtype="C", lb=None, ub=None)
     d = [m.addVar(lb=0.0) for _ in range(n)]
     add_mlp_regressor_constr(m, reg, x, y)
+    for j, ((low, high), grid) in enumerate(zip(inputs.bounds, inputs.grids)):
+        m.chgVarLb(x[0, j], low)
+        m.chgVarUb(x[0, j], high)
+        if grid is not None:
+            k = m.addVar(lb=None, vtype="I")
+            m.addCons(x[0, j] == grid[0] + grid[1] * k)
+    for group in inputs.groups:
+        m.addCons(quicksum(x[0, j] for j in group) == 1)
     for j in range(n):
         m.addCons(d[j] >= x[0, j] - float(z0[j]))
         m.addCons(d[j] >= float(z0[j]) - x[0, j])
     m.addCons(y[0, 0] >= MARGIN)
-    m.setObjective(quicksum(d), "minimize")
+    m.setObjective(quicksum(c * dj for c, dj in zip(inputs.cost, d)), "minimize")
     s0 = time.perf_counter()
     m.optimize()
     solve = time.perf_counter() - s0
@@ -182,16 +270,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", default="network_scaling.json")
     args = parser.parse_args(argv)
     tools = args.tools.split(",")
-    X, y, X_test = adult_numeric()
-    space = cfopt.FeatureSpace.from_frame(pd.concat([X, X_test]),  # bounds: every row
-                                          kinds=dict.fromkeys(FEATURES, "continuous"))
-    Z = space.transform(X)
     rows, records, queries = [], [], {}
+    problems: dict[str, Problem] = {}
     for network in args.networks.split(","):
-        hidden = tuple(int(h) for h in network.split("x"))
-        mlp = fit(hidden, Z, y)
+        data, hidden = parse(network)
+        problem = problems.setdefault(data, PROBLEMS[data]())
+        space = problem.space
+        inputs = PeerInputs.of(space)
+        mlp = fit(hidden, space.transform(problem.X), problem.y)
         reg = logit_shim(copy.copy(mlp))
-        rejected = X_test[mlp.predict(space.transform(X_test)) == 0].iloc[:args.rows]
+        rejected = problem.X_test[mlp.predict(space.transform(problem.X_test)) == 0]
+        rejected = rejected.iloc[:args.rows]
         t0 = time.perf_counter()
         explainer = cfopt.Explainer(mlp, space, margin=MARGIN, mip_gap=GAP,
                                     time_limit=args.time_limit, threads=1)
@@ -202,8 +291,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             z0 = space.transform(x)[0]
             for tool in tools:
                 r = run_cfopt(explainer, x) if tool == "cfopt" else \
-                    run_scip(reg, z0, args.time_limit) if tool == "scip" else \
-                    run_gurobi(reg, z0, args.time_limit)
+                    run_scip(reg, inputs, z0, args.time_limit) if tool == "scip" else \
+                    run_gurobi(reg, inputs, z0, args.time_limit)
                 z = r.pop("z")
                 r["verified"] = z is not None and logit(mlp, z) >= MARGIN * (1 - 1e-6) - 1e-9
                 r.update(network=network, tool=tool, row=int(rejected.index[i]))
