@@ -1,4 +1,5 @@
-"""Command line: ``cfopt demo`` and ``cfopt explain``.
+"""Command line: ``cfopt demo``, ``cfopt explain`` (one row, a diverse set of one row,
+or many rows into a resumable JSON Lines file) and ``cfopt --version``.
 
 ``cfopt explain`` reads ONNX models (protobuf), CSV data and FeatureSpace JSON, none
 of which can run code. A pickled scikit-learn model is loaded only with the explicit
@@ -11,15 +12,18 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .demo import demo, print_counterfactual
+from . import __version__
+from .batch.result import BatchResult
+from .demo import demo, print_counterfactual, print_set
 from .errors import CfoptError
 from .explainer import Explainer
-from .results.counterfactual import Counterfactual
+from .results.counterfactual import Counterfactual, CounterfactualSet
 from .space.space import FeatureSpace
 
 #: file name endings of pickled models (pickle, joblib)
@@ -166,14 +170,24 @@ def _check_label_column(frame: pd.DataFrame, target_col: str, classes: Sequence[
                          f"column, or pass --space so that the columns are matched by name")
 
 
-def explain_file(model: str, data: str, target_col: str, row: int, *, space_file: str | None,
-                 scaling: str, solver: str, time_limit: float | None, immutable: list[str],
-                 increase_only: list[str], decrease_only: list[str],
-                 as_json: bool, allow_pickle: bool = False,
-                 target: str | None = None) -> Counterfactual:
-    """Explain row ``row`` of the CSV file ``data`` for the model file ``model`` (see
-    :func:`load_model_file`) towards ``target`` (see :func:`parse_target`) and print the
-    result.
+@dataclass
+class FileQuery:
+    """What ``cfopt explain`` read: the explainer, the rows (columns matched to its
+    space), the target as :meth:`Explainer.explain` takes it, and the CSV's name."""
+
+    explainer: Explainer
+    X: pd.DataFrame
+    goal: Any
+    data: str
+
+
+def load_file_query(model: str, data: str, target_col: str, *, space_file: str | None,
+                    scaling: str, solver: str, time_limit: float | None,
+                    immutable: list[str], increase_only: list[str],
+                    decrease_only: list[str], allow_pickle: bool = False,
+                    target: str | None = None) -> FileQuery:
+    """Read the model file (:func:`load_model_file`), the CSV file ``data`` and the
+    space, and build the explainer.
 
     The CSV's columns (less ``target_col``) are matched by name to the features of
     ``space_file`` or, for a model that knows its columns (a ``Pipeline``), to those;
@@ -191,8 +205,6 @@ def explain_file(model: str, data: str, target_col: str, row: int, *, space_file
         raise ValueError(f"--target-col {target_col!r} is not a column of {data!r}; columns: "
                          f"{list(frame.columns)}")
     X = frame.drop(columns=[target_col])
-    if not 0 <= row < len(X):
-        raise ValueError(f"--row {row} is out of range: {data!r} has {len(X)} rows (0-based)")
     space = FeatureSpace.from_json(space_file) if space_file else None
     named = _model_columns(fitted)
     if space is not None:
@@ -208,62 +220,173 @@ def explain_file(model: str, data: str, target_col: str, row: int, *, space_file
     if space_file is None and named is None and not adapter.is_regressor:
         _check_label_column(frame, target_col, adapter.classes)
     goal = parse_target(target, adapter.classes, adapter.is_regressor)
-    ce = explainer.explain(X.iloc[[row]], target=goal)
+    return FileQuery(explainer, X, goal, data)
+
+
+def explain_file(model: str, data: str, target_col: str, row: int, *, as_json: bool,
+                 n: int | None = None, diversity: str | None = None,
+                 **loading: Any) -> Counterfactual | CounterfactualSet:
+    """Explain row ``row`` (0-based) of the CSV file ``data`` for the model file
+    ``model`` (``loading``: the options of :func:`load_file_query`) and print the
+    answer; with ``n`` or ``diversity``, a diverse set of up to ``n`` counterfactuals."""
+    query = load_file_query(model, data, target_col, **loading)
+    if not 0 <= row < len(query.X):
+        raise ValueError(f"--row {row} is out of range: {data!r} has {len(query.X)} rows "
+                         f"(0-based)")
+    ce = query.explainer.explain(query.X.iloc[[row]], target=query.goal, n=n,
+                                 diversity=diversity)
     if as_json:
         print(ce.to_json())
+    elif isinstance(ce, CounterfactualSet):
+        print_set(ce, f"Row {row} of {data}: {len(ce)} counterfactuals of {ce.requested} "
+                      f"asked ({ce.method}), status {ce.status.value}, stopped: {ce.stopped}")
     else:
         print_counterfactual(ce, f"Row {row} of {data}: predicted {ce.factual_class!r}, "
                       f"target {list(ce.target)}")
     return ce
 
 
+def parse_rows(text: str, n_rows: int, data: str) -> list[int]:
+    """``--rows``: ``all``, or 0-based positions and ranges, ``0,3,10-19`` (a range
+    includes both ends), in the order given, each once."""
+    if text.strip() == "all":
+        return list(range(n_rows))
+    rows: list[int] = []
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        try:
+            span = range(int(first), int(last) + 1) if dash else [int(first)]
+        except ValueError:
+            raise ValueError(f"--rows {text!r}: give 'all' or 0-based rows and ranges such "
+                             f"as 0,3,10-19") from None
+        if dash and not span:
+            raise ValueError(f"--rows {text!r}: the range {part.strip()!r} is empty")
+        for r in span:
+            if not 0 <= r < n_rows:
+                raise ValueError(f"--rows {text!r}: row {r} is out of range: {data!r} has "
+                                 f"{n_rows} rows (0-based)")
+            if r not in rows:
+                rows.append(r)
+    return rows
+
+
+def explain_rows(model: str, data: str, target_col: str, rows: str, *, out: str | None,
+                 as_json: bool, progress: bool | None = None, **loading: Any) -> BatchResult:
+    """Explain the rows ``rows`` (:func:`parse_rows`) of the CSV file ``data``, each
+    answer appended to the JSON Lines file ``out`` as it arrives; a re-run with the same
+    ``out`` solves only the rows not answered yet (:mod:`cfopt.batch.journal`). Prints
+    each row's status and changes (or, ``as_json``, the batch as JSON)."""
+    query = load_file_query(model, data, target_col, **loading)
+    chosen = parse_rows(rows, len(query.X), data)
+    batch = query.explainer.explain_many(query.X.iloc[chosen], target=query.goal, out=out,
+                                         progress=progress)
+    if as_json:
+        print(batch.to_json())
+        return batch
+    table = batch.to_frame()[["status", "objective", "changed", "total_s"]]
+    print(f"{len(batch)} rows of {data}: " + ", ".join(
+        f"{k} {v}" for k, v in batch.counts().items())
+          + (f" ({batch.resumed} read back from {out})" if batch.resumed else ""))
+    print(table.to_string())
+    changes = batch.changes()
+    if len(changes):
+        print(changes.to_string(index=False))
+    if out is not None:
+        print(f"answers in {out}")
+    return batch
+
+
 def _names(text: str | None) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()] if text else []
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cfopt", description="Counterfactual explanations "
                                      "by mixed-integer optimization")
+    parser.add_argument("--version", action="version", version=f"cfopt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     p_demo = sub.add_parser("demo", help="explain three rejected German-credit applicants")
-    p_demo.add_argument("--n", type=int, default=3, help="number of applicants")
-    p_demo.add_argument("--solver", default="highs")
-    p_exp = sub.add_parser("explain", help="explain one row of a CSV file for an ONNX model")
-    p_exp.add_argument("--model", required=True, help="ONNX file taking the encoded features "
-                       "(a pickled scikit-learn model needs --allow-pickle)")
+    p_demo.add_argument("--n", type=int, default=3, help="number of applicants (default 3)")
+    p_demo.add_argument("--solver", default="highs", help="solver name (default highs)")
+    p_exp = sub.add_parser(
+        "explain", help="explain rows of a CSV file for a model file",
+        description="Explain one row (--row) or many (--rows, with --out to keep every "
+        "answer in a JSON Lines file and resume from it) of a CSV file of raw rows, for an "
+        "ONNX model or, with --allow-pickle, a pickled scikit-learn model.")
+    p_exp.add_argument("--model", required=True, metavar="FILE",
+                       help="the model: an ONNX file taking the encoded features, or a "
+                       "pickled/joblib scikit-learn model (Pipeline or estimator) with "
+                       "--allow-pickle")
     p_exp.add_argument("--allow-pickle", action="store_true",
                        help="also load a pickled (pickle/joblib) scikit-learn model. WARNING: "
                        "unpickling runs arbitrary code from the file; use it only for files "
                        "you trust")
-    p_exp.add_argument("--data", required=True, help="CSV file of raw rows (with the target)")
-    p_exp.add_argument("--target-col", required=True, help="label column to drop")
-    p_exp.add_argument("--row", type=int, required=True, help="0-based row to explain")
+    p_exp.add_argument("--data", required=True, metavar="CSV",
+                       help="CSV file of raw rows, with a header and the label column")
+    p_exp.add_argument("--target-col", required=True, metavar="NAME",
+                       help="the CSV's label column (dropped before explaining)")
+    which = p_exp.add_mutually_exclusive_group(required=True)
+    which.add_argument("--row", type=int, metavar="K", help="the 0-based row to explain")
+    which.add_argument("--rows", metavar="SPEC", help="the rows to explain: 'all', or "
+                       "0-based rows and ranges such as 0,3,10-19")
+    p_exp.add_argument("--out", metavar="JSONL", help="with --rows: append every answer "
+                       "to this JSON Lines file as it arrives; a re-run with the same file "
+                       "solves only the rows not answered yet")
     p_exp.add_argument("--target", help="the class to reach, as the model's classes spell it "
                        "(e.g. 1 or good), or 'opposite' (default): any class other than the "
                        "row's. For a regressor, LOW,HIGH: the interval its prediction must "
                        "reach, a side left empty being open (--target=250,)")
-    p_exp.add_argument("--space", help="FeatureSpace JSON (FeatureSpace.to_json) the model "
-                       "was trained with; the CSV's columns are matched to its features by "
-                       "name. Default: inferred from the CSV, in its column order")
+    p_exp.add_argument("--space", metavar="JSON", help="FeatureSpace JSON "
+                       "(FeatureSpace.to_json) the model was trained with; the CSV's "
+                       "columns are matched to its features by name. Default: inferred "
+                       "from the CSV, in its column order")
     p_exp.add_argument("--scaling", default="minmax", choices=["minmax", "standard", "none"],
                        help="scaling when the space is inferred (default minmax)")
-    p_exp.add_argument("--immutable", help="comma-separated immutable features")
-    p_exp.add_argument("--increase-only", help="comma-separated increase-only features")
-    p_exp.add_argument("--decrease-only", help="comma-separated decrease-only features")
-    p_exp.add_argument("--solver", default="highs")
-    p_exp.add_argument("--time-limit", type=float, default=None)
+    p_exp.add_argument("--immutable", metavar="A,B", help="comma-separated immutable "
+                       "features")
+    p_exp.add_argument("--increase-only", metavar="A,B",
+                       help="comma-separated increase-only features")
+    p_exp.add_argument("--decrease-only", metavar="A,B",
+                       help="comma-separated decrease-only features")
+    p_exp.add_argument("--n", type=int, metavar="N", help="with --row: a diverse set of up "
+                       "to N counterfactuals")
+    p_exp.add_argument("--diversity", choices=["nogood", "distance", "epsilon", "pool"],
+                       help="with --row: how the set's members differ (default nogood)")
+    p_exp.add_argument("--solver", default="highs", help="solver name: highs (default), "
+                       "gurobi, cbc, cpsat (tree ensembles) or any Pyomo solver")
+    p_exp.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                       help="seconds per row (default: none)")
     p_exp.add_argument("--json", action="store_true", help="print the result as JSON")
+    p_exp.add_argument("--no-progress", action="store_true",
+                       help="with --rows: no progress bar")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
+    if args.command == "explain":
+        if args.rows is not None and (args.n is not None or args.diversity is not None):
+            parser.error("--n and --diversity take one --row (a diverse set of one row)")
+        if args.row is not None and (args.out is not None or args.no_progress):
+            parser.error("--out and --no-progress go with --rows")
     try:
         if args.command == "demo":
             results = demo(n=args.n, solver=args.solver)
             return 0 if all(ce.verified for ce in results) else 1
-        ce = explain_file(args.model, args.data, args.target_col, args.row,
-                          space_file=args.space, scaling=args.scaling, solver=args.solver,
-                          time_limit=args.time_limit, immutable=_names(args.immutable),
-                          increase_only=_names(args.increase_only),
-                          decrease_only=_names(args.decrease_only), as_json=args.json,
-                          allow_pickle=args.allow_pickle, target=args.target)
+        loading = {"space_file": args.space, "scaling": args.scaling, "solver": args.solver,
+                   "time_limit": args.time_limit, "immutable": _names(args.immutable),
+                   "increase_only": _names(args.increase_only),
+                   "decrease_only": _names(args.decrease_only),
+                   "allow_pickle": args.allow_pickle, "target": args.target}
+        if args.rows is not None:
+            batch = explain_rows(args.model, args.data, args.target_col, args.rows,
+                                 out=args.out, as_json=args.json,
+                                 progress=False if args.no_progress else None, **loading)
+            return 0 if all(r.status.value not in ("error", "interrupted")
+                            for r in batch) else 1
+        ce = explain_file(args.model, args.data, args.target_col, args.row, as_json=args.json,
+                          n=args.n, diversity=args.diversity, **loading)
         return 0 if ce.verified else 1
     except (CfoptError, ValueError, TypeError, FileNotFoundError, KeyError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc

@@ -44,7 +44,8 @@ def print_counterfactual(ce: Counterfactual, title: str) -> None:
     print(file=out)
 
 
-def _print_set(found: CounterfactualSet, title: str) -> None:
+def print_set(found: CounterfactualSet, title: str) -> None:
+    """A diverse set in words: each member's changes, cost and status."""
     print(title)
     for k, member in enumerate(found.members, 1):
         moves = "; ".join(f"{name} {row['from']} -> {row['to']}"
@@ -115,7 +116,7 @@ def demo(n: int = 3, solver: str = "highs", seed: int = 0) -> list[Counterfactua
     if len(rejected):
         last = rejected[-1]
         found = explainer.explain(data.X.iloc[[last]], target=1, n=3, diversity="nogood")
-        _print_set(found, f"Three different ways for applicant #{last} (each member changes "
+        print_set(found, f"Three different ways for applicant #{last} (each member changes "
                           f"other features, by a tenth of a range at least):")
     if results and results[0].found:
         print(f"Chart of applicant #{rejected[0]}'s change: "

@@ -29,6 +29,7 @@ from .constraints.blocks import ConstraintBlock
 from .problem import CounterfactualModel
 from .query.runner import QUERY_OPTIONS, QueryRunner
 from .results.counterfactual import Counterfactual, CounterfactualSet
+from .results.display import card, model_size
 from .solvers import SolverBackend, SolverSettings, make_solver
 from .solvers.options import check_options
 from .space.space import FeatureSpace
@@ -170,6 +171,23 @@ class Explainer:
         records them (:mod:`cfopt.batch.journal`). A new dict each time."""
         return dict(self._build_arguments)
 
+    def _repr_html_(self) -> str:
+        """A card for notebooks: the model, the MILP's size, the solver and its
+        settings, the objective, the declared constraints and the feature space."""
+        milp = self.milp
+        objective = " + ".join(f"{c:g}·{norm}" for norm, c in milp.objective_terms.items())
+        fields = {"model": milp.adapter.kind, "model inputs": milp.adapter.n_inputs,
+                  **model_size(milp), "solver": self.backend.name,
+                  "time limit (s)": self.settings.time_limit,
+                  "mip gap": self.settings.mip_gap, "margin": self.margin,
+                  "objective": objective,
+                  "declared constraints": ", ".join(milp.constraints) or None}
+        return card("Explainer", None, None, fields, [("feature space", self.space.summary())])
+
+    def __repr__(self) -> str:
+        return (f"Explainer({self.milp.adapter.kind}, {len(self.space)} features, "
+                f"solver={self.backend.name!r}, margin={self.margin:g})")
+
     def explain(self, x: pd.DataFrame | pd.Series | Mapping, target: Any = None, *,
                 n: int | None = None, diversity: str | None = None,
                 **options: Any) -> Counterfactual | CounterfactualSet:
@@ -185,7 +203,11 @@ class Explainer:
             diversity: ``"nogood"`` (default for sets), ``"distance"``, ``"epsilon"`` or
                 ``"pool"``, see :func:`cfopt.query.diverse.explain_diverse`.
             **options: ``time_limit``, ``mip_gap`` (this query only), ``max_changes``
-                (if the explainer was built with a cap); for sets also
+                (if the explainer was built with a cap); DiCE's ``features_to_vary``
+                (a list: the others keep the factual's value) and ``permitted_range``
+                (feature → ``(low, high)`` in raw units, ``None`` an open side, or a
+                list of levels), for this query only, as bounds on the built model
+                (:mod:`cfopt.constraints.query_range`); for sets also
                 ``min_distance``, ``epsilon``, ``hamming``, ``pool_mode``, ``pool_gap``.
 
         Raises:
@@ -247,7 +269,9 @@ class Explainer:
                 a run with the same ``out`` (same explainer, target and options) reads
                 the answered rows back and solves only the others — answers with
                 status ``error`` are solved again (:mod:`cfopt.batch.journal`).
-            **options: ``time_limit``, ``mip_gap``, ``max_changes`` per query.
+            **options: ``time_limit``, ``mip_gap``, ``max_changes``,
+                ``features_to_vary``, ``permitted_range`` (as :meth:`explain`), for
+                every row.
 
         Returns:
             a :class:`~cfopt.batch.runner.BatchResult` (a sequence of

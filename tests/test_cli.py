@@ -190,3 +190,88 @@ def test_columns_of_a_pipeline_are_matched_by_name(tmp_path, german, capsys):
     err = capsys.readouterr().err
     assert "do not match the columns the model was fitted on" in err
     assert "unexpected column(s) ['installment_rate']" in err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.strip() == \
+        f"cfopt {cfopt.__version__}"
+
+
+def test_explain_help_says_what_each_option_takes():
+    proc = subprocess.run([sys.executable, "-m", "cfopt", "explain", "--help"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    for phrase in ("ONNX model or, with --allow-pickle, a pickled scikit-learn model",
+                   "--rows SPEC", "0,3,10-19", "--out JSONL", "--n N", "--time-limit SECONDS",
+                   "{nogood,distance,epsilon,pool}"):
+        assert phrase in text, phrase
+
+
+def test_explain_rows_into_a_resumable_file_as_a_subprocess(onnx_and_csv, tmp_path):
+    model, csv, space_file, _ = onnx_and_csv
+    out = tmp_path / "answers.jsonl"
+    command = [sys.executable, "-m", "cfopt", "explain", "--model", str(model), "--data",
+               str(csv), "--target-col", "good_credit", "--space", str(space_file),
+               "--rows", "0-3,7", "--out", str(out), "--target", "opposite"]
+    first = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("5 rows of ") and f"answers in {out}" in first.stdout
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 6  # the header and one answer per row
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert f"(5 read back from {out})" in again.stdout
+    assert len(out.read_text().splitlines()) == 6  # nothing solved twice
+
+
+def test_explain_rows_as_json(onnx_and_csv, capsys):
+    model, csv, space_file, row = onnx_and_csv
+    code = main(["explain", "--model", str(model), "--data", str(csv), "--target-col",
+                 "good_credit", "--space", str(space_file), "--rows", f"{row},{row}",
+                 "--json", "--no-progress"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and len(result["results"]) == 1  # a row given twice is explained once
+    assert result["results"][0]["verified"] and result["counts"] == {"optimal": 1}
+
+
+def test_explain_a_diverse_set_of_one_row(onnx_and_csv, capsys):
+    model, csv, space_file, row = onnx_and_csv
+    code = main(["explain", "--model", str(model), "--data", str(csv), "--target-col",
+                 "good_credit", "--space", str(space_file), "--row", str(row), "--n", "3",
+                 "--diversity", "distance", "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and result["method"] == "distance" and result["requested"] == 3
+    assert 1 <= result["found"] <= 3 and len(result["members"]) == result["found"]
+    code = main(["explain", "--model", str(model), "--data", str(csv), "--target-col",
+                 "good_credit", "--space", str(space_file), "--row", str(row), "--n", "2"])
+    text = capsys.readouterr().out
+    assert code == 0 and "counterfactuals of 2 asked (nogood)" in text and "  1. " in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rows", "0,x"], "give 'all' or 0-based rows and ranges"),
+    (["--rows", "5-3"], "the range '5-3' is empty"),
+    (["--rows", "0,5000"], "row 5000 is out of range"),
+])
+def test_explain_rows_errors(onnx_and_csv, capsys, args, message):
+    model, csv, _, _ = onnx_and_csv
+    assert main(["explain", "--model", str(model), "--data", str(csv), "--target-col",
+                 "good_credit", *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rows", "0-2", "--n", "3"], "--n and --diversity take one --row"),
+    (["--row", "0", "--out", "x.jsonl"], "--out and --no-progress go with --rows"),
+    (["--row", "0", "--rows", "0-2"], "not allowed with argument"),
+    ([], "one of the arguments --row --rows is required"),
+])
+def test_explain_option_combinations_are_refused(onnx_and_csv, capsys, args, message):
+    model, csv, _, _ = onnx_and_csv
+    with pytest.raises(SystemExit) as info:
+        main(["explain", "--model", str(model), "--data", str(csv), "--target-col",
+              "good_credit", *args])
+    assert info.value.code == 2 and message in capsys.readouterr().err

@@ -93,3 +93,15 @@ def test_constructors_take_delta_by_keyword(method):
     assert positional[:2] == ["model", "space"]
     assert positional[2:] in ([], ["data"])
     assert parameters["delta"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_every_answer_has_a_notebook_card(answers):
+    for kind, answer in answers.items():
+        markup = answer._repr_html_()
+        assert type(answer).__name__ in markup and answer.status.value in markup, kind
+        assert "cfopt-proven" in markup or "cfopt-unproven" in markup, kind
+        for name in answer.changes().index:
+            assert f"<th>{name}</th>" in markup, kind
+    for kind in ("milp", "proplace", "rnce"):
+        assert "<th>certified</th>" in answers[kind]._repr_html_(), kind
+    assert "<th>robustness</th>" in answers["ck"]._repr_html_()

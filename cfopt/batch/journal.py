@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from ..constraints.query_range import QueryRange
 from ..results.counterfactual import Counterfactual
 from ..results.serialize import json_value
 from ..results.status import Status
@@ -72,8 +73,9 @@ def batch_header(explainer: Explainer, target: Any, options: Mapping[str, Any]) 
         "solver": explainer.backend.name,
         "settings": {"time_limit": settings.time_limit, "mip_gap": settings.mip_gap,
                      "seed": settings.seed, "options": settings.options},
-        "constraints": [f"{type(c).__qualname__}:{name}"
-                        for name, c in explainer.milp.constraints.items()],
+        "constraints": [f"{type(c).__qualname__}:{name}"  # a query's narrowing: options
+                        for name, c in explainer.milp.constraints.items()
+                        if not isinstance(c, QueryRange)],
         "target": target,
         "options": dict(options),
     })

@@ -36,18 +36,15 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
-import json
 import math
 import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import cloudpickle
-import numpy as np
 import pandas as pd
 
 from ..constraints.raw import raw_components
@@ -60,6 +57,7 @@ from ..results.serialize import json_value
 from ..results.status import Status
 from ..space.validate import as_frame
 from .journal import BatchJournal, batch_header
+from .result import BatchResult
 
 if TYPE_CHECKING:
     from ..explainer import Explainer
@@ -74,98 +72,6 @@ MAX_WORKER_DEATHS = 3
 _WORKER_EXPLAINER: list[tuple[str, Explainer]] = []
 #: one query at a time per process (Pyomo's solver output capture is process-wide)
 _PROCESS_LOCK = threading.Lock()
-
-
-@dataclass
-class BatchResult(Sequence[Counterfactual]):
-    """The answers to a batch of queries, one :class:`~cfopt.Counterfactual` per row of
-    ``X`` in order (a sequence: index it, iterate it, ``len`` it).
-
-    Attributes:
-        results: the answers; rows not reached before an interrupt have status
-            ``INTERRUPTED`` and no counterfactual.
-        interrupted: the batch was stopped by Ctrl-C (``KeyboardInterrupt``).
-        backend: ``"serial"``, ``"loky"`` or ``"dask"``.
-        workers: parallel workers used (1 serially).
-        solver_threads: solver threads per worker.
-        total_time: wall seconds of the whole batch.
-        index: the index of ``X`` (the rows' labels; ``to_frame`` keeps it).
-        resumed: rows whose answers were read back from ``out`` (not solved again).
-        out: the file the answers were written to (``None``: none).
-    """
-
-    results: list[Counterfactual]
-    interrupted: bool = False
-    backend: str = "serial"
-    workers: int = 1
-    solver_threads: int | None = 1
-    total_time: float = 0.0
-    index: pd.Index | None = None
-    resumed: int = 0
-    out: str | None = None
-
-    def __len__(self) -> int:
-        return len(self.results)
-
-    def __getitem__(self, i: Any) -> Any:
-        """The answer at position ``i`` (an int or a slice, as a list); ``TypeError``
-        naming :meth:`by_label` for anything else, e.g. a row's label."""
-        if isinstance(i, bool) or not isinstance(i, (int, np.integer, slice)):
-            raise TypeError(f"a BatchResult is indexed by position (0 to {len(self) - 1}) or "
-                            f"a slice, got {i!r}; for the answer of the row labelled "
-                            f"{i!r} in X's index, use results.by_label({i!r})")
-        return self.results[i]
-
-    def by_label(self, label: Any) -> Counterfactual:
-        """The answer of the row of ``X`` labelled ``label``; ``KeyError`` naming the
-        labels when there is none (or it labels several rows)."""
-        index = self.index if self.index is not None else pd.RangeIndex(len(self))
-        where = [k for k, v in enumerate(index) if v == label]
-        if len(where) != 1:
-            shown = list(index[:10])
-            raise KeyError(f"{len(where) or 'no'} rows labelled {label!r} in the batch; its "
-                           f"labels are {shown}{' ...' if len(index) > 10 else ''}")
-        return self.results[where[0]]
-
-    def __iter__(self) -> Iterator[Counterfactual]:
-        return iter(self.results)
-
-    @property
-    def finished(self) -> list[Counterfactual]:
-        """The answers of the queries that ran to the end."""
-        return [r for r in self.results if r.status is not Status.INTERRUPTED]
-
-    def counts(self) -> dict[str, int]:
-        """How many answers have each status (by status value)."""
-        out: dict[str, int] = {}
-        for r in self.results:
-            out[r.status.value] = out.get(r.status.value, 0) + 1
-        return out
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per query, indexed like ``X``: status, verified, objective, bound,
-        changed features, times (total, the solver's own) and the message."""
-        return pd.DataFrame([{
-            "status": r.status.value, "verified": r.verified, "objective": r.objective,
-            "bound": r.bound, "changed": len(r.changes()) if r.found else None,
-            "total_s": r.total_time, "solver_s": r.solver_time, "message": r.message}
-            for r in self.results], index=self.index)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"interrupted": self.interrupted, "backend": self.backend,
-                "resumed": self.resumed, "out": self.out,
-                "workers": self.workers, "solver_threads": self.solver_threads,
-                "total_time": self.total_time, "counts": self.counts(),
-                "results": [r.to_dict() for r in self.results]}
-
-    def to_json(self, **kwargs: Any) -> str:
-        return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
-
-    def __repr__(self) -> str:
-        tail = ", interrupted" if self.interrupted else ""
-        tail += f", {self.resumed} resumed" if self.resumed else ""
-        return (f"BatchResult({len(self.results)} queries, {self.counts()}, "
-                f"backend={self.backend!r}, workers={self.workers}{tail})")
 
 
 def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,

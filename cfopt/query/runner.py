@@ -24,6 +24,8 @@ from typing import Any
 import pandas as pd
 import pyomo.environ as pyo
 
+from ..constraints.query_range import OPTIONS as NARROWING
+from ..constraints.query_range import QueryRange, query_request
 from ..errors import InfeasibleError
 from ..formulations.predictors import TreePredictorConstr
 from ..formulations.tree_regions import BUILD_SECONDS_PER_LEAF, RegionTooLarge
@@ -43,7 +45,7 @@ from .restrictions.trees import build_box_region, build_query_region, per_query
 from .solution import Verification, start_of, verified_solution, verify_row
 
 #: the options of one query (``explain``, ``explain_many``, a diverse set's solves)
-QUERY_OPTIONS = ("time_limit", "mip_gap", "max_changes")
+QUERY_OPTIONS = ("time_limit", "mip_gap", "max_changes", *NARROWING)
 
 
 def retry_margin(point: Verification, margin: float) -> float:
@@ -102,7 +104,9 @@ class QueryRunner:
     def start(self, x: pd.DataFrame | pd.Series | Mapping, target: Any,
                     options: Mapping[str, Any]) -> SolverSettings:
         """Set the factual, the target and this query's options on the model; returns
-        the query's solver settings."""
+        the query's solver settings. ``features_to_vary`` and ``permitted_range`` narrow
+        this query alone (:mod:`cfopt.constraints.query_range`), checked first."""
+        self._narrow(options)
         settings = dataclasses.replace(
             self.settings, **{k: v for k, v in options.items() if k in ("time_limit", "mip_gap")})
         if isinstance(self.milp.predictor_constr, TreePredictorConstr):  # the user's win
@@ -114,6 +118,29 @@ class QueryRunner:
         if "max_changes" in options or m.capped:
             m.set_max_changes(options.get("max_changes", self._max_changes))
         return settings
+
+    def _narrow(self, options: Mapping[str, Any]) -> None:
+        """Give the query's ``features_to_vary`` / ``permitted_range`` to the model's
+        :class:`~cfopt.constraints.query_range.QueryRange` block, added at the first
+        query that narrows (a query without them widens it back to the space)."""
+        m = self.milp
+        request = query_request(m.space, options.get("features_to_vary"),
+                                options.get("permitted_range"))
+        box = m.constraints.get(QueryRange.kind)
+        if box is None:
+            if not request.narrows:
+                return
+            if self.cpsat:
+                raise ValueError("solver='cpsat' does not take features_to_vary or "
+                                 "permitted_range per query; use solver='highs', or "
+                                 "Explainer(..., features_to_vary=...) for every query")
+            box = QueryRange()
+            m.add_constraint(box)
+        if not isinstance(box, QueryRange):
+            raise ValueError(f"the model has a declared block named {QueryRange.kind!r} "
+                             f"of type {type(box).__name__}; rename it to use "
+                             f"features_to_vary or permitted_range per query")
+        box.request = request
 
     def answer(self, settings: SolverSettings, t0: float, *,
                diagnose_infeasible: bool = True, floor: float | None = None

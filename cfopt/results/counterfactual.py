@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from .display import card, tone
 from .serialize import json_value, row_changes, row_dict, row_frame
 from .status import Status
 
@@ -74,6 +75,25 @@ class Answer(ABC):
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **{"indent": 2, **kwargs})
+
+    def display_fields(self) -> dict[str, Any]:
+        """The figures of the notebook card (:meth:`_repr_html_`)."""
+        return {"verified": self.verified, "objective": self.objective,
+                "target": ", ".join(map(str, self.target)),
+                "prediction": f"{self.factual_class} → {self.predicted_class}"}
+
+    def display_tables(self) -> list[tuple[str, pd.DataFrame]]:
+        """The titled frames of the notebook card."""
+        return [("changes (raw units)", self.changes())]
+
+    def _repr_html_(self) -> str:
+        """A card for notebooks: the status (green: a verified point proven optimal or
+        certified; amber: a verified point without that proof; red: no point), the
+        figures, the changes and the message (:mod:`cfopt.results.display`)."""
+        found = self.counterfactual is not None and self.verified
+        proven = self.status.value in ("optimal", "certified")
+        return card(type(self).__name__, self.status.value, tone(found, proven),
+                    self.display_fields(), self.display_tables(), self.message)
 
     def __repr__(self) -> str:
         head = (f"{type(self).__name__}(status={self.status.value}, verified={self.verified}, "
@@ -159,6 +179,10 @@ class Counterfactual(Answer):
         if self.objective is None or self.bound is None:
             return None
         return abs(self.objective - self.bound) / max(abs(self.objective), 1e-10)
+
+    def display_fields(self) -> dict[str, Any]:
+        return {**super().display_fields(), "bound": self.bound, "gap": self.gap,
+                "seconds": self.total_time, "solver": self.solver}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -311,6 +335,16 @@ class CounterfactualSet(Answer):
         if self.cfd is None or self.epsilon is None:
             return [None] * len(self.members)
         return [self.cfd * (1 + self.epsilon) - c for c in self.costs]
+
+    def display_fields(self) -> dict[str, Any]:
+        return {**super().display_fields(), "method": self.method,
+                "found": f"{len(self.members)} of {self.requested}", "cfd": self.cfd}
+
+    def display_tables(self) -> list[tuple[str, pd.DataFrame]]:
+        members = self.counterfactuals
+        if len(members):
+            members.insert(0, "cost", self.costs)
+        return [("factual", self.factual), ("members (raw units)", members)]
 
     def plot(self, *, space: FeatureSpace | None = None, features: Any = "changed",
              ax: Axes | None = None) -> Axes:

@@ -274,6 +274,11 @@ class RobustCounterfactual(Answer):
         (status ``iteration_limit`` / ``time_limit``, :attr:`optimal` false)."""
         return self.found and self.certificate.robust is True
 
+    def display_fields(self) -> dict[str, Any]:
+        return {**super().display_fields(), "method": self.method,
+                "certified": self.certified, "optimal": self.optimal, "bound": self.bound,
+                "seconds": self.total_time}
+
     def to_dict(self, include_parameters: bool = False) -> dict[str, Any]:
         return {**self.answer_fields(), "method": self.method, "certified": self.certified,
                 "optimal": self.optimal, "bound": json_value(self.bound),
@@ -406,6 +411,11 @@ class PerturbationRobustCounterfactual(Answer):
     def certificate(self) -> KVerdict | None:
         """The K-adversary's verdict (``None`` unless K-robustness was sought)."""
         return self.k_verdict
+
+    def display_fields(self) -> dict[str, Any]:
+        return {**super().display_fields(), "robustness": self.robustness,
+                "certified": self.certified, "optimal": self.optimal, "bound": self.bound,
+                "iterations": self.iterations, "seconds": self.total_time}
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.answer_fields(), "robustness": self.robustness,

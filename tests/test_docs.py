@@ -1,0 +1,44 @@
+"""The documentation site (issue 40) stays whole: its API reference lists every public
+name, each guide's excerpt of the README still finds its headings, and every guide and
+notebook is in its table of contents (the notebooks' committed outputs:
+``tests/test_notebooks.py``). The build itself, with warnings as errors, is a step of
+``.ci/run``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import cfopt
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+INCLUDE = re.compile(r"```\{include\} (?P<path>\S+)\n(?P<options>(?::[^\n]*\n)*)```")
+
+
+def test_api_reference_lists_every_public_name():
+    text = (DOCS / "api.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^   (\w+)$", text, re.MULTILINE))
+    assert listed == set(cfopt.__all__), (set(cfopt.__all__) - listed, listed -
+                                          set(cfopt.__all__))
+
+
+def test_guides_excerpts_find_their_headings():
+    pages = sorted(DOCS.glob("**/*.md"))
+    included = 0
+    for page in pages:
+        for match in INCLUDE.finditer(page.read_text(encoding="utf-8")):
+            source = (page.parent / match["path"]).resolve()
+            text = source.read_text(encoding="utf-8")
+            for option in re.findall(r':(?:start-after|end-before): "(.*)"', match["options"]):
+                assert option in text, f"{page.name}: {option!r} is not in {source.name}"
+            included += 1
+    assert included >= 8
+
+
+def test_every_guide_and_notebook_is_in_the_table_of_contents():
+    index = (DOCS / "index.md").read_text(encoding="utf-8")
+    for page in (DOCS / "guide").glob("*.md"):
+        assert f"guide/{page.stem}" in index, page.name
+    for notebook in (ROOT / "notebooks").glob("*.ipynb"):
+        assert f"notebooks/{notebook.stem}" in index, notebook.name
