@@ -2,9 +2,11 @@
 
 A small MLP is trained, and rejected applicants get the closest *actionable* change that
 the model accepts: immutable attributes stay, age may only grow and a year of it costs
-five times its range weight, the credit may be cut by at most half (a one-line Pyomo
-rule on ``explainer.milp``). One applicant also gets a small diverse set (each member
-changes other features), and the chart of the first answer is saved.
+five times its range weight, no checking account is advised into an overdraft (a
+declared ``LinearConstraint`` on the change of the one-hot level "... < 0 DM"), the credit
+may be cut by at most half (a one-line Pyomo rule on ``explainer.milp``). One applicant
+also gets a small diverse set (each member changes other features), and the chart of the
+first answer is saved.
 """
 
 from __future__ import annotations
@@ -17,9 +19,13 @@ from pathlib import Path
 import numpy as np
 import pyomo.environ as pyo
 
+from .constraints.rules import LinearConstraint
 from .explainer import Explainer
 from .results.counterfactual import Counterfactual, CounterfactualSet
 from .space.space import FeatureSpace
+
+#: German credit's checking-account level that is an overdraft
+OVERDRAFT = "... < 0 DM"
 
 
 def print_counterfactual(ce: Counterfactual, title: str) -> None:
@@ -98,14 +104,18 @@ def demo(n: int = 3, solver: str = "highs", seed: int = 0) -> list[Counterfactua
     print(f"MLP {space.n_inputs}-16-16-1 trained in {time.perf_counter() - t0:.1f} s, "
           f"training accuracy {(good == data.y.to_numpy()).mean():.3f}")
     age = space["age"]
+    # never advise an overdraft: no move into a checking account below 0 DM
+    no_overdraft = LinearConstraint({("status", OVERDRAFT): 1}, "<=", 0, relative=True,
+                                    name="no_overdraft")
     explainer = Explainer(net, space, solver=solver,
-                          weights={"age": 5.0 / age.weight_spread})
+                          weights={"age": 5.0 / age.weight_spread}, constraints=[no_overdraft])
     m = explainer.milp
     m.credit_at_least_half = pyo.Constraint(
         expr=m.x["credit_amount"] >= 0.5 * m.x0["credit_amount"])
     print("actionable changes only: foreign_worker, status_sex, people_liable immutable; "
-          "age increase-only, a year of it\ncosting 5x its range weight; the credit cut by "
-          "at most half (a Pyomo rule on explainer.milp)\n")
+          "age increase-only, a year of it\ncosting 5x its range weight; never into an "
+          "overdraft (a declared rule); the credit cut by at most half\n(a Pyomo rule on "
+          "explainer.milp)\n")
     rejected = np.flatnonzero(~good)[:n]
     results = []
     for i in rejected:

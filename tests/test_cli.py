@@ -22,6 +22,11 @@ def test_demo_prints_verified_counterfactuals(capsys):
     assert out.count("verified by the model: yes") == 3
     assert "3/3 counterfactuals verified" in out
     assert "from" in out and "to" in out
+    # never advised into an overdraft (a move into the level "... < 0 DM")
+    assert "never into an overdraft" in out
+    moves = [line.strip() for line in out.splitlines() if line.strip().startswith("status ")]
+    assert not [m for m in moves if m.endswith("... < 0 DM")]  # a change's "to" column
+    assert "-> ... < 0 DM" not in out  # nor in the diverse set's lines
 
 
 @pytest.fixture
