@@ -88,6 +88,18 @@ TESTS: dict[str, list[str]] = {
     "cfopt/models/pipeline.py": ["tests/test_models_pipeline.py"],
     "cfopt/space/perturbations.py": ["tests/test_space_perturbations.py"],
     "cfopt/space/encoding.py": ["tests/test_space_encoding.py"],
+    "cfopt/constraints/query_range.py": ["tests/test_query_range.py"],
+    "cfopt/query/restrictions/relu_points.py": ["tests/test_relu_points.py",
+                                                "tests/test_query_tightening.py"],
+    "cfopt/query/ladder.py": ["tests/test_ladder.py", "tests/test_supports.py"],
+    "cfopt/query/supports.py": ["tests/test_supports.py"],
+    "cfopt/query/diverse.py": ["tests/test_diversity.py"],
+    "cfopt/query/diagnosis.py": ["tests/test_constraints.py", "tests/test_explainer.py",
+                                 "tests/test_limits.py"],
+    "cfopt/constraints/trust_regions.py": ["tests/test_constraints.py"],
+    "cfopt/constraints/isolation.py": ["tests/test_isolation_forest.py"],
+    "cfopt/constraints/custom.py": ["tests/test_custom_constraints.py"],
+    "cfopt/constraints/raw.py": ["tests/test_custom_constraints.py"],
 }
 
 WORK = PROJECT / ".mutation"

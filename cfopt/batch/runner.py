@@ -101,6 +101,7 @@ def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,
         raise ValueError("client is for backend='dask' only")
     if out is not None and not isinstance(out, (str, os.PathLike)):
         raise TypeError(f"out must be a file path (str or os.PathLike), got {out!r}")
+    explainer.runner.narrowing(options)  # features_to_vary, permitted_range: for every row
     frame = as_frame(X)
     explainer.space.validate(frame.iloc[:0])  # the columns; a bad value is its row's status
     check_target(explainer.milp.adapter, target)  # a row already in it is its row's status

@@ -79,11 +79,12 @@ def query_request(space: FeatureSpace, features_to_vary: Sequence[str] | None = 
     option and the feature at fault (before any solve)."""
     vary = None
     if features_to_vary is not None:
-        if isinstance(features_to_vary, str) or not isinstance(features_to_vary, Sequence):
+        if isinstance(features_to_vary, str) or not isinstance(
+                features_to_vary, (Sequence, set, frozenset)):
             raise TypeError(f"features_to_vary must be a list of feature names, got "
                             f"{features_to_vary!r}")
         _known(space, features_to_vary, "features_to_vary")
-        fixed = [n for n in features_to_vary if space[n].immutable]
+        fixed = sorted((n for n in features_to_vary if space[n].immutable), key=str)
         if fixed:
             raise ValueError(f"features_to_vary names {fixed}, which the feature space "
                              f"declares immutable")
@@ -199,9 +200,9 @@ class QueryRange(ConstraintBlock):
             low, high = self.request.code_range(f, f.to_code(factual[f.name]))
             code, tol = f.to_code(value), tolerance(m.space, f.name)
             if code < low - tol or code > high + tol:
+                ends = [repr(f.from_code(v)) if f.labelled else f"{v:g}" for v in (low, high)]
                 problems.append(f"{f.name!r} = {value!r} is outside this query's "
-                                f"[{f.from_code(low)!r}, {f.from_code(high)!r}] "
-                                f"({self._why(f)})")
+                                f"[{ends[0]}, {ends[1]}] ({self._why(f)})")
         return problems
 
     def _why(self, f: Feature) -> str:

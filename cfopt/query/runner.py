@@ -25,7 +25,7 @@ import pandas as pd
 import pyomo.environ as pyo
 
 from ..constraints.query_range import OPTIONS as NARROWING
-from ..constraints.query_range import QueryRange, query_request
+from ..constraints.query_range import QueryRange, QueryRequest, query_request
 from ..errors import InfeasibleError
 from ..formulations.predictors import TreePredictorConstr
 from ..formulations.tree_regions import BUILD_SECONDS_PER_LEAF, RegionTooLarge
@@ -102,11 +102,12 @@ class QueryRunner:
         self._build_pending = False
 
     def start(self, x: pd.DataFrame | pd.Series | Mapping, target: Any,
-                    options: Mapping[str, Any]) -> SolverSettings:
+              options: Mapping[str, Any]) -> SolverSettings:
         """Set the factual, the target and this query's options on the model; returns
         the query's solver settings. ``features_to_vary`` and ``permitted_range`` narrow
-        this query alone (:mod:`cfopt.constraints.query_range`), checked first."""
-        self._narrow(options)
+        this query alone (:mod:`cfopt.constraints.query_range`); they are checked before
+        anything changes."""
+        request = self.narrowing(options)
         settings = dataclasses.replace(
             self.settings, **{k: v for k, v in options.items() if k in ("time_limit", "mip_gap")})
         if isinstance(self.milp.predictor_constr, TreePredictorConstr):  # the user's win
@@ -114,33 +115,37 @@ class QueryRunner:
                 **self.backend.tree_options(), **settings.options})
         m = self.milp
         m.set_factual(x)
+        box = m.constraints.get(QueryRange.kind)
+        if box is None and request.narrows:
+            box = QueryRange()
+            m.add_constraint(box)
+        if isinstance(box, QueryRange):
+            box.request = request
         m.set_target(target)
         if "max_changes" in options or m.capped:
             m.set_max_changes(options.get("max_changes", self._max_changes))
         return settings
 
-    def _narrow(self, options: Mapping[str, Any]) -> None:
-        """Give the query's ``features_to_vary`` / ``permitted_range`` to the model's
-        :class:`~cfopt.constraints.query_range.QueryRange` block, added at the first
-        query that narrows (a query without them widens it back to the space)."""
+    def narrowing(self, options: Mapping[str, Any]) -> QueryRequest:
+        """The query's ``features_to_vary`` / ``permitted_range``, validated
+        (:func:`~cfopt.constraints.query_range.query_request`); ``ValueError`` when
+        this runner cannot apply them (CP-SAT, or a declared block of another type
+        named ``query_range``)."""
         m = self.milp
         request = query_request(m.space, options.get("features_to_vary"),
                                 options.get("permitted_range"))
+        if not request.narrows:
+            return request
+        if self.cpsat:
+            raise ValueError("solver='cpsat' does not take features_to_vary or "
+                             "permitted_range per query; use solver='highs', or "
+                             "Explainer(..., features_to_vary=...) for every query")
         box = m.constraints.get(QueryRange.kind)
-        if box is None:
-            if not request.narrows:
-                return
-            if self.cpsat:
-                raise ValueError("solver='cpsat' does not take features_to_vary or "
-                                 "permitted_range per query; use solver='highs', or "
-                                 "Explainer(..., features_to_vary=...) for every query")
-            box = QueryRange()
-            m.add_constraint(box)
-        if not isinstance(box, QueryRange):
+        if box is not None and not isinstance(box, QueryRange):
             raise ValueError(f"the model has a declared block named {QueryRange.kind!r} "
                              f"of type {type(box).__name__}; rename it to use "
                              f"features_to_vary or permitted_range per query")
-        box.request = request
+        return request
 
     def answer(self, settings: SolverSettings, t0: float, *,
                diagnose_infeasible: bool = True, floor: float | None = None
