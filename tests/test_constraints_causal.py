@@ -187,3 +187,20 @@ def test_two_learned_equations_on_an_odd_step_of_an_integer_parent():
     assert ce.k == x.k + 1
     assert ce.c - x.c == pytest.approx(0.5, abs=1e-6)
     assert ce.d - x.d == pytest.approx(0.05, abs=1e-6)
+
+
+def test_a_learned_equation_on_a_continuous_parent_keeps_it_continuous():
+    """c learned by a linear regression on a (continuous): the same optimum as the
+    equation written out, at a fractional a (no integer grid is put on a)."""
+    from sklearn.linear_model import LinearRegression
+
+    learned = LinearRegression().fit(X[["a"]].to_numpy(float), 0.3 * X.a.to_numpy() + 1.0)
+    space = cfopt.FeatureSpace.from_frame(X).immutable("b", "k", "d", "colour")
+    x = rejected()
+    _, _, by_model = explain(CausalModel([StructuralEquation("c", ["a"], model=learned)]),
+                             space, x)
+    explainer, x0, written = explain(CausalModel([StructuralEquation(
+        "c", ["a"], coefficients={"a": float(learned.coef_[0])})]), space, x)
+    assert by_model.a == pytest.approx(written.a, abs=1e-6)
+    assert by_model.a != round(by_model.a)  # the optimum lies between integers
+    assert by_model.c - x0.c == pytest.approx(learned.coef_[0] * (by_model.a - x0.a), abs=1e-6)

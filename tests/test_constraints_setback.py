@@ -37,13 +37,22 @@ SPACE = FeatureSpace([
             perturbation=Perturbation.relative(increase=3.0, decrease=3.0)),
     Feature("s", "continuous", lower=0.0, upper=1.0, immutable=True,
             perturbation=Perturbation.absolute(1.0, 1.0)),
+    # labelled binaries: the switch back is to a label, not a code
+    Feature("t", "binary", categories=("no", "yes"),
+            perturbation=Perturbation.to_categories("yes")),
+    Feature("u", "binary", categories=("no", "yes"),
+            perturbation=Perturbation.to_categories("no")),
+    # a relative reach (3 x 5) beyond the span (6): the big-M must cover the reach
+    Feature("v", "continuous", lower=-5.0, upper=1.0,
+            perturbation=Perturbation.relative(increase=0.0, decrease=3.0)),
 ])
 FACTUAL = {"a": 1.0, "b": -2.0, "k": 3, "c": "r", "e": "p", "y": 1, "n": 0, "w": 1,
-           "r": 4.0, "s": 0.5}
+           "r": 4.0, "s": 0.5, "t": "yes", "u": "no", "v": 0.0}
 ROWS = pd.DataFrame([{k: v for k, v in FACTUAL.items()}] * 4).assign(
     a=[-4.0, 0.0, 6.0, 2.0], b=[5.0, -3.0, 0.0, 1.0], c=["p", "q", "r", "q"],
     e=["q", "r", "p", "r"], y=[0, 1, 1, 0], n=[1, 0, 1, 0], w=[0, 1, 0, 1],
-    r=[-3.0, 5.0, 0.0, 1.0])
+    r=[-3.0, 5.0, 0.0, 1.0], t=["no", "yes", "yes", "no"], u=["yes", "no", "no", "yes"],
+    v=[-5.0, 1.0, 0.0, -2.0])
 MODEL = LogisticRegression().fit(SPACE.transform(ROWS), [0, 1, 0, 1])
 
 
@@ -91,6 +100,9 @@ def milp():  # built per test: mutmut links a test to the functions its own run 
     ({"y": 0}, 1.0), ({"n": 1}, 1.0), ({"w": 0}, 1.0),
     ({"b": 0.5}, 0.4 * 0.5),        # relative at |z| = 0.5 < 1
     ({"r": 5.0}, 1.0),              # reach 3 x 5 = 15, capped at the move 1
+    ({"t": "no"}, 1.0), ({"u": "yes"}, 1.0),   # labelled: may switch back to the factual's
+    ({"v": -5.0}, 0.0),             # decreased to |z| = 5: no increase to undo
+    ({"v": 1.0}, 1.0),              # increased by 1: 3 x 1 = 3, capped at the move 1
     ({"a": 3.0, "b": 4.0, "c": "q", "n": 1}, None),
 ])
 def test_the_least_cost_at_a_row_is_its_exact_setback_cost(milp, changes, by_hand):
@@ -121,9 +133,9 @@ def test_the_cost_is_the_objective_term_and_no_row_a_violation(milp):
     m, block, rule = milp
     assert rule.objective_term(m, block) is block.cost
     assert rule.violations(m, pd.Series(FACTUAL), pd.Series({**FACTUAL, "a": 3.0})) == []
-    assert list(block.NUM) == ["a", "b", "r"]
-    assert list(block.SWITCH) == ["c", "e", "y", "n", "w"]
-    np.testing.assert_allclose([block.size[n].ub for n in block.NUM], [6.0, 5.0, 5.0])
+    assert list(block.NUM) == ["a", "b", "r", "v"]
+    assert list(block.SWITCH) == ["c", "e", "y", "n", "w", "t", "u"]
+    np.testing.assert_allclose([block.size[n].ub for n in block.NUM], [6.0, 5.0, 5.0, 5.0])
 
 
 def test_without_an_l1_term_the_cost_is_counted_once():
