@@ -3,7 +3,7 @@ its fix; ``benchmarks/differential.py`` writes them as ``findings`` in
 ``benchmarks/results/differential.json``. Seeds are those of
 ``tests.differential.make_instance`` (``python -c "from tests.differential import
 make_instance, run_instance; print(run_instance(make_instance(SEED,
-draw_custom=False)))"``: without the ``custom`` case's components, which came later);
+later_cases=False)))"``: without the ``custom`` and ``narrowed`` cases, which came later);
 "first run" is the harness on the code before issue 16 (commit a7d68d2, 500 instances:
 ``benchmarks/results/differential_before.json``).
 """

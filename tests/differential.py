@@ -19,7 +19,9 @@ weight 1/spread of each numeric feature (spread: its range in the training rows;
 weighted move. A ``custom`` instance (``tests/differential_custom.py``) adds rules of the
 user's own to P(μ) and terms of the user's own to the cost, each recomputed on the raw
 row; every solver is given them as declared blocks and as raw components of its
-``explainer.milp`` (CP-SAT refuses both: ``"skipped"``).
+``explainer.milp`` (CP-SAT refuses both: ``"skipped"``). A ``narrowed`` instance
+(``tests/differential_narrowing.py``) passes DiCE's per-query ``features_to_vary`` and
+``permitted_range`` to ``explain``; P(μ) keeps only the points they allow.
 
 Scores computed in different float precisions differ slightly, so an ambiguity band
 ε = 1e-6·(1+|s|) separates opt_strict (min cost with prediction in T and score ≥ μ + ε)
@@ -178,12 +180,12 @@ def solve(inst: Instance, solver: str) -> Claim:
                     constraints=build(inst))
                 add_raw(inst, explainer.milp)
                 if solver == LADDER:  # even these small networks climb (no gate)
-                    settings = explainer.runner.start(inst.x, inst.target, {})
+                    settings = explainer.runner.start(inst.x, inst.target, inst.narrowing)
                     with gate_off():
                         ce = explainer.runner.answer(settings, t0,
                                                      floor=first_floor(explainer.milp))
                 else:
-                    ce = explainer.explain(inst.x, target=inst.target)
+                    ce = explainer.explain(inst.x, target=inst.target, **inst.narrowing)
     except cfopt.InfeasibleError as exc:
         return Claim(solver, "infeasible", message=str(exc)[:300],
                      seconds=time.perf_counter() - t0)
@@ -192,7 +194,7 @@ def solve(inst: Instance, solver: str) -> Claim:
     except Exception as exc:  # a crash is a finding: keep its type and message
         skipped = (type(exc).__name__ == "GurobiError" and "licen" in str(exc).lower()) or (
             isinstance(exc, ValueError) and str(exc).startswith(f"solver={solver!r} does not")
-            and bool(inst.custom))  # CP-SAT refuses the custom components
+            and bool(inst.custom or inst.narrowing))  # CP-SAT refuses these
         return Claim(solver, "skipped" if skipped else "crash",
                      message=f"{type(exc).__name__}: {exc}"[:500],
                      seconds=time.perf_counter() - t0)

@@ -22,10 +22,12 @@ some class can never beat another one); a network family has discrete features o
 * ``per_query_trees`` (tree families): the trees are built per query;
 * ``custom``: one to three rules and objective terms of the user's own on the small
   discrete features (``tests/differential_custom.py``): declared blocks, raw Pyomo
-  constraints and blocks, terms added to the objective.
+  constraints and blocks, terms added to the objective;
+* ``narrowed``: DiCE's per-query ``features_to_vary`` and ``permitted_range``
+  (``tests/differential_narrowing.py``).
 
-``per_query_trees`` and ``custom`` are drawn after the rest, each from a random stream of
-its own (a seed's other draws do not depend on them).
+``per_query_trees``, ``custom`` and ``narrowed`` are drawn after the rest, each from a
+random stream of its own (a seed's other draws do not depend on them).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ if TYPE_CHECKING:
     from .differential_custom import Component
 
 CASES = ("multiclass_set", "near_threshold", "near_boundary", "extreme_scale",
-         "per_query_trees", "custom")
+         "per_query_trees", "custom", "narrowed")
 #: share of tree instances whose explainer builds its trees per query, on the leaves
 #: within the heuristic's radius (cfopt/formulations/tree_regions.py), as it does for
 #: forests of default size; drawn from a stream of its own (the other draws unchanged)
@@ -102,6 +104,7 @@ class Instance:
     time_limit: float = TIME_LIMIT
     per_query_trees: bool = False  # the trees are built per query (``PER_QUERY_TERMS`` 0)
     custom: list[Component] = field(default_factory=list)  # the ``custom`` case's components
+    narrowing: dict[str, Any] = field(default_factory=dict)  # ``explain``'s narrowing options
 
     @property
     def classes(self) -> tuple:
@@ -118,23 +121,25 @@ class Instance:
                              f"{'/immutable' if f.immutable else ''}"
                              f"{'' if f.direction == 'any' else '/' + f.direction}"
                              for f in self.space], "notes": self.notes,
-                "custom": [c.describe() for c in self.custom]}
+                "custom": [c.describe() for c in self.custom],
+                "narrowing": _jsonable(self.narrowing)}
 
 
 def make_instance(seed: int, family: str | None = None, case: str | None = None, *,
-                  draw_custom: bool = True) -> Instance:
+                  later_cases: bool = True) -> Instance:
     """The instance of ``seed`` (``family``: by default the seed's turn in
     :data:`FAMILIES`); ``case`` forces one of :data:`CASES` (it must apply to the family);
-    ``draw_custom=False``: no custom components unless forced (the instance as it was
-    before the ``custom`` case: the findings' seeds)."""
+    ``later_cases=False``: no custom components and no narrowing unless forced (the
+    instance as it was before those cases: the findings' seeds)."""
     family = family or FAMILIES[seed % len(FAMILIES)]
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; families are {FAMILIES}")
     if case is not None and case not in applicable_cases(family):
         raise ValueError(f"case {case!r} does not apply to {family!r}")
+    from . import differential_narrowing as narrowing
     from .differential_custom import draw  # it reads the references
 
-    own_case = None if case in ("per_query_trees", "custom") else case
+    own_case = None if case in ("per_query_trees", "custom", "narrowed") else case
     for attempt in range(100):
         instance = _attempt(seed, family, own_case, np.random.default_rng([seed, attempt]))
         if instance is None:
@@ -146,11 +151,18 @@ def make_instance(seed: int, family: str | None = None, case: str | None = None,
                 np.random.default_rng([seed, 104729]).random() < PER_QUERY_SHARE)):
             instance.per_query_trees = True
             instance.cases += ("per_query_trees",)
-        if case == "custom" or (case is None and draw_custom and np.random.default_rng(
+        if case == "custom" or (case is None and later_cases and np.random.default_rng(
                 [seed, CUSTOM_STREAM]).random() < CUSTOM_SHARE):
             if draw(instance, np.random.default_rng([seed, CUSTOM_STREAM + 1, attempt])):
                 instance.cases += ("custom",)
             elif case == "custom":
+                continue
+        if case == "narrowed" or (case is None and later_cases and np.random.default_rng(
+                [seed, narrowing.NARROWED_STREAM]).random() < narrowing.NARROWED_SHARE):
+            if narrowing.draw(instance, np.random.default_rng(
+                    [seed, narrowing.NARROWED_STREAM + 1, attempt])):
+                instance.cases += ("narrowed",)
+            elif case == "narrowed":
                 continue
         return instance
     raise RuntimeError(f"no valid instance for seed {seed}, family {family!r}, case {case!r}")
@@ -158,7 +170,7 @@ def make_instance(seed: int, family: str | None = None, case: str | None = None,
 
 def applicable_cases(family: str) -> tuple[str, ...]:
     """The cases ``make_instance`` can force for a family."""
-    cases = ["extreme_scale", "custom"]
+    cases = ["extreme_scale", "custom", "narrowed"]
     if family in CLASSIFIERS:
         cases.append("multiclass_set")
     if family in TREE_FAMILIES:

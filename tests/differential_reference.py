@@ -46,6 +46,8 @@ from .differential_models import (
     raw_scores,
     split_thresholds,
 )
+from .differential_narrowing import breaks as narrowing_breaks
+from .differential_narrowing import narrow_interval, narrow_levels
 
 if TYPE_CHECKING:
     from cfopt.space.feature import Feature
@@ -197,25 +199,26 @@ def violations(inst: Instance, row: pd.Series) -> list[str]:
     if inst.max_changes is not None and changed > inst.max_changes:
         problems.append(f"{changed} features changed, above the cap {inst.max_changes}")
     frame = pd.DataFrame([row.to_dict()])
-    return problems + [f"custom rule {c.describe()} breaks" for c in inst.custom
-                       if not c.holds(inst, frame)[0]]
+    return problems + narrowing_breaks(inst, row) + [
+        f"custom rule {c.describe()} breaks" for c in inst.custom if not c.holds(inst, frame)[0]]
 
 
 def interval(inst: Instance, f: Feature) -> tuple[float, float]:
-    """The admissible codes of a numeric feature: its bounds cut by actionability."""
+    """The admissible codes of a numeric feature: its bounds cut by actionability and
+    the narrowing."""
     c0 = codes(f, [inst.x.iloc[0][f.name]])[0]
     if f.immutable:
         return c0, c0
     lo = c0 if f.direction == "increase" else f.lower
     hi = c0 if f.direction == "decrease" else f.upper
-    return lo, hi
+    return narrow_interval(inst, f, lo, hi)
 
 
 def admissible(inst: Instance, f: Feature) -> list[Any] | None:
     """Every admissible value of a feature, or ``None`` if it is not small and discrete."""
     x0 = inst.x.iloc[0][f.name]
     if f.is_onehot:
-        return [_plain(x0)] if f.immutable else list(f.categories)
+        return [_plain(x0)] if f.immutable else narrow_levels(inst, f)
     lo, hi = interval(inst, f)
     if lo == hi:
         return [_plain(x0)]

@@ -93,7 +93,7 @@ FINDINGS = [(seed, None, None) for seed in (
 
 @pytest.mark.parametrize("half", range(2))
 def test_findings_stay_fixed(half: int) -> None:
-    records = [run_instance(make_instance(seed, family, case, draw_custom=False), SOLVERS)
+    records = [run_instance(make_instance(seed, family, case, later_cases=False), SOLVERS)
                for seed, family, case in FINDINGS[half::2]]
     summary = summarize(records)
     failing = {c: summary[c] for c in COUNTERS if summary[c]}
@@ -135,7 +135,7 @@ def test_referee_flags_fabricated_claims() -> None:
 def _held(seed: int) -> tuple[Instance, str] | None:
     """A decision tree's instance and a small discrete numeric feature its witness moves,
     which it can reach without moving (``None``: none)."""
-    inst = make_instance(seed, "decision_tree", draw_custom=False)
+    inst = make_instance(seed, "decision_tree", later_cases=False)
     ref = reference_for(inst, [])
     if not math.isfinite(ref.strict):
         return None

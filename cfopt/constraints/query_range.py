@@ -19,7 +19,8 @@ query; a query without the options sets each feature's own bounds and every leve
 allowed, so the rows are slack. As every declared block, it is one group of the
 infeasibility diagnosis and every returned point (a heuristic one included) passes its
 :meth:`~QueryRange.violations`, so the statuses keep their meaning: ``optimal`` is
-proven for the query as narrowed.
+proven for the query as narrowed; decoding puts the solver's point inside the query's
+ranges (:meth:`~QueryRange.feature_intervals`).
 """
 
 from __future__ import annotations
@@ -186,6 +187,15 @@ class QueryRange(ConstraintBlock):
             else:
                 block.lower[f.name], block.upper[f.name] = self.request.code_range(
                     f, f.to_code(factual[f.name]))
+
+    def feature_intervals(self, m: CounterfactualModel,
+                          block: pyo.Block) -> dict[str, tuple[float, float]]:
+        """The query's code range of every numeric feature: decoding puts the solver's
+        point inside it (a value a feasibility tolerance beyond an end comes back on
+        the end; a feature held at the factual comes back exactly at it)."""
+        factual = m.factual.iloc[0]
+        return {f.name: self.request.code_range(f, f.to_code(factual[f.name]))
+                for f in m.space if not f.is_onehot}
 
     def violations(self, m: CounterfactualModel, factual: pd.Series,
                    row: pd.Series) -> list[str]:
