@@ -32,12 +32,14 @@ proven bound), ``ratio`` (cfopt's median over the tool's) and every query's reco
 
     python benchmarks/network_scaling.py [--networks 16x16,32x32,64x64,german-64x64] [--rows 20]
         [--time-limit 60] [--tools cfopt,scip,gurobi] [--out network_scaling.json]
+    python benchmarks/network_scaling.py --table network_scaling.json   # the README's table
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
 import statistics
 import sys
 import time
@@ -51,7 +53,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import environment, write  # noqa: E402
+from common import RESULTS, environment, write  # noqa: E402
 
 import cfopt  # noqa: E402
 from cfopt.formulations.distances import feature_weights  # noqa: E402
@@ -261,6 +263,35 @@ def summarize(network: str, tool: str, runs: list[dict[str, Any]]) -> dict[str, 
             "max_gap": max(gaps) if gaps else None}
 
 
+def table(payload: dict[str, Any]) -> str:
+    """The Markdown table of a result file: per network, each tool's median seconds,
+    proven-optimal count and (for a peer) cfopt's median over its median."""
+    tools = payload["config"]["tools"]
+    names = {"cfopt": "cfopt (HiGHS)", "scip": "SCIP (pyscipopt-ml)",
+             "gurobi": "Gurobi (gurobi-ml)"}
+    lines = ["| network | " + " | ".join(names[t] for t in tools) + " |",
+             "|---|" + "---|" * len(tools)]
+    by = {(r["network"], r["tool"]): r for r in payload["rows"]}
+    for network in dict.fromkeys(r["network"] for r in payload["rows"]):
+        cells = []
+        for t in tools:
+            r = by.get((network, t))
+            if r is None:
+                cells.append("–")
+                continue
+            if r["refused"] == r["n"]:
+                cells.append("refused (size-limited licence)")
+                continue
+            cell = (f"{r['median_s']:.3g} s, {round(r['optimal_fraction'] * r['n'])}/{r['n']} "
+                    f"optimal")
+            if t != "cfopt" and r["ratio"] is not None:
+                cell += f", ratio {r['ratio']:.2g}"
+            cells.append(cell)
+        label = network.replace("german-", "German ").replace("x", ", ")
+        lines.append(f"| ({label}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--networks", default=",".join(NETWORKS))
@@ -268,7 +299,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--tools", default="cfopt,scip,gurobi")
     parser.add_argument("--out", default="network_scaling.json")
+    parser.add_argument("--table", metavar="JSON", help="print the Markdown table of a "
+                        "result file (in benchmarks/results) and exit")
     args = parser.parse_args(argv)
+    if args.table:
+        payload = json.loads((RESULTS / args.table).read_text(encoding="utf-8"))
+        print(table(payload))
+        return payload
     tools = args.tools.split(",")
     rows, records, queries = [], [], {}
     problems: dict[str, Problem] = {}
