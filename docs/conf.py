@@ -20,7 +20,6 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
-    "sphinx.ext.intersphinx",
 ]
 
 # the README-style guides and the notebooks
@@ -38,13 +37,6 @@ autodoc_typehints_format = "short"
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_ivar = True
-
-intersphinx_mapping = {
-    "python": ("https://docs.python.org/3", None),
-    "pandas": ("https://pandas.pydata.org/docs", None),
-    "pyomo": ("https://pyomo.readthedocs.io/en/stable", None),
-}
-intersphinx_disabled_reftypes = ["*"]  # a name resolves only where it is written out
 
 html_theme = "pydata_sphinx_theme"
 html_title = f"cfopt {version}"

@@ -64,7 +64,7 @@ def least_cost(m, block, row: dict) -> float:
                 m.onehot[f.name, level].fix(1.0 if row[f.name] == level else 0.0)
         else:
             var, offset, scale = code_variable(m, m.space, f.name)
-            var.fix((row[f.name] - offset) / scale)
+            var.fix((f.to_code(row[f.name]) - offset) / scale)
     m.test_objective = pyo.Objective(expr=block.cost)
     outcome = make_solver("highs").solve(m, SolverSettings(mip_gap=0.0))
     assert outcome.status is cfopt.Status.OPTIMAL

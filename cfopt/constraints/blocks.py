@@ -96,8 +96,9 @@ class ConstraintBlock(ABC):
         """The copies of the model's network the block adds to ``m``, each with the model
         inputs it sees when the counterfactual changes no feature (``None``: the
         counterfactual's own), so that a restricted solve can bound them over the
-        points within a radius (:func:`~cfopt.query.restrictions.relu.
-        copies_within_radius`). None by default."""
+        points within a radius
+        (:func:`~cfopt.query.restrictions.relu.copies_within_radius`). None by
+        default."""
         return []
 
     @abstractmethod

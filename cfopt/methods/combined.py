@@ -167,8 +167,10 @@ class CombinedRobustExplainer(RobustMethod):
             :class:`~cfopt.methods.proplace.Proplace`; speed lever, sound either way).
         max_iterations: cap on master solves per query.
         time_limit: seconds per query, shared by every solve and check (``None``: none).
-        solver, objective, weights, max_changes, bound_tightening, constraints, mip_gap,
-            threads, seed, solver_options: as :class:`~cfopt.methods.proplace.Proplace`.
+
+    ``solver``, ``objective``, ``weights``, ``max_changes``, ``bound_tightening``,
+    ``constraints``, ``mip_gap``, ``threads``, ``seed`` and ``solver_options`` are as
+    :class:`~cfopt.methods.proplace.Proplace`'s.
     """
 
     method = "delta+k"

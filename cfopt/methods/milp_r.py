@@ -147,13 +147,12 @@ class MILPR(RobustMethod):
     ``μ ← max(growth · μ, μ - v)`` with ``v`` the worst shifted model's margin at
     the last point (the logit drop the shift caused there); once a margin is
     infeasible, μ bisects between the largest uncertified and the smallest infeasible
-    margin.
+    margin. The other arguments are as :class:`Proplace`'s (no plausible region).
 
     Args:
         initial_margin: the first μ (logit units).
         growth: factor (> 1) applied to μ after each uncertified round.
         max_rounds: cap on margin rounds.
-        Others as :class:`Proplace` (no plausible region).
     """
 
     method = "milp-r"

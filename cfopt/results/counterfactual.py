@@ -337,7 +337,8 @@ class CounterfactualSet(Answer):
         return [self.cfd * (1 + self.epsilon) - c for c in self.costs]
 
     def display_fields(self) -> dict[str, Any]:
-        return {**super().display_fields(), "method": self.method,
+        return {"verified": self.verified, "objective": self.objective,
+                "target": ", ".join(map(str, self.target)), "method": self.method,
                 "found": f"{len(self.members)} of {self.requested}", "cfd": self.cfd}
 
     def display_tables(self) -> list[tuple[str, pd.DataFrame]]:

@@ -39,29 +39,29 @@ class RobustStatus(str, Enum):
     the answer's ``certified`` (its robustness, each notion at its own level: the Δ
     bound ≥ 0, the K bound above the tolerance) and ``optimal``.
 
-    CERTIFIED: the loop's own stop: every adversary certified the last point at its
-        threshold (PROPLACE and the combined method: the Δ bound ≥ σ - t, stricter
-        than the answer's level 0; ≥ 0 when the loop decided below σ); the point is
-        also optimal among the counterfactuals robust at the master's margin
-        (``certificate.master_margin``: σ, σ - t or t/100) when the master proved it
-        optimal (``optimal``).
-    NOT_ROBUST: a verified counterfactual that is not robust (a concrete counterexample
-        refutes it), or whose robustness could not be proven.
-    INFEASIBLE: no robust counterfactual exists under the constraints at the level the
-        message names (proven: the master became infeasible, or no robust data point
-        spans the region). PROPLACE and the combined method: no point whose least
-        margin over Δ is ≥ the master's margin (``certificate.master_margin``): the
-        masters at σ and at σ - t were infeasible, and the loop decided again at t/100
-        (σ - t when t/100 is not below it); a point robust by less is not excluded.
-        MILP-R: none with its first margin.
-    ITERATION_LIMIT: the loop's iteration cap was reached before its stop; the last
-        point is returned, proven robust only if the answer says ``certified`` (its
-        checks may prove it at level 0, below the loop's threshold) and never claimed
-        optimal.
-    TIME_LIMIT: the time limit was reached before the loop's stop; as for
-        ``ITERATION_LIMIT``.
-    VERIFICATION_FAILED: the solver's point fails the real model's check.
-    ERROR: the solver failed.
+    * ``CERTIFIED``: the loop's own stop: every adversary certified the last point at its
+      threshold (PROPLACE and the combined method: the Δ bound ≥ σ - t, stricter
+      than the answer's level 0; ≥ 0 when the loop decided below σ); the point is
+      also optimal among the counterfactuals robust at the master's margin
+      (``certificate.master_margin``: σ, σ - t or t/100) when the master proved it
+      optimal (``optimal``).
+    * ``NOT_ROBUST``: a verified counterfactual that is not robust (a concrete counterexample
+      refutes it), or whose robustness could not be proven.
+    * ``INFEASIBLE``: no robust counterfactual exists under the constraints at the level the
+      message names (proven: the master became infeasible, or no robust data point
+      spans the region). PROPLACE and the combined method: no point whose least
+      margin over Δ is ≥ the master's margin (``certificate.master_margin``): the
+      masters at σ and at σ - t were infeasible, and the loop decided again at t/100
+      (σ - t when t/100 is not below it); a point robust by less is not excluded.
+      MILP-R: none with its first margin.
+    * ``ITERATION_LIMIT``: the loop's iteration cap was reached before its stop; the last
+      point is returned, proven robust only if the answer says ``certified`` (its
+      checks may prove it at level 0, below the loop's threshold) and never claimed
+      optimal.
+    * ``TIME_LIMIT``: the time limit was reached before the loop's stop; as for
+      ``ITERATION_LIMIT``.
+    * ``VERIFICATION_FAILED``: the solver's point fails the real model's check.
+    * ``ERROR``: the solver failed.
     """
 
     CERTIFIED = "certified"
