@@ -83,8 +83,9 @@ def narrow_interval(inst: Instance, f: Feature, lo: float, hi: float) -> tuple[f
     else:
         qlo = -math.inf if given[0] is None else given[0]
         qhi = math.inf if given[1] is None else given[1]
-        if f.is_integral:
-            qlo, qhi = math.ceil(qlo - 1e-9), math.floor(qhi + 1e-9)
+        if f.is_integral:  # an integer feature's fractional end: its integers inside
+            qlo = math.ceil(qlo - 1e-9) if math.isfinite(qlo) else qlo
+            qhi = math.floor(qhi + 1e-9) if math.isfinite(qhi) else qhi
     return max(lo, qlo), min(hi, qhi)
 
 

@@ -289,3 +289,21 @@ def test_request_defaults_and_clipping(credit):
     assert query_request(space, features_to_vary=[]).code_range(f, 3.0) == (3.0, 3.0)
     assert query_request(space, features_to_vary=[]).narrows
     assert QueryRange().name == "query_range"
+
+
+def test_a_held_feature_moved_by_an_ulp_is_a_violation(credit, linear):
+    """Exact, as immutables: a feature outside features_to_vary moved by one ulp (across
+    a tree's split at the factual: differential seed 220) is not a point of the query,
+    nor is a value one ulp beyond a permitted end."""
+    X, y, space = credit
+    model, explainer, rejected = linear
+    explainer.explain(rejected.iloc[[0]], target=1, features_to_vary=["age", "housing"],
+                      permitted_range={"age": (20, 60)})
+    m = explainer.milp
+    box, factual = m.constraints["query_range"], m.factual.iloc[0]
+    row = factual.copy()
+    row["balance"] = float(np.nextafter(factual["balance"], np.inf))
+    assert any("'balance'" in p for p in box.violations(m, factual, row))
+    row = factual.copy()
+    row["age"] = 60
+    assert box.violations(m, factual, row) == []
