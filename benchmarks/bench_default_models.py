@@ -9,9 +9,13 @@ native-country immutable, age increase-only; the first N rows each model rejects
 target 1 (>50K); ``time_limit=30``; weighted L1 (1 / range). Each family runs in its own
 process (the model fitted by the parent, loaded from a file), so ``peak_rss_mb`` is the
 peak of loading it, building the explainer and answering. Every returned point is
-re-checked with the pipeline's own ``predict``. DiCE columns are ``null`` when dice-ml
-is not installed. Writes ``benchmarks/results/default_models.json`` after each family,
-replacing that family's row (``--families`` reruns some).
+re-checked with the pipeline's own ``predict``. Beside cfopt, DiCE's random method
+(dice-ml, ``total_CFs=1``, the immutables held by ``features_to_vary``, age by
+``permitted_range``) on the same pipeline and rows, in its own process, the two
+interleaved row by row; its points are checked the same way and measured by the same
+weighted L1 (``l1_ratio``: DiCE's over cfopt's, on rows both answered). Writes
+``benchmarks/results/default_models.json`` after each family, replacing that family's
+row (``--families`` reruns some).
 
     python benchmarks/bench_default_models.py [--n 20] [--families rf,et] [--solver highs]
 """
@@ -20,8 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,9 +38,10 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, environment, write  # noqa: E402
+from common import RESULTS, DiceSearch, environment, write  # noqa: E402
 
 import cfopt  # noqa: E402
+from cfopt.formulations.distances import feature_weights, row_distances  # noqa: E402
 
 TIME_LIMIT = 30.0
 COLUMNS = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status",
@@ -97,37 +102,113 @@ def space_of(X: pd.DataFrame) -> cfopt.FeatureSpace:
     return space
 
 
-def run_family(model_file: str, n: int, solver: str) -> dict[str, Any]:
-    """In a worker process: build the explainer of the fitted pipeline and answer."""
+def age_ranges(X: pd.DataFrame, rows: np.ndarray) -> list[dict[str, list[Any]]]:
+    """DiCE's ``permitted_range`` per row: age increase-only, as cfopt's space declares."""
+    top = int(X["age"].max())
+    return [{"age": [int(X["age"].iloc[i]), top]} for i in rows]
+
+
+def serve(tool: str, model_file: str, n: int, solver: str, conn: Any) -> None:
+    """In a worker process: load the fitted pipeline, set ``tool`` (``"cfopt"`` or
+    ``"dice"``) up, then answer one rejected row per message (its position among the first
+    ``n``) until ``None``; the last reply is the setup time and the process's peak RSS."""
     pipe = joblib.load(model_file)
-    X, _ = adult()
+    X, y = adult()
     space = space_of(X)
-    t0 = time.perf_counter()
-    explainer = cfopt.Explainer(pipe, space, solver=solver, time_limit=TIME_LIMIT)
-    build = time.perf_counter() - t0
     rows = np.flatnonzero(pipe.predict(X) == 0)[:n]
-    times, l1, statuses = [], [], []
-    verified = optimal = 0
-    for i in rows:
+    t0 = time.perf_counter()
+    if tool == "cfopt":
+        explainer = cfopt.Explainer(pipe, space, solver=solver, time_limit=TIME_LIMIT)
+    else:
+        search = DiceSearch("random", pipe, space, X, pd.Series(y, index=X.index),
+                            raw_input=True)
+        vary = [f.name for f in space if not f.immutable]
+        ranges = age_ranges(X, rows)
+    setup = time.perf_counter() - t0
+    conn.send(len(rows))
+    while (k := conn.recv()) is not None:
+        x = X.iloc[[rows[k]]]
         t = time.perf_counter()
-        try:
-            ce = explainer.explain(X.iloc[[i]], target=1)
-        except cfopt.InfeasibleError:
-            statuses.append("infeasible")
-            times.append(time.perf_counter() - t)
-            continue
-        times.append(time.perf_counter() - t)
-        statuses.append(ce.status.value)
-        if ce.counterfactual is not None and pipe.predict(ce.counterfactual)[0] == 1:
-            verified += 1
-            l1.append(ce.distances["l1"])
-        optimal += ce.status is cfopt.Status.OPTIMAL
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"build_s": build, "peak_rss_mb": peak, "n": len(rows),
-            "verified_fraction": verified / len(rows), "optimal_fraction": optimal / len(rows),
+        if tool == "cfopt":
+            try:
+                ce = explainer.explain(x, target=1)
+                status, point = ce.status.value, ce.counterfactual
+            except cfopt.InfeasibleError:
+                status, point = "infeasible", None
+            seconds = time.perf_counter() - t
+        else:
+            point, seconds, error = search.counterfactuals(x, int(k),
+                                                           features_to_vary=vary,
+                                                           permitted_range=ranges[k])
+            status = "found" if point is not None else (error or "none")
+        conn.send(answer(pipe, space, x, point, seconds, status))
+    conn.send({"setup_s": setup,
+               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
+
+
+def answer(pipe: Any, space: cfopt.FeatureSpace, x: pd.DataFrame, point: pd.DataFrame | None,
+           seconds: float, status: str) -> dict[str, Any]:
+    """One query's record: ``valid`` re-checked with the pipeline's own ``predict`` and
+    the space (immutables kept, age not lowered); ``l1`` the weighted L1 (1 / range, a
+    category change counts 1) every tool is measured by."""
+    valid, l1 = False, None
+    if point is not None:
+        point = point[space.names].reset_index(drop=True)
+        before, after = x.iloc[0], point.iloc[0]
+        kept = all(before[f.name] == after[f.name] for f in space if f.immutable)
+        valid = bool(pipe.predict(point)[0] == 1 and kept and after["age"] >= before["age"])
+        l1 = row_distances(space, feature_weights(space), before, after)["l1"]
+    return {"seconds": seconds, "status": status, "valid": valid, "l1": l1 if valid else None}
+
+
+def run_family(model_file: str, n: int, solver: str) -> dict[str, Any]:
+    """cfopt and DiCE's random method, each in its own process, interleaved row by row."""
+    context = multiprocessing.get_context("spawn")
+    tools: dict[str, Any] = {}
+    for tool in ("cfopt", "dice"):
+        parent, child = context.Pipe()
+        process = context.Process(target=serve, args=(tool, model_file, n, solver, child))
+        process.start()
+        tools[tool] = (process, parent)
+    count = min(conn.recv() for _, conn in tools.values())
+    answers: dict[str, list[dict[str, Any]]] = {tool: [] for tool in tools}
+    for k in range(count):
+        for tool, (_, conn) in tools.items():
+            conn.send(k)
+            answers[tool].append(conn.recv())
+    setups = {}
+    for tool, (process, conn) in tools.items():
+        conn.send(None)
+        setups[tool] = conn.recv()
+        process.join()
+    cf, dice = answers["cfopt"], answers["dice"]
+    times = [a["seconds"] for a in cf]
+    dice_times = [a["seconds"] for a in dice]
+    return {"build_s": setups["cfopt"]["setup_s"],
+            "peak_rss_mb": setups["cfopt"]["peak_rss_mb"], "n": count,
+            "verified_fraction": sum(a["valid"] for a in cf) / count,
+            "optimal_fraction": sum(a["status"] == "optimal" for a in cf) / count,
             "median_s": float(np.median(times)), "p90_s": float(np.percentile(times, 90)),
             "max_overrun_s": max(0.0, max(times) - TIME_LIMIT),
-            "mean_l1": float(np.mean(l1)) if l1 else None, "statuses": statuses}
+            "mean_l1": mean([a["l1"] for a in cf]), "statuses": [a["status"] for a in cf],
+            "dice_validity": sum(a["valid"] for a in dice) / count,
+            "dice_median_s": float(np.median(dice_times)),
+            "dice_p90_s": float(np.percentile(dice_times, 90)),
+            "dice_mean_l1": mean([a["l1"] for a in dice]),
+            "dice_setup_s": setups["dice"]["setup_s"],
+            "dice_statuses": [a["status"] for a in dice],
+            "l1_ratio": ratio([a["l1"] for a in cf], [a["l1"] for a in dice])}
+
+
+def mean(values: list[float | None]) -> float | None:
+    found = [v for v in values if v is not None]
+    return float(np.mean(found)) if found else None
+
+
+def ratio(ours: list[float | None], theirs: list[float | None]) -> float | None:
+    """Mean of DiCE's L1 over cfopt's on the rows both answered validly."""
+    pairs = [(a, b) for a, b in zip(ours, theirs) if a is not None and b is not None and a > 0]
+    return float(np.mean([b / a for a, b in pairs])) if pairs else None
 
 
 def main() -> None:
@@ -135,21 +216,10 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20)
     parser.add_argument("--families", default="all")
     parser.add_argument("--solver", default="highs")
-    parser.add_argument("--worker", nargs=2, metavar=("MODEL_FILE", "OUT"),
-                        help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.worker:
-        result = run_family(args.worker[0], args.n, args.solver)
-        Path(args.worker[1]).write_text(json.dumps(result), encoding="utf-8")
-        return
     makers = families()
     chosen = list(makers) if args.families == "all" else args.families.split(",")
     X, y = adult()
-    try:
-        import dice_ml  # noqa: F401
-        dice_note = None
-    except ImportError:
-        dice_note = "dice-ml is not installed: DiCE columns are null"
     path = RESULTS / "default_models.json"
     rows = json.loads(path.read_text(encoding="utf-8"))["rows"] if path.exists() else []
     with tempfile.TemporaryDirectory() as tmp:
@@ -158,21 +228,19 @@ def main() -> None:
             sparse = family != "HistGradientBoostingClassifier"
             pipe = pipeline(X, makers[family](), sparse=sparse).fit(X, y)
             fit = time.perf_counter() - t0
-            model_file, out = f"{tmp}/{family}.joblib", f"{tmp}/{family}.json"
+            model_file = f"{tmp}/{family}.joblib"
             joblib.dump(pipe, model_file)
-            subprocess.run([sys.executable, __file__, "--n", str(args.n), "--solver",
-                            args.solver, "--worker", model_file, out], check=True)
-            result = json.loads(Path(out).read_text(encoding="utf-8"))
-            row = {"family": family, "solver": args.solver, **result, "fit_s": fit,
-                   "sparse_onehot": sparse, "dice_validity": None, "dice_median_s": None,
-                   "dice_mean_l1": None}
-            print(json.dumps({k: v for k, v in row.items() if k != "statuses"}), flush=True)
+            row = {"family": family, "solver": args.solver,
+                   **run_family(model_file, args.n, args.solver), "fit_s": fit,
+                   "sparse_onehot": sparse, "environment": environment()}
+            print(json.dumps({k: v for k, v in row.items()
+                              if k not in ("statuses", "dice_statuses", "environment")}),
+                  flush=True)
             rows = [r for r in rows if (r["family"], r["solver"]) != (family, args.solver)]
             rows.append(row)
             write("default_models.json", {  # after each family: a crash loses no row
                 "benchmark": __doc__.split("\n\n")[0], "environment": environment(),
-                "time_limit": TIME_LIMIT, "notes": [note for note in (dice_note,) if note],
-                "rows": rows})
+                "time_limit": TIME_LIMIT, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -121,15 +121,17 @@ def _default(value: Any) -> Any:
 
 
 class _DiceModel:
-    """A model over ``space.transform`` seen by DiCE as one over raw frames."""
+    """A model over ``space.transform`` (or, ``raw_input``, over raw frames, e.g. a
+    Pipeline) seen by DiCE as one over raw frames."""
 
-    def __init__(self, model: Any, space: cfopt.FeatureSpace) -> None:
-        self.model, self.space = model, space
+    def __init__(self, model: Any, space: cfopt.FeatureSpace, raw_input: bool = False) -> None:
+        self.model, self.space, self.raw_input = model, space, raw_input
 
     def predict_proba(self, frame: pd.DataFrame) -> np.ndarray:
-        Z = self.space.transform(_coerce(frame[self.space.names], self.space),
-                                 check_bounds=False)
-        return self.model.predict_proba(Z)
+        rows = _coerce(frame[self.space.names], self.space)
+        if self.raw_input:
+            return self.model.predict_proba(rows)
+        return self.model.predict_proba(self.space.transform(rows, check_bounds=False))
 
     def predict(self, frame: pd.DataFrame) -> np.ndarray:
         return self.predict_proba(frame).argmax(axis=1)
@@ -144,50 +146,64 @@ def _coerce(frame: pd.DataFrame, space: cfopt.FeatureSpace) -> pd.DataFrame:
     return frame
 
 
-def dice_counterfactuals(method: str, model: Any, space: cfopt.FeatureSpace,
-                         train_X: pd.DataFrame, train_y: pd.Series, X: pd.DataFrame,
-                         features_to_vary: str | Sequence[str] = "all", total_cfs: int = 1,
-                         desired_class: int = 1
-                         ) -> list[tuple[pd.DataFrame | None, float, str | None]]:
-    """DiCE counterfactuals (``method`` ``"random"`` or ``"genetic"``; ``total_cfs`` per
-    row, sought class ``desired_class``) of each row of ``X``, on the same model (any
-    ``predict_proba`` model over ``space.transform``) and points as cfopt.
+class DiceSearch:
+    """DiCE (``method`` ``"random"`` or ``"genetic"``) on the same model (any
+    ``predict_proba`` model over ``space.transform``, or over raw frames when
+    ``raw_input``, e.g. a Pipeline) and points as cfopt, set up once for many queries."""
 
-    Returns per row: the counterfactuals as a raw frame of up to ``total_cfs`` rows
-    (integral features rounded; ``None`` when DiCE found nothing), the seconds DiCE took,
-    and DiCE's error (it raises when it finds nothing) or ``None``. Validity is left to
-    the caller.
-    """
-    if method not in ("random", "genetic"):
-        raise ValueError(f"DiCE method must be 'random' or 'genetic', got {method!r}")
-    import dice_ml
+    def __init__(self, method: str, model: Any, space: cfopt.FeatureSpace,
+                 train_X: pd.DataFrame, train_y: pd.Series, raw_input: bool = False) -> None:
+        if method not in ("random", "genetic"):
+            raise ValueError(f"DiCE method must be 'random' or 'genetic', got {method!r}")
+        import dice_ml
 
-    continuous = [f.name for f in space if not f.labelled]
-    frame = pd.concat([train_X, train_y.rename("label")], axis=1)
-    data = dice_ml.Data(dataframe=frame, continuous_features=continuous, outcome_name="label")
-    dice = dice_ml.Dice(data, dice_ml.Model(model=_DiceModel(model, space), backend="sklearn"),
-                        method=method)
-    out: list[tuple[pd.DataFrame | None, float, str | None]] = []
-    for i in range(len(X)):
-        seed = {"random_seed": i} if method == "random" else {}  # genetic takes no seed
-        np.random.seed(i)
+        continuous = [f.name for f in space if not f.labelled]
+        frame = pd.concat([train_X, train_y.rename("label")], axis=1)
+        data = dice_ml.Data(dataframe=frame, continuous_features=continuous,
+                            outcome_name="label")
+        self.method, self.space = method, space
+        self.dice = dice_ml.Dice(data, dice_ml.Model(model=_DiceModel(model, space, raw_input),
+                                                     backend="sklearn"), method=method)
+
+    def counterfactuals(self, x: pd.DataFrame, seed: int, total_cfs: int = 1,
+                        desired_class: int = 1,
+                        features_to_vary: str | Sequence[str] = "all",
+                        permitted_range: dict[str, list[Any]] | None = None
+                        ) -> tuple[pd.DataFrame | None, float, str | None]:
+        """Up to ``total_cfs`` counterfactuals of the one-row frame ``x`` of class
+        ``desired_class`` as a raw frame (integral features rounded; ``None`` when DiCE
+        found nothing), the seconds DiCE took, and DiCE's error (it raises when it finds
+        nothing) or ``None``. Validity is left to the caller. ``permitted_range``: DiCE's
+        (e.g. an increase-only feature's ``[value, upper]``)."""
+        seeded = {"random_seed": seed} if self.method == "random" else {}  # genetic: none
+        np.random.seed(seed)
         cf, error = None, None
         t0 = time.perf_counter()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                result = dice.generate_counterfactuals(
-                    X.iloc[[i]], total_CFs=total_cfs, desired_class=desired_class,
-                    verbose=False,
-                    features_to_vary=features_to_vary, **seed)
+                result = self.dice.generate_counterfactuals(
+                    x, total_CFs=total_cfs, desired_class=desired_class, verbose=False,
+                    features_to_vary=features_to_vary, permitted_range=permitted_range,
+                    **seeded)
             cf = result.cf_examples_list[0].final_cfs_df
         except Exception as exc:  # DiCE raises when it finds nothing
             error = f"{type(exc).__name__}: {exc}"[:120]
         seconds = time.perf_counter() - t0
         row = None if cf is None or len(cf) == 0 else \
-            _coerce(cf[space.names].iloc[:total_cfs].reset_index(drop=True), space)
-        out.append((row, seconds, error))
-    return out
+            _coerce(cf[self.space.names].iloc[:total_cfs].reset_index(drop=True), self.space)
+        return row, seconds, error
+
+
+def dice_counterfactuals(method: str, model: Any, space: cfopt.FeatureSpace,
+                         train_X: pd.DataFrame, train_y: pd.Series, X: pd.DataFrame,
+                         features_to_vary: str | Sequence[str] = "all", total_cfs: int = 1,
+                         desired_class: int = 1
+                         ) -> list[tuple[pd.DataFrame | None, float, str | None]]:
+    """:meth:`DiceSearch.counterfactuals` of each row of ``X`` (seed: its position)."""
+    search = DiceSearch(method, model, space, train_X, train_y)
+    return [search.counterfactuals(X.iloc[[i]], i, total_cfs, desired_class, features_to_vary)
+            for i in range(len(X))]
 
 
 def inside_space(space: Any, frame: Any) -> Any:
