@@ -197,7 +197,8 @@ def run_family(model_file: str, n: int, solver: str) -> dict[str, Any]:
             "dice_mean_l1": mean([a["l1"] for a in dice]),
             "dice_setup_s": setups["dice"]["setup_s"],
             "dice_statuses": [a["status"] for a in dice],
-            "l1_ratio": ratio([a["l1"] for a in cf], [a["l1"] for a in dice])}
+            "l1_ratio": ratio([a["l1"] for a in cf], [a["l1"] for a in dice]),
+            "l1": [a["l1"] for a in cf], "dice_l1": [a["l1"] for a in dice]}
 
 
 def mean(values: list[float | None]) -> float | None:
@@ -206,9 +207,11 @@ def mean(values: list[float | None]) -> float | None:
 
 
 def ratio(ours: list[float | None], theirs: list[float | None]) -> float | None:
-    """Mean of DiCE's L1 over cfopt's on the rows both answered validly."""
-    pairs = [(a, b) for a, b in zip(ours, theirs) if a is not None and b is not None and a > 0]
-    return float(np.mean([b / a for a, b in pairs])) if pairs else None
+    """DiCE's mean L1 over cfopt's, on the rows both answered validly (a ratio of means:
+    a mean of ratios would be ruled by the rows where cfopt's move is tiny)."""
+    pairs = [(a, b) for a, b in zip(ours, theirs) if a is not None and b is not None]
+    total = sum(a for a, _ in pairs)
+    return float(sum(b for _, b in pairs) / total) if pairs and total > 0 else None
 
 
 def main() -> None:
@@ -234,7 +237,8 @@ def main() -> None:
                    **run_family(model_file, args.n, args.solver), "fit_s": fit,
                    "sparse_onehot": sparse, "environment": environment()}
             print(json.dumps({k: v for k, v in row.items()
-                              if k not in ("statuses", "dice_statuses", "environment")}),
+                              if k not in ("statuses", "dice_statuses", "environment", "l1",
+                                           "dice_l1")}),
                   flush=True)
             rows = [r for r in rows if (r["family"], r["solver"]) != (family, args.solver)]
             rows.append(row)
