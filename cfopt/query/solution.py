@@ -190,8 +190,10 @@ def verified_solution(m: CounterfactualModel, margin: float | None = None) -> Ve
 
 
 def start_of(m: CounterfactualModel, row: pd.DataFrame) -> ComponentMap:
-    """The feature variables of the MILP at the raw row ``row`` (codes and one-hots): a
-    partial MIP start, the solver completing the rest (:meth:`SolverBackend.solve
+    """The feature variables of the MILP at the raw row ``row`` (codes and one-hots) and
+    the predictor's free binaries at the choices the model makes there
+    (:meth:`~cfopt.formulations.predictors.PredictorConstr.start_choices`): a partial
+    MIP start, the solver completing the rest (:meth:`SolverBackend.solve
     <cfopt.solvers.SolverBackend.solve>`)."""
     values = row.iloc[0]
     start = ComponentMap()
@@ -202,4 +204,5 @@ def start_of(m: CounterfactualModel, row: pd.DataFrame) -> ComponentMap:
             continue
         var, offset, width = code_variable(m, m.space, f.name)
         start[var] = (f.to_code(values[f.name]) - offset) / width
+    start.update(m.predictor_constr.start_choices(m.adapter.model_inputs(m.space, row)[0]))
     return start

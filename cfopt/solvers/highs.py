@@ -18,6 +18,7 @@ from ..errors import SolverError, SolverNotAvailableError
 from ..results.status import Status
 from .base import SolveOutcome, SolverSettings, sigint_watch
 from .contrib import INSTALL_HINTS, ContribBackend, finite
+from .highs_start import COMPLETION_SECONDS, starting_from
 from .isolated import (
     ChildRun,
     ForkError,
@@ -409,31 +410,26 @@ class HighsBackend(ContribBackend):
 
     def _solve_from(self, model: pyo.Block, settings: SolverSettings, start: ComponentMap
                     ) -> SolveOutcome:
-        """The start goes in at HiGHS's first call for a user solution (sparse and
-        repaired: HiGHS completes it). Not by ``Highs::setSolution`` before the run:
+        """The start goes in at HiGHS's first call for a user solution: whole when it
+        gives every integer column (:func:`~.highs_start.starting_from`), else sparse and
+        repaired (HiGHS completes it). Not by ``Highs::setSolution`` before the run:
         HiGHS then maps the start into its presolved space, reports the objective of the
         point it finds there and returns the start's own values (a forest on German:
         0.16083 reported, 0.16304 loaded). In a child solve, the child makes the call."""
-        solver, settings = self._loaded(model, settings)
+        solver, settings, _ = self._up_to_date(model, settings)
         columns = solver._pyomo_var_to_solver_var_map
         given = [(columns[id(var)], value) for var, value in start.items()
                  if id(var) in columns]
         index = np.array([j for j, _ in given], dtype=np.int32)
         values = np.array([v for _, v in given], dtype=np.float64)
-        sent: list[bool] = []
-
-        def offer(event: Any) -> None:
-            if given and not sent:
-                sent.append(True)
-                event.data_in.setSolution(index, values)
-                event.data_in.repairSolution()
-
-        highs = solver._solver_model
-        highs.cbMipUserSolution.subscribe(offer)
-        try:
+        t0 = time.perf_counter()
+        limit = settings.time_limit
+        seconds = COMPLETION_SECONDS if limit is None else min(COMPLETION_SECONDS, 0.1 * limit)
+        with starting_from(solver._solver_model, index, values, seconds):
+            if limit is not None:  # the completion counts in the limit
+                settings = dataclasses.replace(settings, time_limit=max(
+                    limit - (time.perf_counter() - t0), 0.9 * limit))
             return self._solve(model, settings)
-        finally:
-            highs.cbMipUserSolution.unsubscribe(offer)
 
     def limit_counts_loading(self, columns: int) -> bool:
         """A solve in a child (:meth:`_solve_isolated`) counts the loading in its limit:

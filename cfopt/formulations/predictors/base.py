@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pyomo.environ as pyo
+from pyomo.common.collections import ComponentMap
 from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 
 from ...models import ModelAdapter, parse_model
@@ -85,6 +86,13 @@ class PredictorConstr:
         that holds ``inputs``; returns the variables fixed, for the caller to unfix (none
         by default)."""
         return []
+
+    def start_choices(self, inputs: np.ndarray) -> ComponentMap:
+        """The encoding's free binaries at the choices the model makes at the model-input
+        values ``inputs``, as values (nothing is fixed): the discrete part of a MIP start
+        at a point, which the solver then completes by one LP instead of a search (none
+        by default: the solver searches for them)."""
+        return ComponentMap()
 
     def set_factual_inputs(self, library_inputs: Sequence[float],
                            milp_inputs: Sequence[float],

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import pyomo.environ as pyo
+from pyomo.common.collections import ComponentMap
 from pyomo.contrib.fbbt.fbbt import compute_bounds_on_expr
 from pyomo.core.expr.numeric_expr import LinearExpression
 
@@ -140,22 +141,33 @@ class NetworkPredictorConstr(PredictorConstr):
 
     def fix_pattern(self, inputs: np.ndarray) -> list[pyo.Var]:
         """Each free ReLU binary fixed to the side of its neuron's pre-activation at
-        ``inputs`` (float64 forward pass; active when > 0): the encoding is then the
-        network's linear piece around ``inputs`` (every hidden output ``= max(0, ẑ)``
-        with the sign of ``ẑ`` fixed)."""
+        ``inputs`` (:meth:`start_choices`): the encoding is then the network's linear
+        piece around ``inputs`` (every hidden output ``= max(0, ẑ)`` with the sign of
+        ``ẑ`` fixed)."""
+        choices = self.start_choices(inputs)
+        for q, side in choices.items():
+            q.fix(side)
+        return list(choices.keys())
+
+    def start_choices(self, inputs: np.ndarray) -> ComponentMap:
+        r"""Each free ReLU binary :math:`q_j` at the side of its neuron's pre-activation at
+        ``inputs`` (float64 forward pass; 1 when :math:`\hat z_j > 0`). With the inputs
+        given, the big-M rows then leave one value to each neuron: a MIP start that
+        HiGHS completes by an LP (given the features only, it searched for the
+        binaries and found none: on a default ``MLPClassifier`` on raw Adult, row 16,
+        14 s of feasibility pump at the root without an incumbent, 0.2 s with one)."""
         # pragma: no mutate start (pre_activations reads its rows in float64 itself)
         pres = self.adapter.structure.pre_activations(np.asarray(inputs, float)[None, :])
         # pragma: no mutate end
-        fixed = []
+        choices = ComponentMap()
         for k, (layer, relu) in enumerate(zip(self._layers, self._relu)):
             if not relu:
                 continue
             for j in layer.q_relu:
                 q = layer.q_relu[j]
                 if not q.fixed:
-                    q.fix(1 if pres[k][0, j] > 0 else 0)
-                    fixed.append(q)
-        return fixed
+                    choices[q] = 1 if pres[k][0, j] > 0 else 0
+        return choices
 
     def set_neuron_bounds(self, k: int, j: int, lb: float, ub: float) -> None:
         """Bounds of neuron ``j`` of layer ``k`` in the block's units: its
