@@ -4,7 +4,8 @@ Unit tests check the cards' markup (``tests/test_display.py``); this script chec
 person sees. On German credit with a logistic regression it builds the objects a notebook
 shows: the explainer, an answer proven optimal, a diverse set, a batch narrowed to
 ``duration`` alone (some rows answered, some proven infeasible) and one of its
-infeasible answers. It writes them, each under its name, into one HTML page, has
+infeasible answers; and a forest's answer cut short by a time limit (a verified point
+without its proof). It writes them, each under its name, into one HTML page, has
 Chromium (``--headless``) take a screenshot of it, and checks the picture: the page is not
 blank and each status colour of :mod:`cfopt.results.display` (green: proven; amber: a
 point without that proof; red: no point) is drawn. The PNG is committed
@@ -26,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 
 import cfopt
@@ -53,12 +55,17 @@ def cards() -> list[tuple[str, str]]:
     infeasible = [a for a in batch if a.status is cfopt.Status.INFEASIBLE]
     if not infeasible or not any(a.found for a in batch):
         raise RuntimeError("the narrowed batch should have both answered and infeasible rows")
+    forest = RandomForestClassifier(n_estimators=300, max_depth=8, random_state=0).fit(
+        space.transform(data.X), data.y)
+    hurried = cfopt.Explainer(forest, space, time_limit=0.05)
+    short = hurried.explain(rejected.iloc[[0]], target=1)
     return [("Explainer", explainer._repr_html_()),
             ("explain(x, target=1)", answer._repr_html_()),
             ("explain(x, target=1, n=3)", found._repr_html_()),
             ("explain_many(rows, target=1, features_to_vary=['duration'])",
              batch._repr_html_()),
-            ("an infeasible row of that batch", infeasible[0]._repr_html_())]
+            ("an infeasible row of that batch", infeasible[0]._repr_html_()),
+            ("a 300-tree forest, time_limit=0.05 s", short._repr_html_())]
 
 
 def page(parts: list[tuple[str, str]]) -> str:
@@ -97,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     parser.add_argument("--out", type=Path, default=HERE / "_static" / "cards.png")
-    parser.add_argument("--size", default="1100,2600", help="window width,height in pixels")
+    parser.add_argument("--size", default="1100,2900", help="window width,height in pixels")
     args = parser.parse_args(argv)
     if not Path(args.chromium).exists():
         parser.error(f"no Chromium at {args.chromium} (Debian: apt-get install chromium)")

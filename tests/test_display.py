@@ -113,6 +113,7 @@ def test_card_tones():
         factual_class=0, predicted_class=None, status=cfopt.Status.INFEASIBLE,
         verified=False, objective=None, bound=None)
     assert "cfopt-none" in none._repr_html_() and ">infeasible<" in none._repr_html_()
+    assert "<td>0 → –</td>" in none._repr_html_()  # no class: a dash, not "None"
     # an optimal status without a verified point is not green
     unverified = cfopt.Counterfactual(
         factual=pd.DataFrame({"a": [1]}), counterfactual=pd.DataFrame({"a": [2]}),

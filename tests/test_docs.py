@@ -42,3 +42,34 @@ def test_every_guide_and_notebook_is_in_the_table_of_contents():
         assert f"guide/{page.stem}" in index, page.name
     for notebook in (ROOT / "notebooks").glob("*.ipynb"):
         assert f"notebooks/{notebook.stem}" in index, notebook.name
+
+
+def test_the_browser_check_of_the_cards_sees_each_colour(tmp_path):
+    """``docs/render_cards.py``'s check of Chromium's screenshot: a blank page, or one
+    without a status colour, fails; the committed screenshot passes."""
+    import importlib.util
+
+    import matplotlib.image
+    import numpy as np
+    import pytest
+
+    spec = importlib.util.spec_from_file_location("render_cards", DOCS / "render_cards.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    picture = np.ones((60, 90, 3))
+    path = tmp_path / "cards.png"
+    matplotlib.image.imsave(path, picture)
+    with pytest.raises(RuntimeError, match="blank"):
+        render.check(path)
+    rng = np.random.default_rng(0)
+    picture[:, :30] = rng.uniform(0, 1, (60, 30, 3))  # text and tables: many colours
+    for k, name in enumerate(["proven", "unproven", "none"]):
+        picture[10 * k:10 * k + 8, 40:50] = np.array(render.COLOURS[name]) / 255
+    matplotlib.image.imsave(path, picture)
+    assert render.check(path) == {"proven": 80, "unproven": 80, "none": 80}
+    picture[10:18, 40:50] = 1.0  # the amber badge gone
+    matplotlib.image.imsave(path, picture)
+    with pytest.raises(RuntimeError, match=r"\['unproven'\]"):
+        render.check(path)
+    counts = render.check(DOCS / "_static" / "cards.png")
+    assert min(counts.values()) >= 50

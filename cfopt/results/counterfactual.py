@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .display import card, tone
+from .display import card, tone, value_text
 from .serialize import json_value, row_changes, row_dict, row_frame
 from .status import Status
 
@@ -80,7 +80,8 @@ class Answer(ABC):
         """The figures of the notebook card (:meth:`_repr_html_`)."""
         return {"verified": self.verified, "objective": self.objective,
                 "target": ", ".join(map(str, self.target)),
-                "prediction": f"{self.factual_class} → {self.predicted_class}"}
+                "prediction": f"{value_text(self.factual_class)} → "
+                              f"{value_text(self.predicted_class)}"}
 
     def display_tables(self) -> list[tuple[str, pd.DataFrame]]:
         """The titled frames of the notebook card."""
