@@ -271,19 +271,22 @@ def parse_rows(text: str, n_rows: int, data: str) -> list[int]:
 
 
 def explain_rows(model: str, data: str, target_col: str, rows: str, *, out: str | None,
-                 as_json: bool, progress: bool | None = None, **loading: Any) -> BatchResult:
-    """Explain the rows ``rows`` (:func:`parse_rows`) of the CSV file ``data``, each
-    answer appended to the JSON Lines file ``out`` as it arrives; a re-run with the same
-    ``out`` solves only the rows not answered yet (:mod:`cfopt.batch.journal`). Prints
-    each row's status and changes (or, ``as_json``, the batch as JSON)."""
+                 as_json: bool, progress: bool | None = None, n: int | None = None,
+                 diversity: str | None = None, **loading: Any) -> BatchResult:
+    """Explain the rows ``rows`` (:func:`parse_rows`) of the CSV file ``data`` (with
+    ``n`` or ``diversity``: a diverse set per row), each answer appended to the JSON
+    Lines file ``out`` as it arrives; a re-run with the same ``out`` solves only the rows
+    not answered yet (:mod:`cfopt.batch.journal`). Prints each row's status and changes
+    (or, ``as_json``, the batch as JSON)."""
     query = load_file_query(model, data, target_col, **loading)
     chosen = parse_rows(rows, len(query.X), data)
     batch = query.explainer.explain_many(query.X.iloc[chosen], target=query.goal, out=out,
-                                         progress=progress)
+                                         progress=progress, n=n, diversity=diversity)
     if as_json:
         print(batch.to_json())
         return batch
-    table = batch.to_frame()[["status", "objective", "changed", "total_s"]]
+    table = batch.to_frame()[["status", "objective", "changed",
+                              *(["members"] if batch.of_sets else []), "total_s"]]
     print(f"{len(batch)} rows of {data}: " + ", ".join(
         f"{k} {v}" for k, v in batch.counts().items())
           + (f" ({batch.resumed} read back from {out})" if batch.resumed else ""))
@@ -348,10 +351,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="comma-separated increase-only features")
     p_exp.add_argument("--decrease-only", metavar="A,B",
                        help="comma-separated decrease-only features")
-    p_exp.add_argument("--n", type=int, metavar="N", help="with --row: a diverse set of up "
-                       "to N counterfactuals")
+    p_exp.add_argument("--n", type=int, metavar="N", help="a diverse set of up to N "
+                       "counterfactuals (of the --row, or of each of the --rows)")
     p_exp.add_argument("--diversity", choices=["nogood", "distance", "epsilon", "pool"],
-                       help="with --row: how the set's members differ (default nogood)")
+                       help="how a set's members differ (default nogood)")
     p_exp.add_argument("--solver", default="highs", help="solver name: highs (default), "
                        "gurobi, cbc, cpsat (tree ensembles) or any Pyomo solver")
     p_exp.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
@@ -366,8 +369,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "explain":
-        if args.rows is not None and (args.n is not None or args.diversity is not None):
-            parser.error("--n and --diversity take one --row (a diverse set of one row)")
         if args.row is not None and (args.out is not None or args.no_progress):
             parser.error("--out and --no-progress go with --rows")
     try:
@@ -382,7 +383,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.rows is not None:
             batch = explain_rows(args.model, args.data, args.target_col, args.rows,
                                  out=args.out, as_json=args.json,
-                                 progress=False if args.no_progress else None, **loading)
+                                 progress=False if args.no_progress else None, n=args.n,
+                                 diversity=args.diversity, **loading)
             return 0 if all(r.status.value not in ("error", "interrupted")
                             for r in batch) else 1
         ce = explain_file(args.model, args.data, args.target_col, args.row, as_json=args.json,

@@ -234,6 +234,7 @@ class Explainer:
         return self.runner.answer(settings, t0)
 
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,
+                     n: int | None = None, diversity: str | None = None,
                      errors: Literal["raise", "record"] = "record", n_jobs: int | None = None,
                      backend: str | None = None, solver_threads: int | None = None,
                      client: Any = None, progress: bool | None = None,
@@ -246,6 +247,9 @@ class Explainer:
             target: as :meth:`explain`, for every row (``"opposite"``: the other class
                 of each row); a row already in its target gets the status
                 ``ALREADY_TARGET``.
+            n, diversity: as :meth:`explain`: a :class:`~cfopt.CounterfactualSet` of up
+                to ``n`` per row (DiCE's ``total_CFs``; the set options too), checked
+                before any solve.
             errors: ``"record"`` (default): a row that fails (infeasible, a bad value, a
                 solver failure) gets its status (``INFEASIBLE`` with the diagnosis, else
                 ``ERROR``) and a message naming its index label, and the batch goes on;
@@ -275,12 +279,12 @@ class Explainer:
 
         Returns:
             a :class:`~cfopt.batch.runner.BatchResult` (a sequence of
-            :class:`~cfopt.Counterfactual`, in the order of ``X``; ``to_frame()`` keeps
-            ``X``'s index). Ctrl-C stops the
+            :class:`~cfopt.Counterfactual`, or of sets with ``n``, in the order of
+            ``X``; ``to_frame()`` keeps ``X``'s index). Ctrl-C stops the
             batch and returns the finished answers, the others with status
             ``INTERRUPTED``. A dead worker process is replaced and its unanswered
             rows are sent again.
         """
-        return explain_batch(self, X, target, errors=errors, n_jobs=n_jobs, backend=backend,
-                             solver_threads=solver_threads, client=client, progress=progress,
-                             out=out, **options)
+        return explain_batch(self, X, target, n=n, diversity=diversity, errors=errors,
+                             n_jobs=n_jobs, backend=backend, solver_threads=solver_threads,
+                             client=client, progress=progress, out=out, **options)

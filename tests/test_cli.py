@@ -256,10 +256,30 @@ def test_explain_a_diverse_set_of_one_row(onnx_and_csv, capsys):
     assert code == 0 and "counterfactuals of 2 asked (nogood)" in text and "  1. " in text
 
 
+def test_explain_diverse_sets_of_many_rows_resumably(onnx_and_csv, tmp_path, capsys):
+    """``--rows`` with ``--n``: a set per row, each in the answers file, read back on a
+    second run; the table has each row's members."""
+    model, csv, space_file, row = onnx_and_csv
+    out = tmp_path / "sets.jsonl"
+    command = ["explain", "--model", str(model), "--data", str(csv), "--target-col",
+               "good_credit", "--space", str(space_file), "--rows", f"{row},{row + 1}",
+               "--n", "2", "--diversity", "distance", "--out", str(out), "--no-progress"]
+    assert main(command) == 0
+    text = capsys.readouterr().out
+    assert "members" in text and text.startswith("2 rows of ")
+    answers = [json.loads(line)["answer"] for line in out.read_text().splitlines()[1:]]
+    assert len(answers) == 2 and all(a["method"] == "distance" and a["requested"] == 2
+                                     for a in answers)
+    assert any(a["found"] >= 1 for a in answers)
+    assert main(command) == 0
+    assert "(2 read back from" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("args, message", [
     (["--rows", "0,x"], "give 'all' or 0-based rows and ranges"),
     (["--rows", "5-3"], "the range '5-3' is empty"),
     (["--rows", "0,5000"], "row 5000 is out of range"),
+    (["--rows", "0-2", "--n", "0"], "n must be a positive integer, got 0"),
 ])
 def test_explain_rows_errors(onnx_and_csv, capsys, args, message):
     model, csv, _, _ = onnx_and_csv
@@ -269,7 +289,6 @@ def test_explain_rows_errors(onnx_and_csv, capsys, args, message):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--rows", "0-2", "--n", "3"], "--n and --diversity take one --row"),
     (["--row", "0", "--out", "x.jsonl"], "--out and --no-progress go with --rows"),
     (["--row", "0", "--rows", "0-2"], "not allowed with argument"),
     ([], "one of the arguments --row --rows is required"),

@@ -13,7 +13,7 @@ would mix answers to different problems, so it raises ``ValueError`` naming what
 changed. Every other line is one answer::
 
     {"label": <X's index label>, "row": <digest of the row's values>,
-     "answer": <Counterfactual.to_dict()>}
+     "answer": <Counterfactual.to_dict()>}   (a CounterfactualSet's for sets)
 
 Rows are matched by index label (so the index must be unique); a row whose values
 differ from the answered one raises ``ValueError``. A row recorded more than once (an
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from ..constraints.query_range import QueryRange
-from ..results.counterfactual import Counterfactual
+from ..results.counterfactual import Counterfactual, CounterfactualSet, answer_from_dict
 from ..results.serialize import json_value
 from ..results.status import Status
 
@@ -138,7 +138,7 @@ class BatchJournal:
                 f.truncate(len(complete))
 
     def resumed(self, explainer: Explainer, frame: pd.DataFrame
-                ) -> dict[int, Counterfactual]:
+                ) -> dict[int, Counterfactual | CounterfactualSet]:
         """The final answers of ``frame``'s rows read back, by row position.
 
         Raises:
@@ -149,7 +149,7 @@ class BatchJournal:
         if len(duplicated):
             raise ValueError(f"out= identifies rows by their index label, and X's index "
                              f"repeats {list(duplicated[:5])}; give X a unique index")
-        out: dict[int, Counterfactual] = {}
+        out: dict[int, Counterfactual | CounterfactualSet] = {}
         for i, label in enumerate(frame.index):
             record = self.records.get(row_key(label))
             if record is None:
@@ -158,13 +158,14 @@ class BatchJournal:
             if record["row"] != row_digest(row):
                 raise ValueError(f"row {label!r} of X differs from the row answered in "
                                  f"out={str(self.path)!r}; pass another path")
-            answer = Counterfactual.from_dict(record["answer"], space=explainer.space)
+            answer = answer_from_dict(record["answer"], space=explainer.space)
             if answer.status is Status.ERROR:
                 continue  # solved again
             out[i] = _typed(explainer, row, answer)
         return out
 
-    def append(self, frame: pd.DataFrame, answers: Mapping[int, Counterfactual]) -> None:
+    def append(self, frame: pd.DataFrame,
+               answers: Mapping[int, Counterfactual | CounterfactualSet]) -> None:
         """Write the answers of ``frame``'s rows (by position), durably. Interrupted
         queries are not answers and are not written."""
         lines = [json.dumps({"label": row_key(frame.index[i]),
@@ -178,13 +179,17 @@ class BatchJournal:
             _sync(f)
 
 
-def _typed(explainer: Explainer, row: pd.DataFrame, answer: Counterfactual) -> Counterfactual:
-    """``answer`` with the factual as validated now (JSON keeps its values, not its
-    dtypes; the counterfactual's dtypes are inferred from its JSON values)."""
+def _typed(explainer: Explainer, row: pd.DataFrame, answer: Counterfactual | CounterfactualSet
+           ) -> Counterfactual | CounterfactualSet:
+    """``answer`` (and a set's every member) with the factual as validated now (JSON
+    keeps its values, not its dtypes; the counterfactual's dtypes are inferred from its
+    JSON values)."""
     try:
-        answer.factual = explainer.space.validate(row).reset_index(drop=True)
+        factual = explainer.space.validate(row).reset_index(drop=True)
     except ValueError:
-        pass  # a bad row's answer keeps the values as written
+        return answer  # a bad row's answer keeps the values as written
+    for each in [answer, *(answer if isinstance(answer, CounterfactualSet) else [])]:
+        each.factual = factual
     return answer
 
 

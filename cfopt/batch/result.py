@@ -1,7 +1,10 @@
 """The answers of a batch (:meth:`Explainer.explain_many <cfopt.Explainer.explain_many>`)
 as a sequence and as frames: the queries' figures (:meth:`BatchResult.to_frame`), the
 counterfactuals indexed like ``X`` (:meth:`BatchResult.counterfactuals`, also DiCE's
-"changes only" view) and one row per changed feature (:meth:`BatchResult.changes`)."""
+"changes only" view) and one row per changed feature (:meth:`BatchResult.changes`). A
+batch of diverse sets (``explain_many(..., n=k)``, DiCE's ``total_CFs=k`` over many
+queries) has a :class:`~cfopt.CounterfactualSet` per row and a row per member in its
+frames, indexed by (row, member)."""
 
 from __future__ import annotations
 
@@ -13,18 +16,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..results.counterfactual import Counterfactual
+from ..results.counterfactual import Counterfactual, CounterfactualSet
 from ..results.display import card, tone
 from ..results.status import Status
 
 #: DiCE's mark of an unchanged value in its "changes only" view
 UNCHANGED = "-"
 
+#: one row's answer: a counterfactual, or a diverse set of them
+BatchAnswer = Counterfactual | CounterfactualSet
+
 
 @dataclass
-class BatchResult(Sequence[Counterfactual]):
-    """The answers to a batch of queries, one :class:`~cfopt.Counterfactual` per row of
-    ``X`` in order (a sequence: index it, iterate it, ``len`` it).
+class BatchResult(Sequence[BatchAnswer]):
+    """The answers to a batch of queries, one :class:`~cfopt.Counterfactual` (or, asked
+    for ``n``, one :class:`~cfopt.CounterfactualSet`) per row of ``X`` in order (a
+    sequence: index it, iterate it, ``len`` it).
 
     Attributes:
         results: the answers; rows not reached before an interrupt have status
@@ -39,7 +46,7 @@ class BatchResult(Sequence[Counterfactual]):
         out: the file the answers were written to (``None``: none).
     """
 
-    results: list[Counterfactual]
+    results: list[BatchAnswer]
     interrupted: bool = False
     backend: str = "serial"
     workers: int = 1
@@ -61,7 +68,7 @@ class BatchResult(Sequence[Counterfactual]):
                             f"{i!r} in X's index, use results.by_label({i!r})")
         return self.results[i]
 
-    def by_label(self, label: Any) -> Counterfactual:
+    def by_label(self, label: Any) -> BatchAnswer:
         """The answer of the row of ``X`` labelled ``label``; ``KeyError`` naming the
         labels when there is none (or it labels several rows)."""
         index = self.index if self.index is not None else pd.RangeIndex(len(self))
@@ -72,11 +79,11 @@ class BatchResult(Sequence[Counterfactual]):
                            f"labels are {shown}{' ...' if len(index) > 10 else ''}")
         return self.results[where[0]]
 
-    def __iter__(self) -> Iterator[Counterfactual]:
+    def __iter__(self) -> Iterator[BatchAnswer]:
         return iter(self.results)
 
     @property
-    def finished(self) -> list[Counterfactual]:
+    def finished(self) -> list[BatchAnswer]:
         """The answers of the queries that ran to the end."""
         return [r for r in self.results if r.status is not Status.INTERRUPTED]
 
@@ -87,14 +94,36 @@ class BatchResult(Sequence[Counterfactual]):
             out[r.status.value] = out.get(r.status.value, 0) + 1
         return out
 
+    @property
+    def of_sets(self) -> bool:
+        """The answers are diverse sets (``explain_many(..., n=k)``)."""
+        return any(isinstance(r, CounterfactualSet) for r in self.results)
+
     def to_frame(self) -> pd.DataFrame:
         """One row per query, indexed like ``X``: status, verified, objective, bound,
-        changed features, times (total, the solver's own) and the message."""
-        return pd.DataFrame([{
+        changed features (of a set: its closest member's, and ``members`` found), times
+        (total, the solver's own) and the message."""
+        frame = pd.DataFrame([{
             "status": r.status.value, "verified": r.verified, "objective": r.objective,
-            "bound": r.bound, "changed": len(r.changes()) if r.found else None,
+            "bound": r.bound, "changed": len(_closest(r).changes()) if r.found else None,
             "total_s": r.total_time, "solver_s": r.solver_time, "message": r.message}
             for r in self.results], index=self.index)
+        if self.of_sets:
+            frame.insert(4, "members", [len(r) for r in self.results])
+        return frame
+
+    def _rows(self) -> tuple[list[Counterfactual | None], pd.Index]:
+        """The counterfactuals of the frames and their index: one per query (``None``
+        where none was found) indexed like ``X``; for sets, one per member (``None``,
+        member 0, for a set without one) indexed by (row, member)."""
+        if not self.of_sets:
+            return [r if r.found else None for r in self.results], self.labels
+        rows, keys = [], []
+        for label, r in zip(self.labels, self.results):
+            members = list(r) if r.found else [None]
+            rows.extend(members)
+            keys.extend((label, k) for k in range(len(members)))
+        return rows, pd.MultiIndex.from_tuples(keys, names=[self.labels.name, "member"])
 
     @property
     def labels(self) -> pd.Index:
@@ -112,8 +141,9 @@ class BatchResult(Sequence[Counterfactual]):
     def counterfactuals(self, *, changes_only: bool = False) -> pd.DataFrame:
         """One row per query, indexed like ``X``, in raw units and category labels: the
         verified counterfactual, or missing values where none was found
-        (``.dropna(how="all")`` keeps the answered rows). An integer column with a
-        missing row is a nullable ``Int64`` column.
+        (``.dropna(how="all")`` keeps the answered rows); for a batch of sets, one row
+        per member, indexed by (row, member). An integer column with a missing row is a
+        nullable ``Int64`` column.
 
         Args:
             changes_only: DiCE's "changes only" view: a value is shown where it differs
@@ -121,16 +151,17 @@ class BatchResult(Sequence[Counterfactual]):
                 where it does not; a row without a counterfactual stays missing.
         """
         factuals = self.factuals()
-        rows = [r.counterfactual.iloc[0].to_dict() if r.found else {} for r in self.results]
-        frame = pd.DataFrame(rows, index=self.labels, columns=factuals.columns)
+        found, index = self._rows()
+        rows = [c.counterfactual.iloc[0].to_dict() if c is not None else {} for c in found]
+        frame = pd.DataFrame(rows, index=index, columns=factuals.columns)
         for name in frame.columns:
             frame[name] = _as_dtype(frame[name], factuals[name].dtype)
         if not changes_only:
             return frame
         view = frame.astype(object)
-        for k, r in enumerate(self.results):
-            if r.found:
-                changed = set(r.changes().index)
+        for k, c in enumerate(found):
+            if c is not None:
+                changed = set(c.changes().index)
                 for j, name in enumerate(frame.columns):
                     if name not in changed:
                         view.iat[k, j] = UNCHANGED
@@ -138,12 +169,16 @@ class BatchResult(Sequence[Counterfactual]):
 
     def changes(self) -> pd.DataFrame:
         """One row per changed feature of every verified counterfactual, in the order of
-        ``X``: columns ``row`` (the query's label in ``X``), ``feature``, ``from`` and
-        ``to`` (raw units, labels)."""
-        rows = [{"row": label, "feature": name, "from": change["from"], "to": change["to"]}
-                for label, r in zip(self.labels, self.results) if r.found
-                for name, change in r.changes().iterrows()]
-        return pd.DataFrame(rows, columns=["row", "feature", "from", "to"])
+        ``X``: columns ``row`` (the query's label in ``X``), for sets ``member``,
+        ``feature``, ``from`` and ``to`` (raw units, labels)."""
+        found, index = self._rows()
+        columns = ["row", "member", "feature", "from", "to"] if self.of_sets else \
+            ["row", "feature", "from", "to"]
+        rows = [dict(zip(columns, (*((key,) if not self.of_sets else key), name,
+                                   change["from"], change["to"])))
+                for key, c in zip(index, found) if c is not None
+                for name, change in c.changes().iterrows()]
+        return pd.DataFrame(rows, columns=columns)
 
     def _repr_html_(self) -> str:
         """A card for notebooks: how many counterfactuals were found and proven (green:
@@ -182,6 +217,11 @@ class BatchResult(Sequence[Counterfactual]):
         tail += f", {self.resumed} resumed" if self.resumed else ""
         return (f"BatchResult({len(self.results)} queries, {self.counts()}, "
                 f"backend={self.backend!r}, workers={self.workers}{tail})")
+
+
+def _closest(answer: BatchAnswer) -> Counterfactual:
+    """The answer's counterfactual: itself, or a set's closest member."""
+    return answer.members[0] if isinstance(answer, CounterfactualSet) else answer
 
 
 def _as_dtype(column: pd.Series, dtype: Any) -> pd.Series:

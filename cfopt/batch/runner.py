@@ -51,13 +51,14 @@ from ..constraints.raw import raw_components
 from ..errors import AlreadyTargetError, InfeasibleError
 from ..formulations.validity import check_target
 from ..progress import BatchProgress
+from ..query.diverse import check_set_request
 from ..query.runner import QUERY_OPTIONS
-from ..results.counterfactual import Counterfactual
+from ..results.counterfactual import Counterfactual, CounterfactualSet
 from ..results.serialize import json_value
 from ..results.status import Status
 from ..space.validate import as_frame
 from .journal import BatchJournal, batch_header
-from .result import BatchResult
+from .result import BatchAnswer, BatchResult
 
 if TYPE_CHECKING:
     from ..explainer import Explainer
@@ -75,6 +76,7 @@ _PROCESS_LOCK = threading.Lock()
 
 
 def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,
+                  n: int | None = None, diversity: str | None = None,
                   errors: Literal["raise", "record"] = "record", n_jobs: int | None = None,
                   backend: str | None = None, solver_threads: int | None = None,
                   client: Any = None, progress: bool | None = None,
@@ -82,10 +84,19 @@ def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,
     """Explain every row of ``X`` (see :meth:`cfopt.Explainer.explain_many`)."""
     if errors not in ("raise", "record"):
         raise ValueError(f"errors must be 'raise' or 'record', got {errors!r}")
-    unknown = sorted(set(options) - set(QUERY_OPTIONS))
-    if unknown:
-        raise TypeError(f"unknown option(s) {unknown} for explain_many(); accepted: "
-                        f"{list(QUERY_OPTIONS)}")
+    if n is not None or diversity is not None:  # a diverse set per row, checked here
+        if explainer.runner.cpsat:
+            raise ValueError("diverse sets (n=, diversity=) are not supported with "
+                             "solver='cpsat'; use solver='highs'")
+        n, diversity = 5 if n is None else n, diversity or "nogood"
+        check_set_request(n, diversity, options)
+        options = {**options, "n": n, "diversity": diversity}
+    else:
+        unknown = sorted(set(options) - set(QUERY_OPTIONS))
+        if unknown:
+            raise TypeError(f"unknown option(s) {unknown} for explain_many(); accepted: "
+                            f"{list(QUERY_OPTIONS)} (and n, diversity with their set "
+                            f"options)")
     if backend is not None and backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; use None (serial, or 'loky' when "
                          f"n_jobs > 1), 'loky' (processes) or 'dask' (a Dask cluster)")
@@ -101,12 +112,12 @@ def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,
         raise ValueError("client is for backend='dask' only")
     if out is not None and not isinstance(out, (str, os.PathLike)):
         raise TypeError(f"out must be a file path (str or os.PathLike), got {out!r}")
-    explainer.runner.narrowing(options)  # features_to_vary, permitted_range: for every row
+    explainer.runner.narrowing({k: v for k, v in options.items() if k in QUERY_OPTIONS})
     frame = as_frame(X)
     explainer.space.validate(frame.iloc[:0])  # the columns; a bad value is its row's status
     check_target(explainer.milp.adapter, target)  # a row already in it is its row's status
     t0 = time.perf_counter()
-    results: list[Counterfactual | None] = [None] * len(frame)
+    results: list[BatchAnswer | None] = [None] * len(frame)
     journal = None
     if out is not None:
         journal = BatchJournal(out, batch_header(explainer, target, options))
@@ -118,7 +129,7 @@ def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,
     bar = BatchProgress(len(frame), "counterfactuals" if serial else
                         f"counterfactuals ({name})", progress, resumed=resumed)
 
-    def record(answers: dict[int, Counterfactual]) -> None:
+    def record(answers: dict[int, BatchAnswer]) -> None:
         for i, answer in answers.items():
             results[i] = answer
         if journal is not None:
@@ -137,8 +148,8 @@ def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,
             threads = solver_threads or 1
     finally:
         bar.close()
-    batch = BatchResult(_fill(explainer, frame, results), interrupted, name, workers, threads,
-                        index=frame.index, resumed=resumed,
+    batch = BatchResult(_fill(explainer, frame, results, options), interrupted, name,
+                        workers, threads, index=frame.index, resumed=resumed,
                         out=str(out) if out is not None else None)
     batch.total_time = time.perf_counter() - t0
     if batch.interrupted:
@@ -149,7 +160,7 @@ def explain_batch(explainer: Explainer, X: pd.DataFrame, target: Any = None, *,
     return batch
 
 
-def _serial(explainer: Explainer, frame: pd.DataFrame, results: list[Counterfactual | None],
+def _serial(explainer: Explainer, frame: pd.DataFrame, results: list[BatchAnswer | None],
             target: Any, errors: str, solver_threads: int | None,
             options: Mapping[str, Any], record: Callable[[dict], None]) -> bool:
     """Answer the rows without an answer in this process; True when interrupted."""
@@ -167,7 +178,7 @@ def _serial(explainer: Explainer, frame: pd.DataFrame, results: list[Counterfact
     return False
 
 
-def _parallel(explainer: Explainer, frame: pd.DataFrame, results: list[Counterfactual | None],
+def _parallel(explainer: Explainer, frame: pd.DataFrame, results: list[BatchAnswer | None],
               target: Any, errors: str, n_jobs: int, backend: str, solver_threads: int,
               client: Any, options: Mapping[str, Any], record: Callable[[dict], None]
               ) -> tuple[bool, int]:
@@ -227,13 +238,14 @@ def _parallel(explainer: Explainer, frame: pd.DataFrame, results: list[Counterfa
             record({i: _empty(explainer, frame.iloc[[i]], Status.ERROR,
                               f"row {json_value(frame.index[i])!r}: not answered: {backend} "
                               f"workers died {deaths} times while it was queued or solving "
-                              f"({type(exc).__name__}: {exc})", (), None) for i in left})
+                              f"({type(exc).__name__}: {exc})", (), None, options)
+                    for i in left})
             return False, workers
     return False, workers
 
 
 def _answer(explainer: Explainer, row: pd.DataFrame, target: Any, errors: str,
-            options: Mapping[str, Any]) -> Counterfactual:
+            options: Mapping[str, Any]) -> BatchAnswer:
     """One query. A row already in the target gets the status ``ALREADY_TARGET``. Any
     other failure of the row (infeasible, a bad value, a solver failure) raises with
     ``errors="raise"``, naming the row's index label; with ``errors="record"`` it
@@ -244,21 +256,27 @@ def _answer(explainer: Explainer, row: pd.DataFrame, target: Any, errors: str,
         return explainer.explain(row, target, **options)
     except AlreadyTargetError as exc:
         return _empty(explainer, row, Status.ALREADY_TARGET, f"row {label!r}: {exc}",
-                      explainer.milp.target, explainer.milp.factual_class)
+                      explainer.milp.target, explainer.milp.factual_class, options)
     except Exception as exc:  # the row's own failure: its status, or raised by label
         if errors == "raise":
             exc.add_note(f"in explain_many, row {label!r} of X")
             raise
         status = Status.INFEASIBLE if isinstance(exc, InfeasibleError) else Status.ERROR
         return _empty(explainer, row, status, f"row {label!r}: {type(exc).__name__}: {exc}",
-                      (), None)
+                      (), None, options)
 
 
 def _empty(explainer: Explainer, row: pd.DataFrame, status: Status, message: str,
-           target: tuple, factual_class: Any) -> Counterfactual:
+           target: tuple, factual_class: Any, options: Mapping[str, Any]) -> BatchAnswer:
+    """An answer without a counterfactual: a set without members when the batch asks
+    for sets (``n`` in ``options``)."""
+    factual = explainer.space.validate_or_keep(row).reset_index(drop=True)
+    if "n" in options:
+        return CounterfactualSet(factual=factual, target=target, members=[],
+                                 method=options["diversity"], requested=options["n"],
+                                 status=status, stopped=message)
     return Counterfactual(
-        factual=explainer.space.validate_or_keep(row).reset_index(drop=True),
-        counterfactual=None, target=target, factual_class=factual_class,
+        factual=factual, counterfactual=None, target=target, factual_class=factual_class,
         predicted_class=None, status=status, verified=False,
         objective=None, bound=None, solver=explainer.backend.name, margin=explainer.margin,
         message=message)
@@ -291,12 +309,12 @@ def _worker_lost_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def _fill(explainer: Explainer, frame: pd.DataFrame,
-          results: list[Counterfactual | None]) -> list[Counterfactual]:
+def _fill(explainer: Explainer, frame: pd.DataFrame, results: list[BatchAnswer | None],
+          options: Mapping[str, Any]) -> list[BatchAnswer]:
     """The answers, with an ``INTERRUPTED`` placeholder for every missing one."""
     return [r if r is not None else _empty(
         explainer, frame.iloc[[i]], Status.INTERRUPTED,
-        "the batch was interrupted before this query finished", (), None)
+        "the batch was interrupted before this query finished", (), None, options)
         for i, r in enumerate(results)]
 
 
@@ -337,7 +355,7 @@ def _worker_explainer(digest: str, payload: bytes) -> Explainer:
 
 
 def _work(digest: str, payload: bytes, rows: pd.DataFrame, indices: list[int], target: Any,
-          errors: str, options: dict[str, Any]) -> list[tuple[int, Counterfactual]]:
+          errors: str, options: dict[str, Any]) -> list[tuple[int, BatchAnswer]]:
     """A chunk of queries on a worker: ``(row index, answer)`` pairs."""
     with _PROCESS_LOCK:
         explainer = _worker_explainer(digest, payload)

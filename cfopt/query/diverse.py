@@ -83,15 +83,7 @@ def explain_diverse(runner: QueryRunner, x: pd.DataFrame | pd.Series | Mapping,
         InfeasibleError: no counterfactual at all (the first solve is diagnosed).
         ValueError / TypeError: bad ``n``, method or option.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
-    if method not in METHODS:
-        raise ValueError(f"unknown diversity method {method!r}; use one of {list(METHODS)}")
-    unknown = sorted(set(options) - set(QUERY_OPTIONS) - set(_SET))
-    if unknown:
-        raise TypeError(f"unknown option(s) {unknown} for a diverse explain(); accepted: "
-                        f"{list(QUERY_OPTIONS + _SET)}")
-    settings_of = _set_options(method, options)
+    settings_of = check_set_request(n, method, options)
     t0 = time.perf_counter()
     settings = runner.start(x, target, {k: v for k, v in options.items() if k in QUERY_OPTIONS})
     m = runner.milp
@@ -202,6 +194,24 @@ def _harvest_pool(runner: QueryRunner, settings: SolverSettings, n: int, t0: flo
         total_time=time.perf_counter() - t0,
         details={"pool_mode": pool_mode, "pool_gap": pool_gap, "harvested": len(pool),
                  "rejected_by_verification": rejected, "solver_status": outcome.status.value})
+
+
+def check_set_request(n: Any, method: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``n``, the diversity ``method`` and the ``options`` of a set query checked before
+    any solve (the culprit named); the set options that apply to ``method``.
+
+    Raises:
+        ValueError / TypeError: bad ``n``, method or option.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive integer, got {n!r}")
+    if method not in METHODS:
+        raise ValueError(f"unknown diversity method {method!r}; use one of {list(METHODS)}")
+    unknown = sorted(set(options) - set(QUERY_OPTIONS) - set(_SET))
+    if unknown:
+        raise TypeError(f"unknown option(s) {unknown} for a diverse explain(); accepted: "
+                        f"{list(QUERY_OPTIONS + _SET)}")
+    return _set_options(method, options)
 
 
 def _set_options(method: str, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -296,6 +296,37 @@ class CounterfactualSet(Answer):
     def space(self) -> FeatureSpace | None:
         return self.members[0].space if self.members else None
 
+    @property
+    def found(self) -> bool:
+        """At least one member, every one verified (as :attr:`verified`)."""
+        return self.verified
+
+    @property
+    def optimal(self) -> bool:
+        """The closest member is proven optimal (``status`` is its query's) and every
+        member verified."""
+        return self.verified and self.status is Status.OPTIMAL
+
+    @property
+    def bound(self) -> float | None:
+        """The closest member's proven bound (a bound on every member's cost)."""
+        return self.members[0].bound if self.members else None
+
+    @property
+    def solver_time(self) -> float | None:
+        """The solver's own seconds over the members' solves (``None`` if unknown)."""
+        times = [c.solver_time for c in self.members]
+        return None if not times or None in times else float(sum(times))
+
+    @property
+    def factual_class(self) -> Any:
+        return self.members[0].factual_class if self.members else None
+
+    @property
+    def predicted_class(self) -> Any:
+        """The closest member's class."""
+        return self.members[0].predicted_class if self.members else None
+
     def changes(self) -> pd.DataFrame:
         """Every member's changed features: index (member, feature), columns ``from``
         and ``to`` (raw units, labels)."""
@@ -376,6 +407,27 @@ class CounterfactualSet(Answer):
             "members": [c.to_dict() for c in self.members],
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *,
+                  space: FeatureSpace | None = None) -> CounterfactualSet:
+        """The set :meth:`to_dict` describes (its members by
+        :meth:`Counterfactual.from_dict`; ``excess``, ``strong`` and ``safety`` are
+        derived, not read).
+
+        Raises:
+            ValueError: ``data`` is not a serialized set.
+        """
+        try:
+            return cls(
+                factual=row_frame(data["factual"]), target=tuple(data["target"]),
+                members=[Counterfactual.from_dict(c, space=space) for c in data["members"]],
+                method=data["method"], requested=data["requested"],
+                status=Status(data["status"]), cfd=data["cfd"], epsilon=data["epsilon"],
+                stopped=data["stopped"], total_time=data["total_time"],
+                details=dict(data["details"]))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a serialized CounterfactualSet: {exc!r}") from exc
+
     def __repr__(self) -> str:
         head = (f"CounterfactualSet(status={self.status.value}, method={self.method!r}, "
                 f"found={len(self.members)}/"
@@ -383,3 +435,11 @@ class CounterfactualSet(Answer):
         if not self.members:
             return head
         return f"{head}\n{self.counterfactuals.to_string()}"
+
+
+def answer_from_dict(data: Mapping[str, Any], *,
+                     space: FeatureSpace | None = None) -> Counterfactual | CounterfactualSet:
+    """A :class:`CounterfactualSet` (``data`` has ``members``) or a
+    :class:`Counterfactual` read back from its :meth:`to_dict`."""
+    kind = CounterfactualSet if "members" in data else Counterfactual
+    return kind.from_dict(data, space=space)
