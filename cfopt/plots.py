@@ -7,6 +7,9 @@
 * :func:`plot_set`: a set of counterfactuals as a grid, features by members: each cell
   shows the member's raw value or label where it differs from the factual, coloured by
   the signed move as a share of the feature's range (category changes in one colour).
+* :func:`plot_audit`: a recourse audit, the cost of recourse by group (a box of the
+  rows' costs, the mean with its confidence interval) and the share of rows proven to
+  have none.
 
 ``Counterfactual.plot()`` and ``CounterfactualSet.plot()`` call these. Positions come
 from the counterfactual's feature space (set by the explainer, or ``space=``); without
@@ -33,6 +36,7 @@ from .space.space import FeatureSpace
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+    from .batch.audit import RecourseAudit
     from .results.counterfactual import Counterfactual, CounterfactualSet
 
 #: characters of a label shown at most
@@ -296,3 +300,33 @@ def plot_set(found: CounterfactualSet, *, space: FeatureSpace | None = None,
     ax.set_title(f"{len(rows)} counterfactuals ({found.method}); · = unchanged", fontsize=10)
     _fit([ax, bar.ax])
     return ax
+
+
+def plot_audit(audit: RecourseAudit, *, ax: Axes | None = None) -> Axes:
+    """The cost of recourse by group: a box of the answered rows' counterfactual costs
+    per group, its mean as a dot with the bootstrap interval as a bar, and under each
+    group's name its rows and the share proven to have no recourse."""
+    table = audit.table
+    ax = _axes(ax, (1.6 + 1.3 * len(table), 3.6))
+    names = list(table.index)
+    data = [audit.costs.get(g, np.array([])) for g in names]
+    positions = np.arange(1, len(names) + 1)
+    shown = [k for k, d in enumerate(data) if len(d)]
+    if shown:
+        ax.boxplot([data[k] for k in shown], positions=positions[shown], widths=0.5,
+                   showfliers=False, medianprops={"color": _TRACK})
+    means = table["mean_cost"].to_numpy(float)
+    low = means - table["mean_cost_low"].to_numpy(float)
+    high = table["mean_cost_high"].to_numpy(float) - means
+    ax.errorbar(positions, means, yerr=[low, high], fmt="o", color=_FACTUAL, capsize=4,
+                label=f"mean cost, {audit.confidence:.0%} interval")
+    ax.set_xticks(positions, [f"{_short(str(g), 14)}\n{int(r)} rows\n{s:.0%} none"
+                              for g, r, s in zip(names, table["rows"],
+                                                 table["no_recourse_share"].fillna(0.0))])
+    ax.set_xlabel(audit.by)
+    ax.set_ylabel("cost of recourse")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), fontsize="small",
+              frameon=False)
+    _fit([ax])
+    return ax
+

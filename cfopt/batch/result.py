@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -19,6 +19,9 @@ import pandas as pd
 from ..results.counterfactual import Counterfactual, CounterfactualSet
 from ..results.display import card, tone
 from ..results.status import Status
+
+if TYPE_CHECKING:
+    from .audit import RecourseAudit
 
 #: DiCE's mark of an unchanged value in its "changes only" view
 UNCHANGED = "-"
@@ -105,7 +108,7 @@ class BatchResult(Sequence[BatchAnswer]):
         (total, the solver's own) and the message."""
         frame = pd.DataFrame([{
             "status": r.status.value, "verified": r.verified, "objective": r.objective,
-            "bound": r.bound, "changed": len(_closest(r).changes()) if r.found else None,
+            "bound": r.bound, "changed": len(closest(r).changes()) if r.found else None,
             "total_s": r.total_time, "solver_s": r.solver_time, "message": r.message}
             for r in self.results], index=self.index)
         if self.of_sets:
@@ -202,6 +205,15 @@ class BatchResult(Sequence[BatchAnswer]):
             if self.interrupted else ""
         return card("BatchResult", status, tone(found > 0, proven), fields, tables, message)
 
+    def audit(self, by: str | pd.Series, **options: Any) -> RecourseAudit:
+        """How the cost of recourse and its absence differ between the groups ``by``
+        (a column of the rows, or a Series indexed like ``X``):
+        :func:`cfopt.batch.audit.recourse_audit` (``reference``, ``confidence``,
+        ``n_boot``, ``seed``)."""
+        from .audit import recourse_audit
+
+        return recourse_audit(self, by, **options)
+
     def to_dict(self) -> dict[str, Any]:
         return {"interrupted": self.interrupted, "backend": self.backend,
                 "resumed": self.resumed, "out": self.out,
@@ -219,7 +231,7 @@ class BatchResult(Sequence[BatchAnswer]):
                 f"backend={self.backend!r}, workers={self.workers}{tail})")
 
 
-def _closest(answer: BatchAnswer) -> Counterfactual:
+def closest(answer: BatchAnswer) -> Counterfactual:
     """The answer's counterfactual: itself, or a set's closest member."""
     return answer.members[0] if isinstance(answer, CounterfactualSet) else answer
 
