@@ -180,13 +180,16 @@ class HighsBackend(ContribBackend):
             self._solver = _persistent_highs()
         return self._solver
 
-    def _solve(self, model: pyo.Block, settings: SolverSettings) -> SolveOutcome:
-        """In a child (a time limit, Linux, ``isolate`` not ``False``) or here."""
+    def _solve(self, model: pyo.Block, settings: SolverSettings, updated: bool = False
+               ) -> SolveOutcome:
+        """In a child (a time limit, Linux, ``isolate`` not ``False``) or here
+        (``updated``: HiGHS holds ``model`` as it is; Pyomo's ``update`` of a per-query
+        forest's region took 0.2-1 s when nothing had changed)."""
         self._streamed = []
         if settings.time_limit is not None and self.isolate is not False and \
                 isolation_available():
-            return self._solve_isolated(model, settings, settings.time_limit)
-        return self._solve_here(model, settings)
+            return self._solve_isolated(model, settings, settings.time_limit, updated)
+        return self._solve_here(model, settings, updated)
 
     def _solve_here(self, model: pyo.Block, settings: SolverSettings,
                     updated: bool = False) -> SolveOutcome:
@@ -316,13 +319,13 @@ class HighsBackend(ContribBackend):
             raise KeyboardInterrupt(f"{self.name}: the solve was interrupted (Ctrl-C)")
         return run_time
 
-    def _solve_isolated(self, model: pyo.Block, settings: SolverSettings, limit: float
-                        ) -> SolveOutcome:
-        """Load (or update) the model here, then solve it in a child killed at the time
-        ``limit``, which counts from this call (the loading included); a small model
-        (``isolate`` ``None``) is solved here instead."""
+    def _solve_isolated(self, model: pyo.Block, settings: SolverSettings, limit: float,
+                        updated: bool = False) -> SolveOutcome:
+        """Load (or update, unless ``updated``) the model here, then solve it in a child
+        killed at the time ``limit``, which counts from this call (the loading
+        included); a small model (``isolate`` ``None``) is solved here instead."""
         t0 = time.perf_counter()
-        solver, _, _ = self._up_to_date(model, settings)
+        solver, _, _ = self._up_to_date(model, settings, updated)
         highs = solver._solver_model
         if self.isolate is None and highs.getNumCol() < self.ISOLATE_MIN_COLUMNS:
             return self._solve_here(model, settings, updated=True)
@@ -429,7 +432,7 @@ class HighsBackend(ContribBackend):
             if limit is not None:  # the completion counts in the limit
                 settings = dataclasses.replace(settings, time_limit=max(
                     limit - (time.perf_counter() - t0), 0.9 * limit))
-            return self._solve(model, settings)
+            return self._solve(model, settings, updated=True)
 
     def limit_counts_loading(self, columns: int) -> bool:
         """A solve in a child (:meth:`_solve_isolated`) counts the loading in its limit:
