@@ -20,7 +20,6 @@ query), :mod:`cfopt.methods` (robust methods and their cutting-set engine),
 
 from . import datasets, metrics
 from .baselines import MDPSO, CoGS, DiverseNeighbours
-from .batch.audit import RecourseAudit, recourse_audit
 from .batch.runner import BatchResult
 from .constraints import (
     CausalModel,
@@ -71,8 +70,6 @@ __all__ = [
     # the explainer, its feature space and its answers
     "Explainer", "FeatureSpace", "Feature", "Kind", "Perturbation", "Counterfactual",
     "CounterfactualSet", "BatchResult", "Status", "datasets", "metrics",
-    # recourse audits of a batch, by group
-    "recourse_audit", "RecourseAudit",
     # composing the problem and declaring constraints
     "build", "CounterfactualModel", "ConstraintBlock", "CustomConstraint", "LinearConstraint",
     "IfCategory",

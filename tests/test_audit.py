@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 import cfopt
-from cfopt import BatchResult, Counterfactual, Status, recourse_audit
+from cfopt import BatchResult, Counterfactual, Status
+from cfopt.batch.audit import recourse_audit
 
 
 def answer(status: Status, cost: float | None = None, bound: float | None = None,

@@ -30,7 +30,6 @@ import pandas as pd
 
 from ..results.display import card
 from ..results.status import Status
-from .result import closest
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -184,7 +183,7 @@ def _bound(answer: BatchAnswer) -> float:
 
 def _changed(answer: BatchAnswer) -> float:
     """Features changed by the row's (closest) counterfactual."""
-    return float(len(closest(answer).changes())) if answer.found else np.nan
+    return float(len(answer.closest.changes())) if answer.found else np.nan
 
 
 def _interval(samples: np.ndarray, alpha: float) -> tuple[float, float]:

@@ -108,7 +108,7 @@ class BatchResult(Sequence[BatchAnswer]):
         (total, the solver's own) and the message."""
         frame = pd.DataFrame([{
             "status": r.status.value, "verified": r.verified, "objective": r.objective,
-            "bound": r.bound, "changed": len(closest(r).changes()) if r.found else None,
+            "bound": r.bound, "changed": len(r.closest.changes()) if r.found else None,
             "total_s": r.total_time, "solver_s": r.solver_time, "message": r.message}
             for r in self.results], index=self.index)
         if self.of_sets:
@@ -229,11 +229,6 @@ class BatchResult(Sequence[BatchAnswer]):
         tail += f", {self.resumed} resumed" if self.resumed else ""
         return (f"BatchResult({len(self.results)} queries, {self.counts()}, "
                 f"backend={self.backend!r}, workers={self.workers}{tail})")
-
-
-def closest(answer: BatchAnswer) -> Counterfactual:
-    """The answer's counterfactual: itself, or a set's closest member."""
-    return answer.members[0] if isinstance(answer, CounterfactualSet) else answer
 
 
 def _as_dtype(column: pd.Series, dtype: Any) -> pd.Series:

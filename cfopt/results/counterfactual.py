@@ -170,6 +170,11 @@ class Counterfactual(Answer):
         return self.counterfactual is not None and self.verified
 
     @property
+    def closest(self) -> Counterfactual:
+        """This counterfactual (as a set's :attr:`CounterfactualSet.closest` member)."""
+        return self
+
+    @property
     def optimal(self) -> bool:
         """Proven optimal (within the MIP gap) and verified."""
         return self.found and self.status is Status.OPTIMAL
@@ -306,6 +311,11 @@ class CounterfactualSet(Answer):
         """The closest member is proven optimal (``status`` is its query's) and every
         member verified."""
         return self.verified and self.status is Status.OPTIMAL
+
+    @property
+    def closest(self) -> Counterfactual | None:
+        """The closest member (the answer without ``n``), ``None`` without one."""
+        return self.members[0] if self.members else None
 
     @property
     def bound(self) -> float | None:
