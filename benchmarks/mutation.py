@@ -100,6 +100,10 @@ TESTS: dict[str, list[str]] = {
     "cfopt/constraints/isolation.py": ["tests/test_isolation_forest.py"],
     "cfopt/constraints/custom.py": ["tests/test_custom_constraints.py"],
     "cfopt/constraints/raw.py": ["tests/test_custom_constraints.py"],
+    "cfopt/query/runner.py": ["tests/test_query_runner.py"],
+    "cfopt/query/restrictions/relu.py": ["tests/test_query_restrictions_relu.py"],
+    "cfopt/query/restrictions/trees.py": ["tests/test_query_restrictions_trees.py"],
+    "cfopt/query/restrictions/tree_walk.py": ["tests/test_query_tree_walk.py"],
 }
 
 WORK = PROJECT / ".mutation"
