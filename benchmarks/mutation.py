@@ -104,6 +104,9 @@ TESTS: dict[str, list[str]] = {
     "cfopt/query/restrictions/relu.py": ["tests/test_query_restrictions_relu.py"],
     "cfopt/query/restrictions/trees.py": ["tests/test_query_restrictions_trees.py"],
     "cfopt/query/restrictions/tree_walk.py": ["tests/test_query_tree_walk.py"],
+    "cfopt/query/inner_radius.py": ["tests/test_query_inner_radius.py"],
+    "cfopt/query/incumbents.py": ["tests/test_query_incumbents.py"],
+    "cfopt/query/separable.py": ["tests/test_query_separable.py"],
 }
 
 WORK = PROJECT / ".mutation"
