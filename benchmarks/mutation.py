@@ -107,6 +107,11 @@ TESTS: dict[str, list[str]] = {
     "cfopt/query/inner_radius.py": ["tests/test_query_inner_radius.py"],
     "cfopt/query/incumbents.py": ["tests/test_query_incumbents.py"],
     "cfopt/query/separable.py": ["tests/test_query_separable.py"],
+    # the packages' __init__ files: public names and registrations only
+    **{f"{package}/__init__.py": ["tests/test_package_imports.py"]
+       for package in ("cfopt/query", "cfopt/query/restrictions", "cfopt/formulations",
+                       "cfopt/formulations/predictors", "cfopt/solvers",
+                       "cfopt/solvers/cpsat")},
 }
 
 WORK = PROJECT / ".mutation"
