@@ -100,6 +100,18 @@ TESTS: dict[str, list[str]] = {
     "cfopt/constraints/isolation.py": ["tests/test_isolation_forest.py"],
     "cfopt/constraints/custom.py": ["tests/test_custom_constraints.py"],
     "cfopt/constraints/raw.py": ["tests/test_custom_constraints.py"],
+    "cfopt/query/runner.py": ["tests/test_query_runner.py"],
+    "cfopt/query/restrictions/relu.py": ["tests/test_query_restrictions_relu.py"],
+    "cfopt/query/restrictions/trees.py": ["tests/test_query_restrictions_trees.py"],
+    "cfopt/query/restrictions/tree_walk.py": ["tests/test_query_tree_walk.py"],
+    "cfopt/query/inner_radius.py": ["tests/test_query_inner_radius.py"],
+    "cfopt/query/incumbents.py": ["tests/test_query_incumbents.py"],
+    "cfopt/query/separable.py": ["tests/test_query_separable.py"],
+    # the packages' __init__ files: public names and registrations only
+    **{f"{package}/__init__.py": ["tests/test_package_imports.py"]
+       for package in ("cfopt/query", "cfopt/query/restrictions", "cfopt/formulations",
+                       "cfopt/formulations/predictors", "cfopt/solvers",
+                       "cfopt/solvers/cpsat")},
 }
 
 WORK = PROJECT / ".mutation"

@@ -99,7 +99,7 @@ class QueryRunner:
         """Charge no answer with the model's build
         (:attr:`~cfopt.CounterfactualModel.build_time`), for a caller that reports it
         apart (a benchmark's build column); by default the first answer includes it."""
-        self._build_pending = False
+        self._build_pending = False  # pragma: no mutate (None is as false)
 
     def start(self, x: pd.DataFrame | pd.Series | Mapping, target: Any,
               options: Mapping[str, Any]) -> SolverSettings:
@@ -137,9 +137,11 @@ class QueryRunner:
         if not request.narrows:
             return request
         if self.cpsat:
+            # pragma: no mutate start (message text)
             raise ValueError("solver='cpsat' does not take features_to_vary or "
                              "permitted_range per query; use solver='highs', or "
                              "Explainer(..., features_to_vary=...) for every query")
+            # pragma: no mutate end
         box = m.constraints.get(QueryRange.kind)
         if box is not None and not isinstance(box, QueryRange):
             raise ValueError(f"the model has a declared block named {QueryRange.kind!r} "
@@ -171,7 +173,7 @@ class QueryRunner:
         one_off = 0.0
         if self._build_pending:
             one_off = m.build_time
-            self._build_pending = False
+            self._build_pending = False  # pragma: no mutate (None is as false)
 
         outcomes: list[SolveOutcome] = []
         details: dict[str, Any] = {}
@@ -184,8 +186,7 @@ class QueryRunner:
                 if budget is None:  # the query's time is up: no (further) solve
                     if not outcomes:
                         self._heuristic_only(m, details, heuristic)
-                        outcomes.append(SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0,
-                                                     "maxTimeLimit"))
+                        outcomes.append(NO_TIME)
                     break
                 margin_used = pyo.value(m.margin)
                 if self.cpsat:
@@ -269,7 +270,7 @@ class QueryRunner:
         details["restricted"] = True
         return ascend(m, self.backend, lambda: self._load_budget(m, settings, t0, details),
                       restriction, candidate, guess, details, deadline, heuristic,
-                      lambda: self._no_budget(m, settings, t0, details))
+                      lambda: self._no_budget(settings, t0, details))
 
     def _whole(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
                details: dict[str, Any], deadline: float,
@@ -293,7 +294,7 @@ class QueryRunner:
             return None, too_large(math.inf)
         budget = self._load_budget(m, settings, t0, details)
         if budget is None:
-            return None, self._no_budget(m, settings, t0, details)
+            return None, self._no_budget(settings, t0, details)
         return budget, NO_TIME
 
     def _around(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
@@ -314,7 +315,7 @@ class QueryRunner:
                 return self._whole(m, settings, t0, details, deadline, restriction)
             budget = self._load_budget(m, settings, t0, details)
             if budget is None:
-                return self._no_budget(m, settings, t0, details)
+                return self._no_budget(settings, t0, details)
             if per_query(m):  # from the inside out
                 stage = inner_stage(m, self.backend, budget, radius, heuristic, details,
                                     deadline)
@@ -326,11 +327,12 @@ class QueryRunner:
             elif restricted.rebuilt:
                 self.backend.reset()
         except RegionTooLarge:  # the query's trees took the time left to build
-            return with_floor(after(first, too_large(radius)), floor, radius)
+            return with_floor(after(first, too_large(radius)), floor,
+                              radius)  # pragma: no mutate (too_large has no bound to cap)
         budget = self._load_budget(m, settings, t0, details)
         if budget is None:
-            return with_floor(after(first, self._no_budget(m, settings, t0, details)), floor,
-                              radius)
+            return with_floor(after(first, self._no_budget(settings, t0, details)), floor,
+                              radius)  # pragma: no mutate (no budget: no bound to cap)
         start = start_of(m, heuristic[0].row)
         with restricted.context:
             outcome = after(first, self.backend.solve(m, budget, start))
@@ -381,7 +383,7 @@ class QueryRunner:
             else None
         budget = time_left(settings, t0)
         if budget is None:
-            return SolveOutcome(Status.NO_SOLUTION, None, None, None, 0.0, "maxTimeLimit"), None
+            return NO_TIME, None
         candidate, radius = found if found is not None else (None, math.inf)
         return self.backend.solve_query(m, budget, radius, candidate)
 
@@ -417,13 +419,13 @@ class QueryRunner:
         if self.tighten_per_query and restriction is not None and restriction.applies(m):
             self._heuristic(m, details, heuristic, restriction)
 
-    def _no_budget(self, m: CounterfactualModel, settings: SolverSettings, t0: float,
-                   details: dict[str, Any]) -> SolveOutcome:
+    def _no_budget(self, settings: SolverSettings, t0: float, details: dict[str, Any]
+                   ) -> SolveOutcome:
         """Why :meth:`_load_budget` gave no settings: the query's time is up, or what is
         left of it is too short to load the query's trees (or the model's changes) into
         the solver and solve."""
         left = time_left(settings, t0)
-        leaves = details.get("region_leaves", 0)
+        leaves = details.get("region_leaves", 0)  # pragma: no mutate (None is as false)
         if left is None or not leaves:
             return NO_TIME
         return too_large_to_load(leaves, left.time_limit)

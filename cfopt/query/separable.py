@@ -48,7 +48,7 @@ class SeparableForm:
     def part(self, m: CounterfactualModel, name: str, values: np.ndarray) -> np.ndarray:
         """:math:`g_f` at candidate codes of feature ``name`` (level indices for a
         categorical one)."""
-        values = np.asarray(values, dtype=float)
+        values = np.asarray(values, dtype=float)  # pragma: no mutate (floats already)
         if name in self.categorical:
             return self.categorical[name][values.astype(int)]
         if name not in self.numeric:
@@ -82,7 +82,9 @@ class SeparableForm:
 def separable_form(m: CounterfactualModel, expr: Any) -> SeparableForm | None:
     """The :class:`SeparableForm` of ``expr`` at the current factual, or ``None`` when it
     is not linear or uses another variable."""
+    # pragma: no mutate start (defaults; a quadratic repn is not linear either)
     repn = generate_standard_repn(expr, compute_values=True, quadratic=False)
+    # pragma: no mutate end
     if not repn.is_linear():
         return None
     space = m.space
@@ -97,20 +99,20 @@ def separable_form(m: CounterfactualModel, expr: Any) -> SeparableForm | None:
             name, level = index
             f = space[name]
             levels = form.categorical.setdefault(name, np.zeros(len(f.categories)))
-            levels[f.categories.index(level)] += a
+            levels[f.categories.index(level)] += a  # pragma: no mutate (once per variable)
             continue
         f, w = space[index], width(space, index)
         coef = form.numeric.setdefault(index, [0.0, 0.0, 0.0])
         if parent == "x_steps":  # x_steps = code - lower
-            coef[0] += a
+            coef[0] += a  # pragma: no mutate (once per variable)
             form.constant -= a * f.lower
         elif parent == "x_unit":  # x_unit = (code - lower) / width
-            coef[0] += a / w
+            coef[0] += a / w  # pragma: no mutate (once per variable)
             form.constant -= a * f.lower / w
         elif parent == "dev":
-            coef[1] += a / w
+            coef[1] += a / w  # pragma: no mutate (once per variable)
         else:
-            coef[2] += a
+            coef[2] += a  # pragma: no mutate (once per variable)
     return form
 
 

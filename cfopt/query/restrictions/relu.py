@@ -118,7 +118,8 @@ def radius_moves(m: CounterfactualModel, radius: float,
     radius = radius * (1 + 1e-9) + 1e-12  # a point at the radius stays inside (rounding)
     space, weights = m.space, m.weights
     enc = CodeEncoder(space, m.input_specs)
-    z0, codes0 = np.asarray(m.factual_inputs, dtype=float), enc.codes(m.factual)
+    z0 = np.asarray(m.factual_inputs, dtype=float)  # pragma: no mutate (float64 already)
+    codes0 = enc.codes(m.factual)
     spend = radius - (b if m.target and not m.is_target(m.factual_class) else 0.0)
     cap = (radius - b) / (a + c) if a + c > 0 else np.inf  # weighted move of one feature
     moves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -130,7 +131,7 @@ def radius_moves(m: CounterfactualModel, radius: float,
         w, x0, at = weights[f.name], codes0[enc.index[f.name]], enc.positions(f.name)
         if f.is_onehot:
             if w <= cap:
-                levels = np.arange(len(f.categories), dtype=float)
+                levels = np.arange(len(f.categories), dtype=float)  # pragma: no mutate (codes)
                 moves[f.name] = (at, enc.inputs(z0, f.name, levels)[:, at])
                 costs[f.name] = w * (levels != x0)
                 least[f.name] = w
@@ -168,7 +169,7 @@ def radius_bounds(m: CounterfactualModel, radius: float, base: np.ndarray | None
     net = m.adapter.structure if net is None else net
     reach = radius_moves(m, radius, support)
     within = m.global_layer_bounds if within is None else within
-    z0 = np.asarray(m.factual_inputs, dtype=float)
+    z0 = np.asarray(m.factual_inputs, dtype=float)  # pragma: no mutate (float64 already)
     few = net.sparse_bounds(z0 if base is None else base, list(reach.moves.values()),
                             reach.most, within)
     if base is not None:
@@ -190,7 +191,7 @@ def region_concretizer(m: CounterfactualModel, reach: RadiusMoves, z0: np.ndarra
     weight, to the best level per row and side) and of the sum of the ``most`` largest
     single-feature moves; both relax the region, so each is sound."""
     def concretize(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        A = np.atleast_2d(np.asarray(A, dtype=float))
+        A = np.atleast_2d(np.asarray(A, dtype=float))  # pragma: no mutate (float64 weights)
         values: list[np.ndarray] = []  # per item: value of taking it fully, (2, rows)
         costs: list[float] = []
         gains, losses = [], []  # per feature: its best move up and down, per row
@@ -210,10 +211,11 @@ def region_concretizer(m: CounterfactualModel, reach: RadiusMoves, z0: np.ndarra
         gain = _knapsack(values, costs, reach.budget, len(A))
         if gains and reach.most >= 1:
             count = len(gains) if not np.isfinite(reach.most) else int(reach.most)
-            top = np.stack([-np.sort(-np.column_stack(g), axis=1)[:, :count].sum(axis=1)
+            # each row sorted (np.sort's default axis, the last)
+            top = np.stack([-np.sort(-np.column_stack(g))[:, :count].sum(axis=1)
                             for g in (gains, losses)])
             gain = np.minimum(gain, top)
-        elif not gains or reach.most < 1:
+        else:  # no move (no gains: the knapsack has no item either), or none may be made
             gain = np.zeros_like(gain)
         base = A @ z0
         return base - gain[1], base + gain[0]
@@ -228,17 +230,22 @@ def _knapsack(values: list[np.ndarray], costs: list[float], budget: float,
     if not values:
         return np.zeros((2, rows))
     V = np.stack(values, axis=2)  # (2, rows, items)
-    C = np.broadcast_to(np.asarray(costs, dtype=float), V.shape)
+    C = np.broadcast_to(np.asarray(costs, dtype=float), V.shape)  # pragma: no mutate (floats)
+    # a free item's ratio orders it among the free ones only, each taken whole for nothing
+    # pragma: no mutate start (no 0 divisor; the ratio of free items only orders them)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(C > 0, V / np.where(C > 0, C, 1.0), np.inf)
+    # pragma: no mutate end
+    # pragma: no mutate start (worthless items last, in any order; axis 2: the default, last)
     ratio = np.where(V > 0, ratio, -1.0)
     order = np.argsort(-ratio, axis=2)
     Vs = np.take_along_axis(V, order, axis=2)
     Cs = np.take_along_axis(C, order, axis=2)
+    # pragma: no mutate end
     spent = np.cumsum(Cs, axis=2) - Cs
-    with np.errstate(divide="ignore", invalid="ignore"):
-        take = np.where(Cs > 0, np.clip((budget - spent) / np.where(Cs > 0, Cs, 1.0), 0, 1),
-                        1.0)
+    take = np.ones_like(Vs)  # a free item whole
+    paid = Cs > 0
+    take[paid] = np.clip((budget - spent[paid]) / Cs[paid], 0, 1)
     return (take * Vs).sum(axis=2)
 
 

@@ -57,7 +57,7 @@ def query_box(m: CounterfactualModel, radius: float = math.inf) -> Box:
     radius = m.raw.distance_radius(radius)
     reach = math.inf
     for term in ("l1", "linf"):
-        if term in terms and terms[term] > 0:
+        if term in terms and terms[term] > 0:  # pragma: no mutate (terms are positive)
             reach = min(reach, radius / terms[term])
     space, factual = m.space, m.factual.iloc[0]
     feature_box: dict[str, tuple[float, float] | None] = {}
@@ -65,7 +65,7 @@ def query_box(m: CounterfactualModel, radius: float = math.inf) -> Box:
         w = m.weights[f.name]
         if f.is_onehot:  # None: free to switch
             stays = f.immutable or (w > 0 and w > reach)
-            feature_box[f.name] = (0.0, 0.0) if stays else None
+            feature_box[f.name] = (0.0, 0.0) if stays else None  # pragma: no mutate (None or not)
             continue
         x0 = f.to_code(factual[f.name])
         step = reach / w if w > 0 else math.inf
@@ -167,7 +167,7 @@ def query_region(m: CounterfactualModel, radius: float = math.inf) -> QueryRegio
             own = f.categories.index(factual[f.name])
             allowed = np.ones(len(f.categories), dtype=bool)
             if f.immutable:
-                allowed[:] = False
+                allowed[:] = False  # pragma: no mutate (None is False in a bool array)
                 allowed[own] = True
             if inputs:
                 terms.append(CategoryTerm(inputs, allowed, own, m.weights[f.name]))
