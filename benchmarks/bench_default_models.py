@@ -191,6 +191,8 @@ def run_family(model_file: str, n: int, solver: str) -> dict[str, Any]:
             "median_s": float(np.median(times)), "p90_s": float(np.percentile(times, 90)),
             "max_overrun_s": max(0.0, max(times) - TIME_LIMIT),
             "mean_l1": mean([a["l1"] for a in cf]), "statuses": [a["status"] for a in cf],
+            "times_s": [round(t, 4) for t in times],
+            "dice_times_s": [round(t, 4) for t in dice_times],
             "dice_validity": sum(a["valid"] for a in dice) / count,
             "dice_median_s": float(np.median(dice_times)),
             "dice_p90_s": float(np.percentile(dice_times, 90)),
@@ -238,7 +240,7 @@ def main() -> None:
                    "sparse_onehot": sparse, "environment": environment()}
             print(json.dumps({k: v for k, v in row.items()
                               if k not in ("statuses", "dice_statuses", "environment", "l1",
-                                           "dice_l1")}),
+                                           "dice_l1", "times_s", "dice_times_s")}),
                   flush=True)
             rows = [r for r in rows if (r["family"], r["solver"]) != (family, args.solver)]
             rows.append(row)
