@@ -112,6 +112,7 @@ TESTS: dict[str, list[str]] = {
        for package in ("cfopt/query", "cfopt/query/restrictions", "cfopt/formulations",
                        "cfopt/formulations/predictors", "cfopt/solvers",
                        "cfopt/solvers/cpsat")},
+    "cfopt/solvers/highs_start.py": ["tests/test_highs_start.py"],
 }
 
 WORK = PROJECT / ".mutation"
