@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +94,18 @@ def export_onnx(net: torch.nn.Module, n_inputs: int, path: Path, dynamic: bool =
     torch.onnx.export(net, (torch.zeros(1, n_inputs),), str(path), dynamo=False,
                       input_names=["x"], output_names=["y"], **kwargs)
     return path
+
+
+@pytest.fixture(autouse=True)
+def python_sigint():
+    """Every test starts with Python's own Ctrl-C handler, as a user's process has. In
+    the full suite under pytest-xdist a worker was found with SIGINT ignored before any
+    of its tests ran (not set by a test body nor a module import: a fixture's teardown,
+    source not yet found), and the Ctrl-C tests failed or passed by which tests their
+    worker had run before."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
 
 
 @pytest.fixture(scope="session")
