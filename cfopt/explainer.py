@@ -20,7 +20,7 @@ import copy
 import os
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
@@ -33,6 +33,9 @@ from .results.display import card, model_size
 from .solvers import SolverBackend, SolverSettings, make_solver
 from .solvers.options import check_options
 from .space.space import FeatureSpace
+
+if TYPE_CHECKING:
+    from .groups import GroupCounterfactuals
 
 
 class Explainer:
@@ -232,6 +235,45 @@ class Explainer:
         t0 = time.perf_counter()
         settings = self.runner.start(x, target, options)
         return self.runner.answer(settings, t0)
+
+    def explain_group(self, X: pd.DataFrame, target: Any = None, *, max_changes: int = 2,
+                      objective: str = "count", n_actions: int | None = None,
+                      max_cost: float | None = None, method: str = "column_generation",
+                      time_limit: float | None = None, row_time_limit: float | None = 30.0,
+                      max_iterations: int = 500) -> GroupCounterfactuals:
+        """Actions for a whole group (one-for-many counterfactuals): the fewest change
+        vectors such that each row of ``X`` is moved to the target by one of them, or the
+        most rows moved by at most ``n_actions`` (:mod:`cfopt.groups`).
+
+        Args:
+            X: the group's raw rows.
+            target: a class label or labels, or ``None`` / ``"opposite"`` (the other class
+                of the group, whose rows must then share one class).
+            max_changes: the most features one action changes (a shift per numeric
+                feature, a new level per categorical; actionability holds for every row).
+            objective: ``"count"`` (fewest actions covering every row any action can
+                move) or ``"coverage"`` (most rows with at most ``n_actions``).
+            n_actions: the budget of ``"coverage"`` (for ``method="direct_milp"``: its
+                action slots).
+            max_cost: the most an action may cost a row it moves (the explainer's
+                weighted L1); ``None``: no cap.
+            method: ``"column_generation"`` (exact: a proof of optimality or a bound),
+                ``"greedy"`` (no bound) or ``"direct_milp"`` (the compact MILP).
+            time_limit: seconds for the whole query (``None``: none).
+            row_time_limit: seconds for each row's own counterfactual (the first columns).
+            max_iterations: the most pricing rounds.
+
+        Returns:
+            a :class:`~cfopt.groups.GroupCounterfactuals` (status, actions, per-row
+            assignment and costs, the bound, ``to_json``). Every action is verified on
+            every row it is given to with the real model's ``predict``.
+        """
+        from .groups import explain_group
+
+        return explain_group(self, X, target, max_changes=max_changes, objective=objective,
+                             n_actions=n_actions, max_cost=max_cost, method=method,
+                             time_limit=time_limit, row_time_limit=row_time_limit,
+                             max_iterations=max_iterations)
 
     def explain_many(self, X: pd.DataFrame, target: Any = None, *,
                      n: int | None = None, diversity: str | None = None,

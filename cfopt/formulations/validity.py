@@ -100,6 +100,36 @@ def add_validity(m: pyo.Block, outputs: pyo.Var, output_bounds: Sequence[tuple[f
     m.validity = pyo.Constraint(pairs, rule=beats)
 
 
+def add_switched_validity(m: pyo.Block, outputs: pyo.Var,
+                          output_bounds: Sequence[tuple[float, float]], adapter: ModelAdapter,
+                          margin: float, target_indices: Sequence[int], on: pyo.Var) -> None:
+    r"""The target constraints of :func:`add_validity` for a fixed target, held only when
+    the binary ``on`` is 1 (a model copy that may or may not have to reach the target,
+    e.g. a row an action may cover: :mod:`cfopt.groups.pricing`).
+
+    Binary models: :math:`s\,y \ge \mu - M(1 - \text{on})` with
+    :math:`M = \mu + \max(0, -\min s\,y)` over the output's bounds, so that it is slack
+    when off. One logit per class: the constraints of :func:`add_validity` with
+    :math:`\sum_c \text{choice}_c = \text{on}` instead of 1 (no class chosen switches
+    every pair off). Regressors are not supported (``ValueError``)."""
+    if adapter.decision == "regression":
+        raise ValueError("switched validity applies to classifiers; a regressor's target is "
+                         "an interval")
+    add_validity(m, outputs, output_bounds, adapter, margin)
+    set_target(m, adapter, target_indices)
+    if adapter.decision == "sign":
+        sign = pyo.value(m.target_sign)
+        lo, hi = output_bounds[0]
+        lowest = lo if sign > 0 else -hi
+        big_m = float(margin) + max(0.0, -lowest)
+        m.validity.deactivate()
+        m.validity_on = pyo.Constraint(
+            expr=sign * outputs[0] >= m.margin - big_m * (1 - on))
+        return
+    m.target_pick.deactivate()
+    m.target_on = pyo.Constraint(expr=pyo.quicksum(m.target_choice.values()) == on)
+
+
 def deactivate_validity(m: pyo.Block, adapter: ModelAdapter) -> None:
     """Deactivate the target constraints :func:`add_validity` declared on ``m`` for
     ``adapter`` (a model that searches for a misclassified point, e.g. an adversary,

@@ -1,0 +1,159 @@
+r"""The restricted master of the group problem: a set cover over the actions found so far.
+
+Columns are actions (:mod:`cfopt.groups.actions`) with their *verified* cover sets
+:math:`A_{ia} \in \{0, 1\}` over the group's rows :math:`i`. Two masters (Lodi &
+Ramírez-Ayerbe 2024, arXiv 2402.09473, §3, the restricted master problem, and its
+budgeted variant):
+
+* **fewest actions** ``"count"``: :math:`\min \sum_a z_a + B \sum_i s_i` s.t.
+  :math:`\sum_a A_{ia} z_a + s_i \ge 1`, with an artificial :math:`s_i` of cost
+  :math:`B = n + 1` per row, so the master is feasible before a row has a column. Its
+  LP duals :math:`\pi \ge 0` price a new action by :math:`1 - \sum_i \pi_i A_{ia}`.
+  For any :math:`P \ge \max_a \sum_i \pi_i A_{ia}` over *all* actions (the pricing
+  MILP's bound), :math:`\pi / \max(1, P)` is dual feasible, so
+  :math:`\sum_i \pi_i / \max(1, P)` bounds the LP over all actions from below
+  (Farley 1990), and its ceiling bounds the fewest actions.
+* **most rows with at most k actions** ``"coverage"``: :math:`\max \sum_i u_i` s.t.
+  :math:`u_i \le \sum_a A_{ia} z_a`, :math:`u_i \le 1`, :math:`\sum_a z_a \le k`. With
+  duals :math:`\pi_i \ge 0` of the rows and :math:`\nu \ge 0` of the budget, an action
+  enters when :math:`\sum_i \pi_i A_{ia} > \nu`; for :math:`P` as above,
+  :math:`k \max(\nu, P) + \sum_i \max(0, 1 - \pi_i)` bounds the coverage over all
+  actions from above (LP duality).
+
+Both are solved by HiGHS (``highspy``) directly: the LP for duals, then the integer
+master over the columns found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import highspy
+import numpy as np
+
+INF = highspy.kHighsInf
+
+
+@dataclass(frozen=True)
+class MasterSolution:
+    """A master's solve: ``value`` (fewest actions, or rows covered), the columns used
+    (``chosen``, weights for the LP), the rows left uncovered, the LP duals ``prices``
+    per row and ``budget_price`` ν (coverage), and whether HiGHS proved it optimal."""
+
+    value: float
+    chosen: dict[int, float]
+    uncovered: list[int]
+    prices: np.ndarray
+    budget_price: float
+    optimal: bool
+    bound: float | None = None
+
+
+class CoverMaster:
+    """The restricted master over ``n`` rows (module docstring).
+
+    Args:
+        n: the rows (positions ``0..n-1``).
+        objective: ``"count"`` or ``"coverage"``.
+        budget: ``k``, the most actions (``"coverage"`` only).
+    """
+
+    def __init__(self, n: int, objective: str = "count", budget: int | None = None) -> None:
+        if objective not in ("count", "coverage"):
+            raise ValueError(f"objective must be 'count' or 'coverage', got {objective!r}")
+        if objective == "coverage" and (budget is None or budget < 1):
+            raise ValueError("the coverage master needs a budget of at least one action")
+        self.n, self.objective, self.budget = n, objective, budget
+        self.columns: list[np.ndarray] = []
+        #: rows the master must cover (a row proven out of reach of every action is not)
+        self.active = np.ones(n, dtype=bool)
+
+    def drop(self, rows: list[int]) -> None:
+        """Rows no action can cover: the master no longer asks for them."""
+        self.active[list(rows)] = False
+
+    def add(self, covers: np.ndarray) -> int:
+        """Add a column (its rows as a boolean mask); returns its index."""
+        covers = np.asarray(covers, dtype=bool)
+        if covers.shape != (self.n,):
+            raise ValueError(f"a column covers {self.n} rows, got shape {covers.shape}")
+        self.columns.append(covers)
+        return len(self.columns) - 1
+
+    def _model(self, integral: bool) -> highspy.Highs:
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 1)
+        n, cols = self.n, len(self.columns)
+        count = self.objective == "count"
+        # columns: z_0..z_{cols-1}, then s_i (count) or u_i (coverage)
+        cost_z = 1.0 if count else 0.0
+        upper = [INF] * cols + [1.0 if count or self.active[i] else 0.0
+                                                   for i in range(n)]
+        h.addVars(cols + n, np.zeros(cols + n), np.array(upper))
+        costs = [cost_z] * cols + ([float(n + 1)] * n if count else [-1.0] * n)
+        h.changeColsCost(cols + n, np.arange(cols + n, dtype=np.int32), np.array(costs))
+        for i in range(n):
+            idx = [a for a in range(cols) if self.columns[a][i]] + [cols + i]
+            val = [1.0] * (len(idx) - 1) + [1.0 if count else -1.0]
+            need = 1.0 if count and self.active[i] else 0.0
+            h.addRow(need, INF, len(idx), np.array(idx, dtype=np.int32),
+                     np.array(val))
+        if not count:
+            h.addRow(-float(self.budget), INF, cols, np.arange(cols, dtype=np.int32),
+                     -np.ones(cols))
+        if integral and cols:
+            h.changeColsIntegrality(cols, np.arange(cols, dtype=np.int32),
+                                    np.array([highspy.HighsVarType.kInteger] * cols))
+        return h
+
+    def solve_lp(self) -> MasterSolution:
+        """The LP relaxation with its duals."""
+        h = self._model(integral=False)
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            raise RuntimeError(f"the master LP ended with {h.getModelStatus()}")
+        return self._read(h, optimal=True, cut=1e-9)
+
+    def solve_integer(self, time_limit: float | None = None) -> MasterSolution:
+        """The integer master over the columns found (``optimal``: proven by HiGHS)."""
+        h = self._model(integral=True)
+        if time_limit is not None:
+            h.setOptionValue("time_limit", max(float(time_limit), 0.1))
+        h.setOptionValue("mip_rel_gap", 0.0)
+        h.run()
+        status = h.getModelStatus()
+        if status not in (highspy.HighsModelStatus.kOptimal,
+                          highspy.HighsModelStatus.kTimeLimit) or \
+                h.getInfo().primal_solution_status != 2:  # 2: a feasible point
+            raise RuntimeError(f"the integer master ended with {status}")
+        solution = self._read(h, optimal=status == highspy.HighsModelStatus.kOptimal)
+        bound = h.getInfo().mip_dual_bound
+        return MasterSolution(**{**solution.__dict__, "bound": float(
+            bound if self.objective == "count" else -bound)})
+
+    def _read(self, h: highspy.Highs, optimal: bool, cut: float = 0.5) -> MasterSolution:
+        n, cols = self.n, len(self.columns)
+        sol = h.getSolution()
+        x = np.asarray(sol.col_value, dtype=float)
+        chosen = {a: float(x[a]) for a in range(cols) if x[a] > 1e-9}
+        if self.objective == "count":
+            uncovered = [i for i in range(n) if x[cols + i] > cut]
+            value = float(sum(x[:cols]))
+        else:
+            uncovered = [i for i in range(n) if self.active[i] and x[cols + i] < 1 - cut]
+            value = float(sum(x[cols:]))
+        duals = np.asarray(sol.row_dual, dtype=float) if sol.dual_valid else np.zeros(n + 1)
+        prices = np.where(self.active, np.maximum(duals[:n], 0.0), 0.0)
+        budget_price = 0.0 if self.objective == "count" else max(float(duals[n]), 0.0)
+        return MasterSolution(value, chosen, uncovered, prices, budget_price, optimal)
+
+    def lower_bound(self, lp: MasterSolution, pricing_bound: float) -> float:
+        """Fewest actions: Farley's bound :math:`\\sum_i \\pi_i / \\max(1, P)`
+        (module docstring)."""
+        return float(lp.prices.sum()) / max(1.0, pricing_bound)
+
+    def upper_bound(self, lp: MasterSolution, pricing_bound: float) -> float:
+        """Most rows covered: :math:`k \\max(\\nu, P) + \\sum_i \\max(0, 1 - \\pi_i)`."""
+        return float(self.budget * max(lp.budget_price, pricing_bound)
+                     + np.maximum(0.0, 1.0 - lp.prices)[self.active].sum())

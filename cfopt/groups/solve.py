@@ -1,0 +1,392 @@
+r"""Group counterfactuals: the fewest actions that move a group, by column generation.
+
+The problem (Lodi & Ramírez-Ayerbe 2024, *One-for-many counterfactual explanations by
+column generation*, arXiv 2402.09473): given rows :math:`X` and a target, choose actions
+(:mod:`.actions`: a shift per numeric feature, a level per categorical, at most
+``max_changes`` features, actionability respected) and give each row one that moves it
+to the target — the fewest actions covering every row that any action can cover
+(``objective="count"``), or the most rows with at most ``n_actions`` (``"coverage"``).
+
+``method="column_generation"`` (the paper's framework):
+
+1. each row's own closest counterfactual with at most ``max_changes`` changes
+   (:meth:`cfopt.Explainer.explain`) is a first column; a row whose query is proven
+   infeasible cannot be covered by any action (an action on one row *is* such a
+   counterfactual) and leaves the group, proven;
+2. the restricted master's LP (:mod:`.master`) gives duals :math:`\pi`; the pricing MILP
+   (:mod:`.pricing`) finds the action of largest :math:`\sum_i \pi_i y_i`; its cover set
+   is re-computed by the real model (:meth:`.actions.GroupRows.covers`) and enters when
+   its reduced cost is negative; when the pricing's *proven* bound :math:`P` leaves no
+   such action the LP is solved over all actions (otherwise Farley's bound with
+   :math:`P` still bounds it);
+3. the integer master over the columns found gives the actions; it is ``OPTIMAL`` when
+   it meets the ceiling of the LP bound (no branch-and-price: a gap is reported as one).
+
+``"greedy"``: repeatedly the action covering most rows not yet covered (each an exact
+pricing MILP with :math:`\pi = 1` on them), a :math:`\ln n`-approximation of set cover
+with no bound. ``"direct_milp"``: the compact model with as many action slots as the
+first columns' greedy cover uses (:class:`.pricing.ActionModel`), solved whole.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InfeasibleError
+from ..results.status import Status
+from ..solvers.backends import make_solver
+from ..solvers.base import SolveOutcome, SolverSettings
+from .actions import Action, GroupRows
+from .master import CoverMaster, MasterSolution
+from .pricing import ActionModel
+from .request import GroupRequest, check_group_request
+from .result import GroupCounterfactuals
+
+#: a column enters when its verified reduced cost is below -REDUCED_COST_TOLERANCE
+REDUCED_COST_TOLERANCE = 1e-6
+
+
+def explain_group(explainer: Any, X: pd.DataFrame, target: Any = None, *,
+                  max_changes: int = 2, objective: str = "count",
+                  n_actions: int | None = None, max_cost: float | None = None,
+                  method: str = "column_generation", time_limit: float | None = None,
+                  row_time_limit: float | None = 30.0,
+                  max_iterations: int = 500) -> GroupCounterfactuals:
+    """See :meth:`cfopt.Explainer.explain_group`."""
+    t0 = time.perf_counter()
+    request = check_group_request(explainer, X, target, max_changes=max_changes,
+                                  objective=objective, n_actions=n_actions,
+                                  max_cost=max_cost, method=method, time_limit=time_limit,
+                                  row_time_limit=row_time_limit,
+                                  max_iterations=max_iterations)
+    return GroupSearch(explainer, request, t0).run()
+
+
+class GroupSearch:
+    """One group query (module docstring)."""
+
+    def __init__(self, explainer: Any, request: GroupRequest, t0: float) -> None:
+        self.explainer, self.request, self.t0 = explainer, request, t0
+        self.reasons: dict[int, str] = dict(request.already_target)
+        self.first: dict[int, Action] = {}
+        self.pricing_seconds = 0.0
+        self.iterations = 0
+        self.notes: list[str] = []
+        #: the master's columns' actions, in column order
+        self.column_actions: list[Action] = []
+
+    # ------------------------------------------------------------------ time
+    def left(self) -> float | None:
+        limit = self.request.time_limit
+        return None if limit is None else limit - (time.perf_counter() - self.t0)
+
+    def settings(self, cap: float | None = None) -> SolverSettings | None:
+        """Solver settings for the time left (``None`` when it is up)."""
+        left = self.left()
+        if cap is not None:
+            left = cap if left is None else min(left, cap)
+        if left is not None and left <= 0.05:
+            return None
+        base = self.explainer.settings
+        return SolverSettings(time_limit=left, mip_gap=1e-6, threads=base.threads,
+                              seed=base.seed, options=dict(base.options),
+                              verbose=base.verbose)
+
+    # ------------------------------------------------------------------- run
+    def run(self) -> GroupCounterfactuals:
+        req = self.request
+        candidates = [i for i in range(len(req.X)) if i not in self.reasons]
+        if req.method != "greedy":
+            candidates = self.first_columns(candidates)
+        members = candidates
+        if not members:
+            return self.finish([], members=[], value=0.0, bound=0.0, proven=True)
+        rows = GroupRows(req.space, req.adapter, req.milp.input_specs, req.X.iloc[members],
+                         req.target, req.margin, req.weights, req.max_changes, req.max_cost)
+        model = ActionModel(rows, req.milp, req.target_indices, range(len(members)),
+                            slots=1 if req.method != "direct_milp" else self.slot_count(rows))
+        backend = make_solver(self.explainer.backend.name)
+        if req.method == "greedy":
+            return self.greedy(rows, model, backend, members)
+        if req.method == "direct_milp":
+            return self.direct(rows, model, backend, members)
+        return self.column_generation(rows, model, backend, members)
+
+    def first_columns(self, candidates: list[int]) -> list[int]:
+        """Each row's own counterfactual (step 1); returns the rows left in the group."""
+        req = self.request
+        runner = req.capped.runner
+        kept = []
+        for i in candidates:
+            settings = self.settings(req.row_time_limit)
+            if settings is None:
+                kept.append(i)
+                continue
+            t = time.perf_counter()
+            options = {"max_changes": req.max_changes, "time_limit": settings.time_limit}
+            query = runner.start(req.X.iloc[[i]], list(req.target), options)
+            try:
+                ce = runner.answer(query, t, diagnose_infeasible=False)
+            except InfeasibleError:  # pragma: no cover (diagnosis off: a status instead)
+                ce = None
+            if ce is None or ce.status is Status.INFEASIBLE:
+                self.reasons[i] = "no action (proven)"
+                continue
+            if req.max_cost is not None and ce.bound is not None and \
+                    req.objective_is_l1 and ce.bound > req.max_cost * (1 + 1e-9) + 1e-9:
+                self.reasons[i] = "no action (proven)"
+                continue
+            kept.append(i)
+            if ce.counterfactual is not None:
+                self.first[i] = Action.between(req.space, req.X.iloc[i],
+                                               ce.counterfactual.iloc[0])
+        return kept
+
+    def slot_count(self, rows: GroupRows) -> int:
+        """Slots of the direct MILP: the actions a greedy cover by the first columns
+        uses (every row has its own), or ``n_actions``."""
+        if self.request.n_actions is not None:
+            return self.request.n_actions
+        masks = [rows.covers(a)[0] for a in self.first.values()]
+        left, used = np.ones(rows.n, dtype=bool), 0
+        while left.any() and masks:
+            best = max(masks, key=lambda mask: int((mask & left).sum()))
+            if not (best & left).any():
+                break
+            left &= ~best
+            used += 1
+        return max(1, used + int(left.sum()))
+
+    # ---------------------------------------------------------------- pricing
+    def price(self, model: ActionModel, backend: Any, prices: np.ndarray
+              ) -> tuple[SolveOutcome | None, Action | None]:
+        """One pricing solve for ``prices``; ``(None, None)`` when time is up."""
+        settings = self.settings()
+        if settings is None:
+            return None, None
+        model.set_prices({i: float(p) for i, p in enumerate(prices)})
+        t = time.perf_counter()
+        outcome = backend.solve(model.model, settings)
+        self.pricing_seconds += time.perf_counter() - t
+        self.iterations += 1
+        action = model.action() if outcome.status.has_solution else None
+        return outcome, action
+
+    def column_generation(self, rows: GroupRows, model: ActionModel, backend: Any,
+                          members: list[int]) -> GroupCounterfactuals:
+        req = self.request
+        master = CoverMaster(rows.n, req.objective, req.n_actions)
+        seen: set = set()
+        for i, action in self.first.items():
+            self.add_column(master, rows, action, seen)
+        bound: float | None = None
+        while True:
+            lp = master.solve_lp()
+            threshold = 1.0 if req.objective == "count" else lp.budget_price
+            if self.iterations >= req.max_iterations:
+                self.notes.append(f"stopped after {self.iterations} pricing rounds "
+                                  f"(max_iterations)")
+                bound = None
+                break
+            outcome, action = self.price(model, backend, lp.prices)
+            if outcome is None:
+                self.notes.append("the time limit ended the column generation")
+                break
+            proven = 0.0 if outcome.status is Status.INFEASIBLE else \
+                outcome.bound if outcome.status.has_solution else None
+            if proven is not None and not (req.objective == "count" and lp.uncovered):
+                bound = self.best_bound(bound, self.lp_bound(master, lp, proven))
+            claimed = outcome.objective if outcome.objective is not None else 0.0
+            if action is not None and claimed > threshold + REDUCED_COST_TOLERANCE and \
+                    self.add_column(master, rows, action, seen, lp.prices, threshold):
+                continue
+            if proven is None:
+                self.notes.append(f"a pricing MILP ended {outcome.status.value} "
+                                  f"({outcome.termination})")
+                break
+            if req.objective == "count" and lp.uncovered and \
+                    proven <= threshold + REDUCED_COST_TOLERANCE:
+                # the LP pays the artificial price n + 1 for these rows and no action
+                # prices above 1: no action covers them (module docstring, step 2)
+                master.drop(lp.uncovered)
+                bound = None  # the bounds so far asked for these rows too
+                for j in lp.uncovered:
+                    self.reasons[members[j]] = "no action (proven)"
+                continue
+            break
+        return self.integer_master(master, rows, members, bound)
+
+    def add_column(self, master: CoverMaster, rows: GroupRows, action: Action, seen: set,
+                   prices: np.ndarray | None = None, threshold: float = 0.0) -> bool:
+        """Add ``action`` with its verified cover set when it is new and (with
+        ``prices``) of negative reduced cost; returns whether it was added."""
+        covers = rows.covers(action)[0]
+        if prices is not None and float(prices[covers].sum()) <= \
+                threshold + REDUCED_COST_TOLERANCE:
+            self.notes.append(f"the pricing's action ({action.describe(rows.space)}) moves "
+                              f"fewer rows on the real model than in the MILP")
+            return False
+        if action.key() in seen or not covers.any():
+            return False
+        seen.add(action.key())
+        master.add(covers)
+        self.column_actions.append(action)
+        return True
+
+    def best_bound(self, old: float | None, new: float) -> float:
+        """The tighter of two valid bounds (the higher lower bound on the fewest
+        actions, the lower upper bound on the rows covered)."""
+        if old is None:
+            return new
+        return max(old, new) if self.request.objective == "count" else min(old, new)
+
+    def lp_bound(self, master: CoverMaster, lp: MasterSolution, pricing_bound: float
+                 ) -> float:
+        if self.request.objective == "count":
+            return master.lower_bound(lp, pricing_bound)
+        return master.upper_bound(lp, pricing_bound)
+
+    def integer_master(self, master: CoverMaster, rows: GroupRows, members: list[int],
+                       bound: float | None) -> GroupCounterfactuals:
+        req = self.request
+        if not master.columns:
+            return self.finish([], members, value=0.0, bound=bound, proven=False,
+                               rows=rows, uncovered=list(range(rows.n)))
+        left = self.left()
+        ip = master.solve_integer(None if left is None else max(left, 1.0))
+        actions = [self.column_actions[a] for a in sorted(ip.chosen)]
+        if req.objective == "count":
+            value = float(len(actions))
+            limit = None if bound is None else math.ceil(bound - 1e-6)
+            proven = limit is not None and not ip.uncovered and value <= limit
+        else:
+            value = float(rows.n - len(ip.uncovered))
+            limit = None if bound is None else math.floor(bound + 1e-6)
+            proven = limit is not None and value >= limit
+        if not ip.optimal:
+            self.notes.append("the integer master hit the time limit")
+        if limit is not None and not proven:
+            self.notes.append(f"the integer master over the {len(master.columns)} columns "
+                              f"found uses {value:g} where the LP bound allows {limit}: "
+                              f"branch-and-price would be needed to close the gap")
+        return self.finish(actions, members, value=value, bound=limit, proven=proven,
+                           rows=rows, uncovered=ip.uncovered)
+
+    def greedy(self, rows: GroupRows, model: ActionModel, backend: Any, members: list[int]
+               ) -> GroupCounterfactuals:
+        req = self.request
+        left = np.ones(rows.n, dtype=bool)
+        actions: list[Action] = []
+        while left.any() and (req.n_actions is None or len(actions) < req.n_actions):
+            outcome, action = self.price(model, backend, left.astype(float))
+            if outcome is None:
+                self.notes.append("the time limit ended the greedy")
+                break
+            covers = rows.covers(action)[0] & left if action is not None else left & False
+            if not covers.any():
+                if outcome.status is Status.OPTIMAL and outcome.bound is not None and \
+                        outcome.bound < 0.5 or outcome.status is Status.INFEASIBLE:
+                    for j in np.flatnonzero(left):
+                        self.reasons[members[j]] = "no action (proven)"
+                    left[:] = False
+                else:
+                    self.notes.append(f"the greedy's pricing ended {outcome.status.value}")
+                break
+            actions.append(action)
+            left &= ~covers
+        return self.finish(actions, members, value=float(len(actions)) if
+                           req.objective == "count" else float(rows.n - left.sum()),
+                           bound=None, proven=False, rows=rows,
+                           uncovered=list(np.flatnonzero(left)))
+
+    def direct(self, rows: GroupRows, model: ActionModel, backend: Any, members: list[int]
+               ) -> GroupCounterfactuals:
+        settings = self.settings()
+        if settings is None:
+            return self.finish([], members, value=0.0, bound=None, proven=False, rows=rows,
+                               uncovered=list(range(rows.n)))
+        t = time.perf_counter()
+        outcome = backend.solve(model.model, settings)
+        self.pricing_seconds += time.perf_counter() - t
+        actions = [model.action(k) for k in model.used_slots()] if \
+            outcome.status.has_solution else []
+        covered = np.zeros(rows.n, dtype=bool)
+        for a in actions:
+            covered |= rows.covers(a)[0]
+        bound = None if outcome.bound is None else math.ceil(outcome.bound - 1e-6)
+        value = float(len(actions))
+        proven = outcome.status is Status.OPTIMAL and covered.all() and bound is not None \
+            and value <= bound and all(i in self.first for i in members)
+        if outcome.status is not Status.OPTIMAL:
+            self.notes.append(f"the direct MILP ended {outcome.status.value} "
+                              f"({outcome.termination})")
+        return self.finish(actions, members, value=value, bound=bound, proven=proven,
+                           rows=rows, uncovered=list(np.flatnonzero(~covered)))
+
+    # ---------------------------------------------------------------- answer
+    def finish(self, actions: list[Action], members: list[int], *, value: float,
+               bound: float | None, proven: bool, rows: GroupRows | None = None,
+               uncovered: list[int] = ()) -> GroupCounterfactuals:
+        req = self.request
+        n = len(req.X)
+        assignment = np.full(n, -1)
+        costs = np.full(n, np.nan)
+        after = req.X.copy()
+        if rows is not None and actions:
+            checks = [rows.covers(a) for a in actions]
+            for j, i in enumerate(members):
+                options = [(c[1][j], k) for k, c in enumerate(checks) if c[0][j]]
+                if options:
+                    cost, k = min(options)
+                    assignment[i], costs[i] = k, cost
+                    after.iloc[i] = checks[k][2].iloc[j]
+        for j, i in enumerate(members):
+            if assignment[i] < 0 and i not in self.reasons:
+                self.reasons[i] = "not chosen" if req.objective == "coverage" and \
+                    j in uncovered and i in self.first else "undecided"
+        if any(r == "undecided" for r in self.reasons.values()) and req.objective == "count":
+            proven, bound = False, None
+        used = sorted({int(k) for k in assignment if k >= 0})
+        renumber = {k: new for new, k in enumerate(used)}
+        actions = [actions[k] for k in used]
+        assignment = np.array([renumber.get(int(k), -1) for k in assignment])
+        if req.objective == "count":
+            value = float(len(actions))
+        status = self.status(actions, proven, members)
+        index = req.X_raw.index
+        after.index = index
+        return GroupCounterfactuals(
+            status=status, objective=req.objective, method=req.method, actions=actions,
+            assignment=pd.Series(assignment, index=index, name="action"),
+            costs=pd.Series(costs, index=index, name="cost"),
+            reasons=pd.Series([self.reasons.get(i, "") for i in range(n)], index=index,
+                              name="reason"),
+            value=value, bound=bound, X=req.X_raw, counterfactuals=after,
+            max_changes=req.max_changes, max_cost=req.max_cost, n_actions=req.n_actions,
+            iterations=self.iterations, columns=len(self.column_actions),
+            seconds=time.perf_counter() - self.t0, pricing_seconds=self.pricing_seconds,
+            message=self.message(status), space=req.space)
+
+    def status(self, actions: list[Action], proven: bool, members: list[int]) -> Status:
+        if proven and (actions or members):
+            return Status.OPTIMAL
+        if actions:
+            return Status.FEASIBLE
+        if not members:
+            proven_none = "no action (proven)" in self.reasons.values()
+            return Status.INFEASIBLE if proven_none else Status.OPTIMAL
+        return Status.NO_SOLUTION
+
+    def message(self, status: Status) -> str:
+        counts: dict[str, int] = {}
+        for r in self.reasons.values():
+            counts[r] = counts.get(r, 0) + 1
+        parts = [f"{count} row(s): {reason}" for reason, count in sorted(counts.items())]
+        if status is Status.OPTIMAL:
+            parts.insert(0, "proven optimal over every action")
+        return "; ".join(parts + self.notes)

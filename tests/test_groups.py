@@ -1,0 +1,318 @@
+"""Group counterfactuals (cfopt.groups) against brute force on tiny grids.
+
+Every action of a small integer/categorical grid is enumerated, its cover set computed
+independently of cfopt (the model's own scores, the bounds, the margin), and the fewest
+actions (or the most rows with k actions) found by enumerating subsets of cover sets.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.linear_model import LogisticRegression
+
+import cfopt
+from cfopt.groups import Action
+from cfopt.groups.master import CoverMaster
+from tests.conftest import train_torch
+
+MARGIN = 1e-3
+
+
+def make_data(seed: int, n: int = 240, classes: int = 2) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = pd.DataFrame({"a": rng.integers(0, 5, n), "b": rng.integers(0, 4, n),
+                      "c": rng.choice(["x", "y", "z"], n), "d": rng.integers(0, 3, n)})
+    score = X.a + 0.8 * X.b + 1.5 * (X.c == "z") - 0.5 * X.d + rng.normal(0, 1, n)
+    y = (score > 4.5).astype(int) if classes == 2 else np.digitize(score, [3.5, 5.5])
+    return X, y.to_numpy() if hasattr(y, "to_numpy") else y
+
+
+def scorer(kind: str, Z: np.ndarray, y: np.ndarray, seed: int):
+    """A fitted model and an independent ``scores(Z) -> (class, margin or None)``."""
+    if kind == "lr":
+        model = LogisticRegression().fit(Z, y)
+        return model, lambda Q: (model.predict(Q), model.decision_function(Q))
+    if kind == "rf":
+        model = RandomForestClassifier(n_estimators=4, max_depth=3, random_state=seed).fit(Z, y)
+        return model, lambda Q: (model.predict(Q), None)
+    classes = len(set(y))
+    net = train_torch(Z, y, hidden=(6,), n_classes=classes, epochs=200, seed=seed)
+
+    def scores(Q):
+        with torch.no_grad():
+            out = net(torch.tensor(Q, dtype=torch.float32)).double().numpy()
+        if classes == 2:
+            return (out[:, 0] > 0).astype(int), out[:, 0]
+        return out.argmax(axis=1), out
+    return net, scores
+
+
+def brute_covers(space, scores, rows: pd.DataFrame, target: set, max_changes: int,
+                 fixed=(), max_cost=None, weights=None):
+    """Every admissible action on the grid and its cover set (a frozenset of positions)."""
+    movable = [f for f in space if not f.immutable and f.name not in fixed]
+    options = {}
+    for f in movable:
+        if f.is_onehot:
+            options[f.name] = [("level", lv) for lv in f.categories]
+        else:
+            span = int(f.upper - f.lower)
+            shifts = [d for d in range(-span, span + 1) if d != 0 and not (
+                f.direction == "increase" and d < 0) and not (f.direction == "decrease" and d > 0)]
+            options[f.name] = [("shift", d) for d in shifts]
+    covers = {}
+    for k in range(1, max_changes + 1):
+        for names in itertools.combinations(options, k):
+            for choice in itertools.product(*(options[n] for n in names)):
+                after = rows.copy()
+                inside = np.ones(len(rows), dtype=bool)
+                cost = np.zeros(len(rows))
+                for n, (kind, v) in zip(names, choice):
+                    if kind == "level":
+                        cost += weights[n] * (after[n].to_numpy() != v) if weights else 0
+                        after[n] = v
+                    else:
+                        new = after[n].to_numpy() + v
+                        inside &= (new >= space[n].lower) & (new <= space[n].upper)
+                        cost += weights[n] * abs(v) if weights else 0
+                        after[n] = np.clip(new, space[n].lower, space[n].upper)
+                label, s = scores(space.transform(after))
+                hit = np.isin(label, list(target)) & inside
+                if s is not None:
+                    if s.ndim == 1:
+                        t = list(target)[0]
+                        hit &= (s if t == 1 else -s) >= MARGIN
+                    else:
+                        t = list(target)
+                        others = [j for j in range(s.shape[1]) if j not in t]
+                        hit &= s[:, t].max(axis=1) - s[:, others].max(axis=1) >= MARGIN
+                if max_cost is not None:
+                    hit &= cost <= max_cost + 1e-9
+                covers[frozenset(np.flatnonzero(hit))] = dict(zip(names, choice))
+    return {c for c in covers if c}
+
+
+def fewest(sets: set, universe: set) -> int:
+    sets = [s for s in sets if not any(s < t for t in sets)]  # maximal sets suffice
+    for k in range(0, len(universe) + 1):
+        for combo in itertools.combinations(sets, k):
+            if set().union(*combo) >= universe:
+                return k
+    raise AssertionError("not coverable")
+
+
+def most(sets: set, k: int) -> int:
+    sets = [s for s in sets if not any(s < t for t in sets)]
+    return max((len(set().union(*combo)) for combo in itertools.combinations(sets, min(k, len(sets)))),
+               default=0)
+
+
+def group(seed: int, kind: str, classes: int = 2, rows: int = 7):
+    X, y = make_data(seed, classes=classes)
+    space = cfopt.FeatureSpace.from_frame(X, kinds={"d": "integer"})
+    space.increase_only("b")
+    Z = space.transform(X)
+    model, scores = scorer(kind, Z, y, seed)
+    explainer = cfopt.Explainer(model, space, margin=MARGIN)
+    pred, _ = scores(Z)
+    rejected = X[pred == 0].head(rows)
+    return explainer, space, scores, rejected
+
+
+CASES = [(seed, kind, k) for seed, kind in [(1, "lr"), (2, "net"), (3, "rf"), (4, "net")]
+         for k in (1, 2)]
+
+
+@pytest.mark.parametrize("seed,kind,max_changes", CASES)
+def test_fewest_actions_match_brute_force(seed, kind, max_changes):
+    explainer, space, scores, rows = group(seed, kind)
+    target = {1}
+    sets = brute_covers(space, scores, rows, target, max_changes)
+    coverable = set().union(*sets) if sets else set()
+    best = fewest(sets, coverable)
+    got = explainer.explain_group(rows, max_changes=max_changes)
+    assert got.status is cfopt.Status.OPTIMAL, got.message
+    assert got.value == best == got.bound
+    covered = {rows.index.get_loc(i) for i in rows.index[got.assignment.to_numpy() >= 0]}
+    assert covered == coverable
+    proven_out = {rows.index.get_loc(i) for i, r in got.reasons.items()
+                  if r == "no action (proven)"}
+    assert proven_out == set(range(len(rows))) - coverable
+    # every assigned row, re-checked here on the model's own scores
+    after = got.counterfactuals.iloc[sorted(covered)]
+    label, _ = scores(space.transform(after))
+    assert set(label) <= target
+    greedy = explainer.explain_group(rows, max_changes=max_changes, method="greedy")
+    assert greedy.value >= best and greedy.status is cfopt.Status.FEASIBLE
+    assert (greedy.assignment >= 0).sum() == len(coverable)
+    direct = explainer.explain_group(rows, max_changes=max_changes, method="direct_milp")
+    assert direct.status is cfopt.Status.OPTIMAL and direct.value == best
+
+
+@pytest.mark.parametrize("seed,kind", [(2, "net"), (5, "lr"), (3, "rf")])
+@pytest.mark.parametrize("budget", [1, 2])
+def test_most_rows_with_a_budget_match_brute_force(seed, kind, budget):
+    explainer, space, scores, rows = group(seed, kind)
+    sets = brute_covers(space, scores, rows, {1}, 2)
+    best = most(sets, budget)
+    got = explainer.explain_group(rows, max_changes=2, objective="coverage", n_actions=budget)
+    assert got.status is cfopt.Status.OPTIMAL, got.message
+    assert got.value == best == got.bound
+    assert len(got.actions) <= budget and (got.assignment >= 0).sum() == best
+
+
+def test_three_classes_and_a_cost_cap_match_brute_force():
+    explainer, space, scores, rows = group(6, "net", classes=3)
+    target = {2}
+    weights = explainer.milp.weights
+    seen = []
+    for cap in (0.4, 0.9, 1.6):
+        sets = brute_covers(space, scores, rows, target, 2, max_cost=cap, weights=weights)
+        coverable = set().union(*sets) if sets else set()
+        seen.append(len(coverable))
+        got = explainer.explain_group(rows, target=2, max_changes=2, max_cost=cap)
+        if not coverable:
+            assert got.status is cfopt.Status.INFEASIBLE and not got.actions
+            continue
+        assert got.status is cfopt.Status.OPTIMAL, got.message
+        assert got.value == fewest(sets, coverable)
+        assert (got.costs.dropna() <= cap + 1e-9).all()
+        assert (got.assignment >= 0).sum() == len(coverable)
+    assert seen[0] < seen[-1] and seen[-1] > 0, seen  # the cap matters here
+
+
+def test_immutable_and_monotone_features_are_kept_by_every_action():
+    explainer, space, scores, rows = group(2, "net")
+    got = explainer.explain_group(rows, max_changes=2)
+    for a in got.actions:
+        assert a.shifts.get("b", 0) >= 0
+    space2 = cfopt.FeatureSpace.from_frame(rows, kinds={"d": "integer"}).immutable("a")
+    del space2
+
+
+def test_actions_apply_shifts_and_levels_and_refuse_what_breaks_actionability():
+    explainer, space, scores, rows = group(1, "lr")
+    from cfopt.groups.actions import GroupRows
+
+    g = GroupRows(space, explainer.milp.adapter, explainer.milp.input_specs,
+                  rows.reset_index(drop=True), (1,), MARGIN, explainer.milp.weights, 2, None)
+    a = Action({"a": 2.0}, {"c": "z"})
+    after, inside = g.apply(a)
+    assert list(after.a) == list(np.clip(rows.a + 2, 0, 4))
+    assert list(inside) == list(rows.a + 2 <= 4)
+    assert set(after.c) == {"z"}
+    assert g.admissible(Action({"b": -1.0})) == ["increase-only feature 'b' shifted by -1"]
+    assert g.admissible(Action({"a": 0.5})) == ["integral feature 'a' shifted by 0.5"]
+    assert "more than max_changes=2" in g.admissible(Action({"a": 1, "b": 1}, {"c": "x"}))[0]
+    assert g.admissible(Action({}, {"c": "w"})) == ["'w' is not a level of 'c'"]
+    assert not g.covers(Action({"b": -1.0}))[0].any()
+    costs = g.costs(after)
+    w = explainer.milp.weights
+    expected = w["a"] * (np.clip(rows.a + 2, 0, 4) - rows.a).abs().to_numpy() + \
+        w["c"] * (rows.c != "z").to_numpy()
+    assert np.allclose(costs, expected)
+    assert Action.between(space, rows.iloc[0], after.iloc[0]).shifts.get("a") == \
+        after.a.iloc[0] - rows.a.iloc[0] or after.a.iloc[0] == rows.a.iloc[0]
+
+
+def test_master_duals_and_bounds_by_hand():
+    # three rows; columns {0,1}, {1,2}, {0,2}: LP optimum 1.5 (each at 1/2), duals 1/2
+    master = CoverMaster(3)
+    for cols in ([1, 1, 0], [0, 1, 1], [1, 0, 1]):
+        master.add(np.array(cols, dtype=bool))
+    lp = master.solve_lp()
+    assert lp.value == pytest.approx(1.5) and np.allclose(lp.prices, 0.5)
+    assert master.lower_bound(lp, 1.0) == pytest.approx(1.5)
+    assert master.lower_bound(lp, 1.5) == pytest.approx(1.0)  # Farley: Σπ / P
+    ip = master.solve_integer()
+    assert ip.value == 2 and ip.optimal and not ip.uncovered
+    master.drop([2])
+    assert master.solve_lp().value == pytest.approx(1.0)
+    cover = CoverMaster(3, "coverage", budget=1)
+    for cols in ([1, 1, 0], [0, 0, 1]):
+        cover.add(np.array(cols, dtype=bool))
+    lp = cover.solve_lp()
+    assert lp.value == pytest.approx(2.0)
+    # no column prices above the budget's dual ν: the LP is optimal over these columns
+    assert all(lp.prices[c].sum() <= lp.budget_price + 1e-9 for c in cover.columns)
+    assert cover.upper_bound(lp, lp.budget_price) == pytest.approx(2.0)
+    assert cover.upper_bound(lp, 3.0) >= 3.0 - 1e-9
+    assert cover.solve_integer().value == 2
+
+
+def test_an_uncoverable_row_with_no_first_column_is_proven_by_the_pricing():
+    explainer, space, scores, rows = group(1, "lr")
+    sets = brute_covers(space, scores, rows, {1}, 1)
+    out = set(range(len(rows))) - set().union(*sets)
+    assert out, "the case needs a row no single change moves"
+    got = explainer.explain_group(rows, max_changes=1, method="column_generation")
+    assert {rows.index.get_loc(i) for i, r in got.reasons.items()
+            if r == "no action (proven)"} == out
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"max_changes": 0}, "max_changes must be an integer of at least 1"),
+    ({"max_changes": 9}, "at most 4"),
+    ({"objective": "cost"}, "objective must be one of"),
+    ({"objective": "coverage"}, "give n_actions"),
+    ({"n_actions": 2}, "budget of objective='coverage'"),
+    ({"method": "exact"}, "method must be one of"),
+    ({"max_cost": -1.0}, "max_cost must be a non-negative"),
+    ({"max_cost": float("nan")}, "max_cost must be"),
+    ({"time_limit": 0}, "time_limit must be a positive"),
+    ({"objective": "coverage", "n_actions": 1, "method": "direct_milp"}, "direct_milp"),
+])
+def test_bad_requests_are_refused_before_any_solve(kwargs, match):
+    explainer, space, scores, rows = group(1, "lr")
+    with pytest.raises(ValueError, match=match):
+        explainer.explain_group(rows, **kwargs)
+
+
+def test_bad_rows_and_targets_are_named():
+    explainer, space, scores, rows = group(1, "lr")
+    with pytest.raises(TypeError, match="DataFrame"):
+        explainer.explain_group(rows.to_numpy())
+    with pytest.raises(ValueError, match="no rows"):
+        explainer.explain_group(rows.iloc[:0])
+    bad = rows.copy()
+    bad.iloc[0, bad.columns.get_loc("c")] = "w"
+    with pytest.raises(ValueError, match="'w'"):
+        explainer.explain_group(bad)
+    X, _ = make_data(1)
+    mixed = X.head(40)
+    with pytest.raises(ValueError, match="needs every row of the group in one class"):
+        explainer.explain_group(mixed)
+    with pytest.raises(ValueError):
+        explainer.explain_group(rows, target="nope")
+
+
+def test_rows_already_in_the_target_are_set_aside():
+    explainer, space, scores, rows = group(1, "lr")
+    X, _ = make_data(1)
+    label, _ = scores(space.transform(X))
+    accepted = X[label == 1].head(2)
+    both = pd.concat([rows, accepted])
+    got = explainer.explain_group(both, target=1, max_changes=2)
+    assert list(got.reasons.loc[accepted.index]) == ["already target"] * 2
+    assert (got.assignment.loc[accepted.index] == -1).all()
+    only = explainer.explain_group(accepted, target=1)
+    assert only.status is cfopt.Status.OPTIMAL and only.value == 0 and not only.actions
+
+
+def test_result_serialises_and_renders():
+    explainer, space, scores, rows = group(2, "net")
+    got = explainer.explain_group(rows, max_changes=2)
+    data = got.to_dict()
+    assert data["status"] == "optimal" and data["value"] == len(data["actions"])
+    assert set(data["assignment"]) == {str(i) for i in rows.index}
+    assert "Group counterfactuals" in got._repr_html_()
+    frame = got.actions_frame()
+    assert frame["rows"].sum() == (got.assignment >= 0).sum()
+    assert list(got.to_frame().columns) == ["action", "cost", "reason"]
+    assert got.to_json()
