@@ -54,7 +54,7 @@ def scorer(kind: str, Z: np.ndarray, y: np.ndarray, seed: int):
 
 
 def brute_covers(space, scores, rows: pd.DataFrame, target: set, max_changes: int,
-                 fixed=(), max_cost=None, weights=None):
+                 fixed=(), max_cost=None, weights=None, margin=MARGIN):
     """Every admissible action on the grid and its cover set (a frozenset of positions)."""
     movable = [f for f in space if not f.immutable and f.name not in fixed]
     options = {}
@@ -87,11 +87,11 @@ def brute_covers(space, scores, rows: pd.DataFrame, target: set, max_changes: in
                 if s is not None:
                     if s.ndim == 1:
                         t = list(target)[0]
-                        hit &= (s if t == 1 else -s) >= MARGIN
+                        hit &= (s if t == 1 else -s) >= margin
                     else:
                         t = list(target)
                         others = [j for j in range(s.shape[1]) if j not in t]
-                        hit &= s[:, t].max(axis=1) - s[:, others].max(axis=1) >= MARGIN
+                        hit &= s[:, t].max(axis=1) - s[:, others].max(axis=1) >= margin
                 if max_cost is not None:
                     hit &= cost <= max_cost + 1e-9
                 covers[frozenset(np.flatnonzero(hit))] = dict(zip(names, choice))
@@ -113,13 +113,13 @@ def most(sets: set, k: int) -> int:
                default=0)
 
 
-def group(seed: int, kind: str, classes: int = 2, rows: int = 7):
+def group(seed: int, kind: str, classes: int = 2, rows: int = 7, margin: float = MARGIN):
     X, y = make_data(seed, classes=classes)
     space = cfopt.FeatureSpace.from_frame(X, kinds={"d": "integer"})
     space.increase_only("b")
     Z = space.transform(X)
     model, scores = scorer(kind, Z, y, seed)
-    explainer = cfopt.Explainer(model, space, margin=MARGIN)
+    explainer = cfopt.Explainer(model, space, margin=margin)
     pred, _ = scores(Z)
     rejected = X[pred == 0].head(rows)
     return explainer, space, scores, rejected
@@ -153,6 +153,20 @@ def test_fewest_actions_match_brute_force(seed, kind, max_changes):
     assert (greedy.assignment >= 0).sum() == len(coverable)
     direct = explainer.explain_group(rows, max_changes=max_changes, method="direct_milp")
     assert direct.status is cfopt.Status.OPTIMAL and direct.value == best
+
+
+@pytest.mark.parametrize("seed,kind", [(7, "lr"), (8, "net")])
+def test_a_wide_margin_is_met_by_every_assigned_row(seed, kind):
+    explainer, space, scores, rows = group(seed, kind, margin=1.0)
+    wide = brute_covers(space, scores, rows, {1}, 2, margin=1.0)
+    narrow = brute_covers(space, scores, rows, {1}, 2)
+    coverable = set().union(*wide)
+    assert fewest(wide, coverable) != fewest(narrow, set().union(*narrow)) or \
+        coverable != set().union(*narrow), "the margin must matter in this case"
+    got = explainer.explain_group(rows, max_changes=2)
+    assert got.status is cfopt.Status.OPTIMAL and got.value == fewest(wide, coverable)
+    assert {rows.index.get_loc(i) for i in rows.index[got.assignment.to_numpy() >= 0]} \
+        == coverable
 
 
 @pytest.mark.parametrize("seed,kind", [(2, "net"), (5, "lr"), (3, "rf")])
