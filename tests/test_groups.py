@@ -155,6 +155,13 @@ def test_fewest_actions_match_brute_force(seed, kind, max_changes):
     assert direct.status is cfopt.Status.OPTIMAL and direct.value == best
 
 
+def test_the_direct_milp_with_one_slot_minimises_too():
+    explainer, space, scores, rows = group(2, "net")
+    one = rows.head(1)  # its own counterfactual is one action: one slot
+    got = explainer.explain_group(one, max_changes=2, method="direct_milp")
+    assert got.status is cfopt.Status.OPTIMAL and got.value == 1 and got.coverage == 1.0
+
+
 @pytest.mark.parametrize("seed,kind", [(7, "lr"), (8, "net")])
 def test_a_wide_margin_is_met_by_every_assigned_row(seed, kind):
     explainer, space, scores, rows = group(seed, kind, margin=1.0)

@@ -30,7 +30,7 @@ whole box).
 **Pricing** (one slot): maximise :math:`\sum_i \pi_i y_i` for the master's duals
 :math:`\pi` (Lodi & Ramírez-Ayerbe's pricing problem: the column of most negative
 reduced cost :math:`1 - \sum_i \pi_i y_i`); rows with :math:`\pi_i = 0` add nothing
-and their copies are switched off. **The direct MILP** (``slots`` > 1: the compact
+and their copies are switched off. **The direct MILP** (a number of ``slots``: the compact
 model the paper compares with): minimise :math:`\sum_s u_s` with
 :math:`y_{s,i} \le u_s`, :math:`\sum_s y_{s,i} \ge 1` and :math:`u_s \ge u_{s+1}`.
 """
@@ -59,11 +59,12 @@ class ActionModel:
             bounds and tree formulation are the copies').
         target_indices: the target's class indices.
         members: positions of the rows the model holds (the others cannot be covered).
-        slots: 1 for pricing; more for the direct MILP.
+        slots: ``None`` for pricing (one slot, prices set by :meth:`set_prices`); a
+            number of slots for the direct MILP.
     """
 
     def __init__(self, rows: GroupRows, milp: Any, target_indices: Sequence[int],
-                 members: Sequence[int], slots: int = 1) -> None:
+                 members: Sequence[int], slots: int | None = None) -> None:
         self.rows, self.milp = rows, milp
         self.members = list(members)
         space = rows.space
@@ -72,8 +73,10 @@ class ActionModel:
         self.shift_range = {n: self._shift_range(n) for n in self.numeric}
         self.numeric = [n for n in self.numeric if self.shift_range[n] != (0.0, 0.0)]
         self.model = pyo.ConcreteModel(name="group_actions")
-        self.slots = [self._add_slot(k, list(target_indices)) for k in range(slots)]
-        if slots == 1:
+        self.pricing = slots is None
+        self.slots = [self._add_slot(k, list(target_indices))
+                      for k in range(1 if slots is None else slots)]
+        if self.pricing:
             self.prices = pyo.Param(self.members, mutable=True, initialize=0.0)
             self.model.prices = self.prices
             slot = self.slots[0]
@@ -84,7 +87,7 @@ class ActionModel:
             m = self.model
             m.cover = pyo.Constraint(self.members, rule=lambda _, i: pyo.quicksum(
                 s.covers[i] for s in self.slots) >= 1)
-            m.order = pyo.Constraint(range(slots - 1), rule=lambda _, k: (
+            m.order = pyo.Constraint(range(len(self.slots) - 1), rule=lambda _, k: (
                 self.slots[k].used >= self.slots[k + 1].used))
             m.objective = pyo.Objective(expr=pyo.quicksum(s.used for s in self.slots))
 

@@ -104,12 +104,15 @@ class GroupSearch:
         if req.method != "greedy":
             candidates = self.first_columns(candidates)
         members = candidates
+        if req.method == "direct_milp":  # it must cover every member: only proven ones
+            members = [i for i in candidates if i in self.first]
+            self.reasons.update({i: "undecided" for i in candidates if i not in self.first})
         if not members:
             return self.finish([], members=[], value=0.0, bound=0.0, proven=True)
         rows = GroupRows(req.space, req.adapter, req.milp.input_specs, req.X.iloc[members],
                          req.target, req.margin, req.weights, req.max_changes, req.max_cost)
         model = ActionModel(rows, req.milp, req.target_indices, range(len(members)),
-                            slots=1 if req.method != "direct_milp" else self.slot_count(rows))
+                            slots=self.slot_count(rows) if req.method == "direct_milp" else None)
         backend = make_solver(self.explainer.backend.name)
         if req.method == "greedy":
             return self.greedy(rows, model, backend, members)
