@@ -337,3 +337,17 @@ def test_result_serialises_and_renders():
     assert frame["rows"].sum() == (got.assignment >= 0).sum()
     assert list(got.to_frame().columns) == ["action", "cost", "reason"]
     assert got.to_json()
+
+
+def test_greedy_cover_by_hand():
+    from cfopt.groups.solve import greedy_cover
+
+    masks = [np.array(m, dtype=bool) for m in ([1, 1, 0, 0, 0], [0, 1, 1, 1, 0],
+                                                [1, 0, 0, 0, 0], [0, 0, 0, 0, 1])]
+    chosen, left = greedy_cover(masks, 5)
+    assert chosen == [1, 0, 3] and not left.any()
+    chosen, left = greedy_cover(masks, 5, budget=1)
+    assert chosen == [1] and list(left) == [True, False, False, False, True]
+    chosen, left = greedy_cover(masks[:1], 5)
+    assert chosen == [0] and left.sum() == 3  # nothing else adds a row: stops
+    assert greedy_cover([], 2)[0] == []

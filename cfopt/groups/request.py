@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +14,8 @@ from ..formulations.validity import check_target, target_indices
 from ..space.feature import plain
 
 METHODS = ("column_generation", "greedy", "direct_milp")
+#: explainer → a copy built with a cap on changed features (each row's own query)
+_CAPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 OBJECTIVES = ("count", "coverage")
 
 
@@ -120,11 +123,13 @@ def check_group_request(explainer: Any, X: pd.DataFrame, target: Any, *, max_cha
     check_target(milp.adapter, target)
     classes = milp.predict(rows)
     labels, already = _target(milp.adapter, target, rows, classes)
-    capped = explainer if milp.capped else Explainer(
-        **{**explainer.build_arguments, "max_changes": max_changes},
-        solver=explainer.backend.name, threads=explainer.settings.threads,
-        seed=explainer.settings.seed, solver_options=explainer.settings.options,
-        verbose=explainer.settings.verbose)
+    capped = explainer if milp.capped else _CAPPED.get(explainer)
+    if capped is None:  # built once per explainer: a query sets its own cap
+        capped = _CAPPED[explainer] = Explainer(
+            **{**explainer.build_arguments, "max_changes": len(space)},
+            solver=explainer.backend.name, threads=explainer.settings.threads,
+            seed=explainer.settings.seed, solver_options=explainer.settings.options,
+            verbose=explainer.settings.verbose)
     terms = milp.objective_terms
     return GroupRequest(
         X=rows.reset_index(drop=True), X_raw=X, target=labels,

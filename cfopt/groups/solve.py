@@ -22,10 +22,11 @@ to the target — the fewest actions covering every row that any action can cove
 3. the integer master over the columns found gives the actions; it is ``OPTIMAL`` when
    it meets the ceiling of the LP bound (no branch-and-price: a gap is reported as one).
 
-``"greedy"``: repeatedly the action covering most rows not yet covered (each an exact
-pricing MILP with :math:`\pi = 1` on them), a :math:`\ln n`-approximation of set cover
-with no bound. ``"direct_milp"``: the compact model with as many action slots as the
-first columns' greedy cover uses (:class:`.pricing.ActionModel`), solved whole.
+``"greedy"``: the common heuristic — set-cover greedy over the rows' own
+counterfactuals as actions (step 1's columns, each verified on every row): repeatedly
+the one moving most rows not yet moved; no bound. ``"direct_milp"``: the compact model
+with as many action slots as that greedy cover uses (:class:`.pricing.ActionModel`),
+solved whole.
 """
 
 from __future__ import annotations
@@ -101,8 +102,7 @@ class GroupSearch:
     def run(self) -> GroupCounterfactuals:
         req = self.request
         candidates = [i for i in range(len(req.X)) if i not in self.reasons]
-        if req.method != "greedy":
-            candidates = self.first_columns(candidates)
+        candidates = self.first_columns(candidates)
         members = candidates
         if req.method == "direct_milp":  # it must cover every member: only proven ones
             members = [i for i in candidates if i in self.first]
@@ -111,11 +111,11 @@ class GroupSearch:
             return self.finish([], members=[], value=0.0, bound=0.0, proven=True)
         rows = GroupRows(req.space, req.adapter, req.milp.input_specs, req.X.iloc[members],
                          req.target, req.margin, req.weights, req.max_changes, req.max_cost)
+        if req.method == "greedy":
+            return self.greedy(rows, members)
         model = ActionModel(rows, req.milp, req.target_indices, range(len(members)),
                             slots=self.slot_count(rows) if req.method == "direct_milp" else None)
         backend = make_solver(self.explainer.backend.name)
-        if req.method == "greedy":
-            return self.greedy(rows, model, backend, members)
         if req.method == "direct_milp":
             return self.direct(rows, model, backend, members)
         return self.column_generation(rows, model, backend, members)
@@ -151,19 +151,13 @@ class GroupSearch:
         return kept
 
     def slot_count(self, rows: GroupRows) -> int:
-        """Slots of the direct MILP: the actions a greedy cover by the first columns
+        """Slots of the direct MILP: the actions the greedy cover by the first columns
         uses (every row has its own), or ``n_actions``."""
         if self.request.n_actions is not None:
             return self.request.n_actions
         masks = [rows.covers(a)[0] for a in self.first.values()]
-        left, used = np.ones(rows.n, dtype=bool), 0
-        while left.any() and masks:
-            best = max(masks, key=lambda mask: int((mask & left).sum()))
-            if not (best & left).any():
-                break
-            left &= ~best
-            used += 1
-        return max(1, used + int(left.sum()))
+        chosen, left = greedy_cover(masks, rows.n)
+        return max(1, len(chosen) + int(left.sum()))
 
     # ---------------------------------------------------------------- pricing
     def price(self, model: ActionModel, backend: Any, prices: np.ndarray
@@ -280,32 +274,15 @@ class GroupSearch:
         return self.finish(actions, members, value=value, bound=limit, proven=proven,
                            rows=rows, uncovered=ip.uncovered)
 
-    def greedy(self, rows: GroupRows, model: ActionModel, backend: Any, members: list[int]
-               ) -> GroupCounterfactuals:
-        req = self.request
-        left = np.ones(rows.n, dtype=bool)
-        actions: list[Action] = []
-        while left.any() and (req.n_actions is None or len(actions) < req.n_actions):
-            outcome, action = self.price(model, backend, left.astype(float))
-            if outcome is None:
-                self.notes.append("the time limit ended the greedy")
-                break
-            covers = rows.covers(action)[0] & left if action is not None else left & False
-            if not covers.any():
-                if outcome.status is Status.OPTIMAL and outcome.bound is not None and \
-                        outcome.bound < 0.5 or outcome.status is Status.INFEASIBLE:
-                    for j in np.flatnonzero(left):
-                        self.reasons[members[j]] = "no action (proven)"
-                    left[:] = False
-                else:
-                    self.notes.append(f"the greedy's pricing ended {outcome.status.value}")
-                break
-            actions.append(action)
-            left &= ~covers
-        return self.finish(actions, members, value=float(len(actions)) if
-                           req.objective == "count" else float(rows.n - left.sum()),
-                           bound=None, proven=False, rows=rows,
-                           uncovered=list(np.flatnonzero(left)))
+    def greedy(self, rows: GroupRows, members: list[int]) -> GroupCounterfactuals:
+        """Set-cover greedy over the rows' own counterfactuals (module docstring)."""
+        actions = list(self.first.values())
+        masks = [rows.covers(a)[0] for a in actions]
+        chosen, left = greedy_cover(masks, rows.n, self.request.n_actions)
+        value = float(len(chosen)) if self.request.objective == "count" else \
+            float(rows.n - left.sum())
+        return self.finish([actions[k] for k in chosen], members, value=value, bound=None,
+                           proven=False, rows=rows, uncovered=list(np.flatnonzero(left)))
 
     def direct(self, rows: GroupRows, model: ActionModel, backend: Any, members: list[int]
                ) -> GroupCounterfactuals:
@@ -393,3 +370,20 @@ class GroupSearch:
         if status is Status.OPTIMAL:
             parts.insert(0, "proven optimal over every action")
         return "; ".join(parts + self.notes)
+
+
+def greedy_cover(masks: list[np.ndarray], n: int, budget: int | None = None
+                 ) -> tuple[list[int], np.ndarray]:
+    """Set-cover greedy: repeatedly the mask with most rows not yet covered (the first
+    on ties), until none adds a row or ``budget`` masks are chosen. Returns the chosen
+    masks' positions and the rows left uncovered."""
+    left = np.ones(n, dtype=bool)
+    chosen: list[int] = []
+    while left.any() and masks and (budget is None or len(chosen) < budget):
+        gains = [int((mask & left).sum()) for mask in masks]
+        best = int(np.argmax(gains))
+        if gains[best] == 0:
+            break
+        chosen.append(best)
+        left &= ~masks[best]
+    return chosen, left
