@@ -351,3 +351,16 @@ def test_greedy_cover_by_hand():
     chosen, left = greedy_cover(masks[:1], 5)
     assert chosen == [0] and left.sum() == 3  # nothing else adds a row: stops
     assert greedy_cover([], 2)[0] == []
+
+
+@pytest.mark.parametrize("objective", ["count", "coverage"])
+def test_a_group_one_action_moves_is_answered_with_one(objective):
+    explainer, space, scores, rows = group(2, "net")
+    sets = brute_covers(space, scores, rows, {1}, 2)
+    biggest = max(sets, key=len)
+    assert len(biggest) >= 2
+    sub = rows.iloc[sorted(biggest)]
+    budget = {"n_actions": 1} if objective == "coverage" else {}
+    got = explainer.explain_group(sub, max_changes=2, objective=objective, **budget)
+    assert got.status is cfopt.Status.OPTIMAL and len(got.actions) == 1
+    assert got.coverage == 1.0 and got.bound == (1 if objective == "count" else len(sub))

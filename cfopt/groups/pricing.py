@@ -30,7 +30,8 @@ whole box).
 **Pricing** (one slot): maximise :math:`\sum_i \pi_i y_i` for the master's duals
 :math:`\pi` (Lodi & Ramírez-Ayerbe's pricing problem: the column of most negative
 reduced cost :math:`1 - \sum_i \pi_i y_i`); rows with :math:`\pi_i = 0` add nothing
-and their copies are switched off. **The direct MILP** (a number of ``slots``: the compact
+and their copies are switched off (a row's copy is built at its first positive price:
+set-cover duals are sparse, so most rows never need one). **The direct MILP** (a number of ``slots``: the compact
 model the paper compares with): minimise :math:`\sum_s u_s` with
 :math:`y_{s,i} \le u_s`, :math:`\sum_s y_{s,i} \ge 1` and :math:`u_s \ge u_{s+1}`.
 """
@@ -74,6 +75,8 @@ class ActionModel:
         self.numeric = [n for n in self.numeric if self.shift_range[n] != (0.0, 0.0)]
         self.model = pyo.ConcreteModel(name="group_actions")
         self.pricing = slots is None
+        #: rows whose copy is built (pricing builds a row's copy at its first price)
+        self.built: set[int] = set()
         self.slots = [self._add_slot(k, list(target_indices))
                       for k in range(1 if slots is None else slots)]
         if self.pricing:
@@ -130,12 +133,17 @@ class ActionModel:
         slot.covers = pyo.Var(self.members, domain=pyo.Binary)
         slot.used_by = pyo.Constraint(self.members, rule=lambda b, i: b.covers[i] <= b.used)
         slot.copies = pyo.Block(self.members)
+        self.target = target
         for i in self.members:
-            self._add_copy(slot, slot.copies[i], i, target)
+            if self.pricing:  # built when the row first has a price (set_prices)
+                slot.covers[i].fix(0)
+            else:
+                self._add_copy(slot, slot.copies[i], i, target)
         return slot
 
     def _add_copy(self, slot: pyo.Block, copy: pyo.Block, i: int, target: list[int]) -> None:
         rows, space, milp = self.rows, self.rows.space, self.milp
+        self.built.add(i)
         on = slot.covers[i]
         row = rows.X.iloc[i]
         copy.v = pyo.Var(self.numeric, bounds=lambda _, n: (space[n].lower, space[n].upper))
@@ -185,6 +193,8 @@ class ActionModel:
             p = float(prices.get(i, 0.0))
             self.prices[i] = p
             if p > 0:
+                if i not in self.built:
+                    self._add_copy(slot, slot.copies[i], i, self.target)
                 slot.covers[i].unfix()
                 slot.copies[i].activate()
             else:

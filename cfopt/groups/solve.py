@@ -182,6 +182,14 @@ class GroupSearch:
         for i, action in self.first.items():
             self.add_column(master, rows, action, seen)
         bound: float | None = None
+        if all(i in self.first for i in members):
+            # one action for every row, or every row covered, needs no pricing: the
+            # fewest is at least 1 and the rows covered at most all of them
+            ip = master.solve_integer(self.left())
+            if ip.optimal and not ip.uncovered and (req.objective == "coverage" or
+                                                    len(ip.chosen) == 1):
+                return self.integer_master(master, rows, members, float(
+                    1 if req.objective == "count" else rows.n))
         while True:
             lp = master.solve_lp()
             threshold = 1.0 if req.objective == "count" else lp.budget_price
