@@ -364,3 +364,19 @@ def test_a_group_one_action_moves_is_answered_with_one(objective):
     got = explainer.explain_group(sub, max_changes=2, objective=objective, **budget)
     assert got.status is cfopt.Status.OPTIMAL and len(got.actions) == 1
     assert got.coverage == 1.0 and got.bound == (1 if objective == "count" else len(sub))
+
+
+def test_declared_and_raw_constraints_are_refused_by_name_but_a_query_narrowing_is_not():
+    import pyomo.environ as pyo
+
+    explainer, space, scores, rows = group(1, "lr")
+    explainer.explain(rows.iloc[[0]], target=1, features_to_vary=["a", "b"])  # query_range
+    assert explainer.explain_group(rows.head(2), max_changes=2).status is cfopt.Status.OPTIMAL
+    fenced = cfopt.Explainer(explainer.milp.adapter.model, space,
+                             constraints=[cfopt.LinearConstraint({"a": 1.0}, "<=", 3.0,
+                                                                 name="cap_a")])
+    with pytest.raises(ValueError, match=r"declared constraints \['cap_a'\]"):
+        fenced.explain_group(rows)
+    explainer.milp.mine = pyo.Constraint(expr=explainer.milp.x["a"] <= 3)
+    with pytest.raises(ValueError, match=r"by hand \['mine'\]"):
+        explainer.explain_group(rows)

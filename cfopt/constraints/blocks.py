@@ -50,6 +50,9 @@ class ConstraintBlock(ABC):
 
     #: default block name prefix; instances get ``name`` (unique within a model)
     kind: str = "constraint"
+    #: True for a block that holds only what the current query set on it (a query's own
+    #: narrowing): not a constraint of the user's problem beyond that query
+    per_query: bool = False
 
     def __init__(self, name: str | None = None) -> None:
         if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):

@@ -155,6 +155,7 @@ class QueryRange(ConstraintBlock):
     """The rows of the module docstring; :attr:`request` is the current query's."""
 
     kind = "query_range"
+    per_query = True
 
     def __init__(self) -> None:
         super().__init__(self.kind)

@@ -31,14 +31,14 @@ whole box).
 :math:`\pi` (Lodi & Ramírez-Ayerbe's pricing problem: the column of most negative
 reduced cost :math:`1 - \sum_i \pi_i y_i`); rows with :math:`\pi_i = 0` add nothing
 and their copies are switched off (a row's copy is built at its first positive price:
-set-cover duals are sparse, so most rows never need one). **The direct MILP** (a number of ``slots``: the compact
-model the paper compares with): minimise :math:`\sum_s u_s` with
+set-cover duals are sparse, so most rows never need one). **The direct MILP** (a number
+of ``slots``: the compact model the paper compares with): minimise :math:`\sum_s u_s` with
 :math:`y_{s,i} \le u_s`, :math:`\sum_s y_{s,i} \ge 1` and :math:`u_s \ge u_{s+1}`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,11 +62,18 @@ class ActionModel:
         members: positions of the rows the model holds (the others cannot be covered).
         slots: ``None`` for pricing (one slot, prices set by :meth:`set_prices`); a
             number of slots for the direct MILP.
+        box_of: row position → the box of model inputs every action may give that row
+            (actionability, and the cost cap as a radius: e.g.
+            :func:`~cfopt.methods.base.query_input_box`); a network copy's layer bounds
+            are then those over it (valid: the copy sees the row's point when it is
+            covered and is free to stay inside it when not), else the global ones.
     """
 
     def __init__(self, rows: GroupRows, milp: Any, target_indices: Sequence[int],
-                 members: Sequence[int], slots: int | None = None) -> None:
-        self.rows, self.milp = rows, milp
+                 members: Sequence[int], slots: int | None = None,
+                 box_of: Callable[[int], tuple[np.ndarray, np.ndarray]] | None = None
+                 ) -> None:
+        self.rows, self.milp, self.box_of = rows, milp, box_of
         self.members = list(members)
         space = rows.space
         self.numeric = [f.name for f in space if not f.is_onehot and not f.immutable]
@@ -171,7 +178,10 @@ class ActionModel:
                              input_rounding=spec_rounding(space, specs),
                              library_input=milp.library_input,
                              formulation=milp.tree_formulation)
-        if milp.global_layer_bounds:
+        if milp.global_layer_bounds and self.box_of is not None:
+            pred.set_layer_bounds(milp.adapter.structure.box_bounds(
+                *self.box_of(i), within=milp.global_layer_bounds))
+        elif milp.global_layer_bounds:
             pred.set_layer_bounds(milp.global_layer_bounds)
         add_switched_validity(copy, pred.outputs, pred.output_bounds(), milp.adapter,
                               rows.margin, target, on)

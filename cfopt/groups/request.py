@@ -111,14 +111,16 @@ def check_group_request(explainer: Any, X: pd.DataFrame, target: Any, *, max_cha
     if milp.adapter.is_regressor:
         raise ValueError("group counterfactuals are defined for classifiers; this model is "
                          "a regressor")
-    if milp.constraints:
-        raise ValueError(f"the explainer has declared constraints {sorted(milp.constraints)}"
-                         f", which the group's pricing MILP does not hold yet; use an "
-                         f"explainer without them")
-    if milp.user_components():
-        names = [c.local_name for c in milp.user_components()]
-        raise ValueError(f"the explainer's model has Pyomo components added by hand "
-                         f"{names}, which the group's pricing MILP does not hold")
+    declared = sorted(n for n, c in milp.constraints.items() if not c.per_query)
+    if declared:
+        raise ValueError(f"the explainer has declared constraints {declared}, which the "
+                         f"group's pricing MILP does not hold yet; use an explainer "
+                         f"without them")
+    raw = [c.local_name for c in milp.user_components() if c.local_name not in
+           milp.constraints]
+    if raw:
+        raise ValueError(f"the explainer's model has Pyomo components added by hand {raw}, "
+                         f"which the group's pricing MILP does not hold")
     rows = space.validate(X)
     check_target(milp.adapter, target)
     classes = milp.predict(rows)

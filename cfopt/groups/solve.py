@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InfeasibleError
+from ..methods.base import query_input_box
 from ..results.status import Status
 from ..solvers.backends import make_solver
 from ..solvers.base import SolveOutcome, SolverSettings
@@ -50,6 +51,8 @@ from .result import GroupCounterfactuals
 
 #: a column enters when its verified reduced cost is below -REDUCED_COST_TOLERANCE
 REDUCED_COST_TOLERANCE = 1e-6
+#: relative gap of the pricing MILPs (env override for experiments)
+PRICING_GAP = float(__import__("os").environ.get("CFOPT_PRICING_GAP", "1e-6"))
 
 
 def explain_group(explainer: Any, X: pd.DataFrame, target: Any = None, *,
@@ -86,7 +89,8 @@ class GroupSearch:
         limit = self.request.time_limit
         return None if limit is None else limit - (time.perf_counter() - self.t0)
 
-    def settings(self, cap: float | None = None) -> SolverSettings | None:
+    def settings(self, cap: float | None = None, gap: float = 1e-6
+                 ) -> SolverSettings | None:
         """Solver settings for the time left (``None`` when it is up)."""
         left = self.left()
         if cap is not None:
@@ -94,7 +98,7 @@ class GroupSearch:
         if left is not None and left <= 0.05:
             return None
         base = self.explainer.settings
-        return SolverSettings(time_limit=left, mip_gap=1e-6, threads=base.threads,
+        return SolverSettings(time_limit=left, mip_gap=gap, threads=base.threads,
                               seed=base.seed, options=dict(base.options),
                               verbose=base.verbose)
 
@@ -114,7 +118,8 @@ class GroupSearch:
         if req.method == "greedy":
             return self.greedy(rows, members)
         model = ActionModel(rows, req.milp, req.target_indices, range(len(members)),
-                            slots=self.slot_count(rows) if req.method == "direct_milp" else None)
+                            slots=self.slot_count(rows) if req.method == "direct_milp" else None,
+                            box_of=lambda j: self.row_box(members[j]))
         backend = make_solver(self.explainer.backend.name)
         if req.method == "direct_milp":
             return self.direct(rows, model, backend, members)
@@ -150,6 +155,18 @@ class GroupSearch:
                                                ce.counterfactual.iloc[0])
         return kept
 
+    def row_box(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """The model-input box of every point an action may give row ``i``: its
+        actionable box, within the cost cap's reach when the objective is the cost's L1
+        (:func:`~cfopt.methods.base.query_input_box` at the row as factual)."""
+        req = self.request
+        m = req.capped.milp
+        m.set_factual(req.X.iloc[[i]])
+        radius = math.inf
+        if req.max_cost is not None and req.objective_is_l1:
+            radius = req.max_cost * m.objective_terms["l1"]
+        return query_input_box(m, radius=radius)
+
     def slot_count(self, rows: GroupRows) -> int:
         """Slots of the direct MILP: the actions the greedy cover by the first columns
         uses (every row has its own), or ``n_actions``."""
@@ -160,10 +177,11 @@ class GroupSearch:
         return max(1, len(chosen) + int(left.sum()))
 
     # ---------------------------------------------------------------- pricing
-    def price(self, model: ActionModel, backend: Any, prices: np.ndarray
-              ) -> tuple[SolveOutcome | None, Action | None]:
-        """One pricing solve for ``prices``; ``(None, None)`` when time is up."""
-        settings = self.settings()
+    def price(self, model: ActionModel, backend: Any, prices: np.ndarray,
+              gap: float = 1e-6) -> tuple[SolveOutcome | None, Action | None]:
+        """One pricing solve for ``prices`` to the relative ``gap``; ``(None, None)``
+        when time is up."""
+        settings = self.settings(gap=gap)
         if settings is None:
             return None, None
         model.set_prices({i: float(p) for i, p in enumerate(prices)})
@@ -198,7 +216,7 @@ class GroupSearch:
                                   f"(max_iterations)")
                 bound = None
                 break
-            outcome, action = self.price(model, backend, lp.prices)
+            outcome, action = self.price(model, backend, lp.prices, PRICING_GAP)
             if outcome is None:
                 self.notes.append("the time limit ended the column generation")
                 break

@@ -102,7 +102,7 @@ def target_index(m: CounterfactualModel) -> int:
 
 
 def query_input_box(m: CounterfactualModel, region: tuple[np.ndarray, np.ndarray] | None
-                    = None) -> tuple[np.ndarray, np.ndarray]:
+                    = None, radius: float = math.inf) -> tuple[np.ndarray, np.ndarray]:
     """Bounds of the master's model inputs at the current query: the box of the points
     that respect the actionability constraints
     (:func:`~cfopt.query.restrictions.trees.query_box` with no radius: immutable
@@ -111,8 +111,9 @@ def query_input_box(m: CounterfactualModel, region: tuple[np.ndarray, np.ndarray
     feasibility tolerance), intersected with ``region`` (e.g. the plausible region's
     bounding box; default: the model's whole input box, to which the variables are
     bounded exactly). Every point the master can take lies in it; without
-    actionability constraints it is ``region`` itself."""
-    lo, hi = (np.array(side, dtype=float) for side in zip(*query_box(m)))
+    actionability constraints it is ``region`` itself. ``radius``: only the points of
+    objective at most ``radius`` (:func:`~cfopt.query.restrictions.trees.query_box`)."""
+    lo, hi = (np.array(side, dtype=float) for side in zip(*query_box(m, radius)))
     base = region if region is not None else tuple(
         np.array(side, dtype=float) for side in zip(*m.predictor_constr.input_bounds))
     return (np.maximum(lo - BOX_TOLERANCE * (1 + np.abs(lo)), base[0]),
