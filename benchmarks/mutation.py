@@ -113,6 +113,8 @@ TESTS: dict[str, list[str]] = {
                        "cfopt/formulations/predictors", "cfopt/solvers",
                        "cfopt/solvers/cpsat")},
     "cfopt/solvers/highs_start.py": ["tests/test_highs_start.py"],
+    "cfopt/methods/cutting_set.py": ["tests/test_cutting_set.py"],
+    "cfopt/methods/base.py": ["tests/test_methods_base.py"],
 }
 
 WORK = PROJECT / ".mutation"
