@@ -113,6 +113,14 @@ TESTS: dict[str, list[str]] = {
                        "cfopt/formulations/predictors", "cfopt/solvers",
                        "cfopt/solvers/cpsat")},
     "cfopt/solvers/highs_start.py": ["tests/test_highs_start.py"],
+    "cfopt/methods/cutting_set.py": ["tests/test_cutting_set.py"],
+    "cfopt/methods/base.py": ["tests/test_methods_base.py"],
+    "cfopt/methods/plausible_region.py": ["tests/test_methods_plausible_region.py"],
+    "cfopt/methods/proplace.py": ["tests/test_methods_proplace.py"],
+    "cfopt/methods/proplace_master.py": ["tests/test_methods_proplace_master.py",
+                                         "tests/test_methods_proplace.py",
+                                         "tests/test_proplace_levels.py"],
+    "cfopt/methods/rnce.py": ["tests/test_methods_rnce.py"],
 }
 
 WORK = PROJECT / ".mutation"

@@ -241,3 +241,119 @@ def test_a_masters_default_proof_is_its_next_solve_which_the_loop_checks():
     assert a.seen == [2.5, 3.0] and out.iterations == 2
     assert out.status is RobustStatus.CERTIFIED and out.optimal
     assert float(out.candidate.point.iloc[0, 0]) == 3.0
+
+
+@pytest.mark.parametrize("cap", [0, -1, True, False, 2.0, "3", None])
+def test_an_iteration_cap_other_than_a_positive_int_is_refused(cap):
+    with pytest.raises(ValueError) as err:
+        CuttingSet(cap)
+    assert str(err.value) == f"max_iterations must be a positive integer, got {cap!r}"
+
+
+def test_one_iteration_is_a_cap():
+    master = Scripted([1.0, 2.0])
+    out = CuttingSet(1).run(master, [Threshold(master, 2.0)], _deadline())
+    assert out.status is RobustStatus.ITERATION_LIMIT and out.iterations == 1
+    assert out.message == ("1 iterations without the loop's stop; the last point is returned "
+                           "without the loop's certificate (the answer's certificate says "
+                           "what its checks proved) and is not claimed optimal")
+    assert CuttingSet(1).max_iterations == 1
+
+
+def test_a_deadline_keeps_its_start():
+    settings = SolverSettings(time_limit=3.0)
+    deadline = Deadline(settings, 12.5)
+    assert deadline.started == 12.5 and deadline.settings is settings
+    t0 = time.perf_counter()
+    assert t0 <= Deadline(settings).started <= time.perf_counter()
+
+
+def test_the_observer_sees_every_check_and_each_adversary_the_loops_deadline():
+    seen = []
+    master = Scripted([1.0, 3.0])
+    a, b = Threshold(master, 2.0), Threshold(master, 0.0)
+    deadlines = []
+    for adversary in (a, b):
+        check = adversary.check
+
+        def spy(answer, deadline, check=check):
+            deadlines.append(deadline)
+            return check(answer, deadline)
+
+        adversary.check = spy
+    deadline = _deadline(60.0)
+    out = CuttingSet(5, observer=lambda *args: seen.append(args)).run(master, [a, b],
+                                                                     deadline)
+    assert out.status is RobustStatus.CERTIFIED and out.message == ""
+    assert [(float(ans.point.iloc[0, 0]), adv, chk.verdict) for ans, adv, chk in seen] == \
+        [(1.0, a, 1.0), (1.0, b, 1.0), (3.0, a, 3.0), (3.0, b, 3.0)]
+    assert seen[-1][0] is out.candidate and seen[-1][2] is out.checks[1]
+    assert deadlines == [deadline] * 4
+
+
+class Slow(Scripted):
+    """A scripted master that takes ``sleep`` seconds per solve."""
+
+    def __init__(self, script: list, sleep: float) -> None:
+        super().__init__(script)
+        self.sleep = sleep
+
+    def solve(self, deadline: Deadline) -> MasterAnswer:
+        time.sleep(self.sleep)
+        return super().solve(deadline)
+
+
+def test_the_time_in_solves_and_in_checks_adds_up():
+    master = Slow([1.0, 3.0], 0.03)
+    a, b = Threshold(master, 2.0, sleep=0.02), Threshold(master, 0.0, sleep=0.01)
+    out = CuttingSet(5).run(master, [a, b], _deadline())
+    assert 0.06 <= out.master_seconds < 1.0
+    assert 0.06 <= out.adversary_seconds < 1.0
+
+
+def test_a_first_failed_master_reports_no_checks_and_its_answer():
+    master = Scripted([Status.INFEASIBLE])
+    out = CuttingSet(5).run(master, [Threshold(master, 2.0), Threshold(master, 1.0)],
+                            _deadline())
+    assert out.status is RobustStatus.INFEASIBLE and out.checks == [None, None]
+    assert out.last.status is Status.INFEASIBLE and out.candidate is None
+    master = Scripted([1.0, 3.0])
+    out = CuttingSet(5).run(master, [Threshold(master, 2.0)], _deadline())
+    assert out.last is out.candidate and float(out.last.point.iloc[0, 0]) == 3.0
+
+
+class Retrying(Scripted):
+    """A scripted master whose ``"retry"`` steps answer without a point, to be solved
+    again (MILP-R halving its margin)."""
+
+    def solve(self, deadline: Deadline) -> MasterAnswer:
+        if self.script[0] == "retry":
+            self.script.pop(0)
+            return MasterAnswer(Status.INFEASIBLE, retry=True, message="again")
+        return super().solve(deadline)
+
+
+def test_a_master_asking_for_a_retry_is_solved_again():
+    master = Retrying(["retry", "retry", 3.0])
+    a = Threshold(master, 2.0)
+    out = CuttingSet(5).run(master, [a], _deadline())
+    assert out.status is RobustStatus.CERTIFIED and out.iterations == 3 and a.seen == [3.0]
+    master = Retrying(["retry", "retry"])
+    out = CuttingSet(2).run(master, [Threshold(master, 2.0)], _deadline())
+    assert out.status is RobustStatus.ITERATION_LIMIT and out.candidate is None
+    assert out.last.retry and out.iterations == 2
+
+
+def test_a_kept_proof_says_nothing_more():
+    """A proof that keeps the candidate optimal: no message, whatever the solve said."""
+
+    class Chatty(Pieces):
+        def prove(self, candidate, deadline):
+            answer = super().prove(candidate, deadline)
+            answer.message = "the solve's words"
+            return answer
+
+    master = Chatty([2.5], ["keep"])
+    out = CuttingSet(10).run(master, [Threshold(master, 2.0)], _deadline())
+    assert out.status is RobustStatus.CERTIFIED and out.message == ""
+    assert out.last is out.candidate and out.candidate.bound == 0.5

@@ -71,7 +71,7 @@ def gc_paused(explain: ExplainFunction) -> ExplainFunction:
         with PauseGC():
             return explain(*args, **kwargs)
 
-    return cast(ExplainFunction, paused)
+    return cast(ExplainFunction, paused)  # pragma: no mutate (cast is a no-op at run time)
 
 
 def check_switch(name: str, value: Any) -> bool:
@@ -113,9 +113,11 @@ def query_input_box(m: CounterfactualModel, region: tuple[np.ndarray, np.ndarray
     bounded exactly). Every point the master can take lies in it; without
     actionability constraints it is ``region`` itself. ``radius``: only the points of
     objective at most ``radius`` (:func:`~cfopt.query.restrictions.trees.query_box`)."""
-    lo, hi = (np.array(side, dtype=float) for side in zip(*query_box(m, radius)))
+    lo, hi = (np.array(side, dtype=float)  # pragma: no mutate (widened to floats below)
+              for side in zip(*query_box(m, radius)))
     base = region if region is not None else tuple(
-        np.array(side, dtype=float) for side in zip(*m.predictor_constr.input_bounds))
+        np.array(side, dtype=float)  # pragma: no mutate (input bounds are floats)
+        for side in zip(*m.predictor_constr.input_bounds))
     return (np.maximum(lo - BOX_TOLERANCE * (1 + np.abs(lo)), base[0]),
             np.minimum(hi + BOX_TOLERANCE * (1 + np.abs(hi)), base[1]))
 
@@ -192,7 +194,8 @@ class RobustMethod(ABC):
         if query_bounds:
             box = query_input_box(m, region)
         elif region is None:
-            return tuple(np.array(side, dtype=float) for side in zip(*pred.input_bounds))
+            return tuple(np.array(side, dtype=float)  # pragma: no mutate (bounds are floats)
+                         for side in zip(*pred.input_bounds))
         else:
             box, hull = region, None
         pred.set_layer_bounds(pred.adapter.structure.box_bounds(

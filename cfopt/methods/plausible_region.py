@@ -45,7 +45,8 @@ class RobustPlausibleRegion(ConvexHull):
     kind = "plausible_region"
 
     def __init__(self, data: pd.DataFrame, delta: float, k: int = 20, *, labels: Any = None,
-                 solver: Any = "highs", epsilon: float = 0.0, norm: str = "l1",
+                 solver: Any = "highs",  # pragma: no mutate (make_solver ignores case)
+                 epsilon: float = 0.0, norm: str = "l1",
                  name: str | None = None) -> None:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"k must be a positive integer (number of Δ-robust neighbours), "

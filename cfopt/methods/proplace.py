@@ -178,7 +178,8 @@ class Proplace(RobustMethod):
                  light_heuristics: bool = True, cutoff: bool = True,
                  relax_model: bool = True, first_cut: bool = True, active_set: bool = True,
                  piece_points: bool = True, lp_screen: bool = True,
-                 time_limit: float | None = None, solver: str | SolverBackend = "highs",
+                 time_limit: float | None = None,
+                 solver: str | SolverBackend = "highs",  # pragma: no mutate (names ignore case)
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
                  bound_tightening: str | None = "lp", constraints: Sequence[ConstraintBlock] = (),

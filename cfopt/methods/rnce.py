@@ -32,12 +32,14 @@ class RNCE(RobustMethod):
     method = "rnce"
 
     def __init__(self, model: Any, space: FeatureSpace, data: pd.DataFrame, *, delta: float,
-                 solver: str | SolverBackend = "highs", objective: str | Mapping[str, float] = "l1",
+                 solver: str | SolverBackend = "highs",  # pragma: no mutate (names ignore case)
+                 objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range") -> None:
         super().__init__(model, space, delta=delta, solver=solver, time_limit=None, mip_gap=1e-4,
                          threads=1, seed=0)
-        self.milp = CounterfactualModel(model, space, objective=objective, weights=weights,
-                                        bound_tightening="interval")
+        self.milp = CounterfactualModel(
+            model, space, objective=objective, weights=weights,
+            bound_tightening="interval")  # pragma: no mutate (None means interval)
         require_space_encoding(self.milp)
         self.data = space.validate(as_frame(data), check_bounds=False).reset_index(drop=True)
         self.Z = np.clip(space.encode(self.data),
