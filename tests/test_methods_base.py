@@ -207,6 +207,10 @@ def test_query_input_box_by_hand_with_negative_sides():
     np.testing.assert_allclose(lo, [-1 - 2e-6, -0.5 - 1.5e-6], rtol=0, atol=1e-15)
     np.testing.assert_allclose(hi, [-1 + 2e-6, 2.0], rtol=0, atol=1e-15)
     assert BOX_TOLERANCE == 1e-6
+    # a radius: b (weight 1/3, its range 3) moves at most 0.5 / (1/3) = 1.5 up
+    lo, hi = query_input_box(m, radius=0.5)
+    np.testing.assert_allclose(lo, [-1 - 2e-6, -0.5 - 1.5e-6], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(hi, [-1 + 2e-6, 1.0 + 2e-6], rtol=0, atol=1e-15)
     # a region cuts each side it is inside of
     lo, hi = query_input_box(m, (np.array([-3.0, -0.25]), np.array([-1.0, 1.5])))
     np.testing.assert_allclose(lo, [-1 - 2e-6, -0.25], rtol=0, atol=1e-15)
