@@ -93,7 +93,7 @@ TESTS: dict[str, list[str]] = {
                                                 "tests/test_query_tightening.py"],
     "cfopt/query/ladder.py": ["tests/test_ladder.py", "tests/test_supports.py"],
     "cfopt/query/supports.py": ["tests/test_supports.py"],
-    "cfopt/query/diverse.py": ["tests/test_diversity.py"],
+    "cfopt/query/diverse.py": ["tests/test_query_diverse.py"],
     "cfopt/query/diagnosis.py": ["tests/test_query_diagnosis.py"],
     "cfopt/constraints/trust_regions.py": ["tests/test_constraints.py"],
     "cfopt/constraints/isolation.py": ["tests/test_isolation_forest.py"],
