@@ -93,6 +93,7 @@ TESTS: dict[str, list[str]] = {
                                                 "tests/test_query_tightening.py"],
     "cfopt/query/ladder.py": ["tests/test_ladder.py", "tests/test_supports.py"],
     "cfopt/query/supports.py": ["tests/test_query_supports.py"],
+    "cfopt/query/restrictions/registry.py": ["tests/test_query_restrictions_registry.py"],
     "cfopt/query/diverse.py": ["tests/test_query_diverse.py"],
     "cfopt/query/diagnosis.py": ["tests/test_query_diagnosis.py"],
     "cfopt/constraints/trust_regions.py": ["tests/test_constraints.py"],
