@@ -53,11 +53,13 @@ from common import environment, write  # noqa: E402
 
 #: the packages where a wrong answer can come from (issue 38)
 PACKAGES = ("cfopt/query", "cfopt/formulations", "cfopt/constraints", "cfopt/methods",
-            "cfopt/models", "cfopt/space", "cfopt/solvers")
+            "cfopt/models", "cfopt/space", "cfopt/solvers", "cfopt/groups")
 
 #: the test files each module's mutants are run against (mutmut narrows them down to the
 #: tests that call the mutated function)
 TESTS: dict[str, list[str]] = {
+    **{f"cfopt/groups/{name}.py": ["tests/test_groups.py"] for name in (
+        "__init__", "actions", "master", "pricing", "request", "result", "solve")},
     "cfopt/query/claims.py": ["tests/test_query_claims.py", "tests/test_claims.py",
                               "tests/test_claims_solvers.py"],
     "cfopt/query/solution.py": ["tests/test_query_solution.py", "tests/test_query_claims.py",
@@ -92,10 +94,10 @@ TESTS: dict[str, list[str]] = {
     "cfopt/query/restrictions/relu_points.py": ["tests/test_relu_points.py",
                                                 "tests/test_query_tightening.py"],
     "cfopt/query/ladder.py": ["tests/test_ladder.py", "tests/test_supports.py"],
-    "cfopt/query/supports.py": ["tests/test_supports.py"],
-    "cfopt/query/diverse.py": ["tests/test_diversity.py"],
-    "cfopt/query/diagnosis.py": ["tests/test_constraints.py", "tests/test_explainer.py",
-                                 "tests/test_limits.py"],
+    "cfopt/query/supports.py": ["tests/test_query_supports.py"],
+    "cfopt/query/restrictions/registry.py": ["tests/test_query_restrictions_registry.py"],
+    "cfopt/query/diverse.py": ["tests/test_query_diverse.py"],
+    "cfopt/query/diagnosis.py": ["tests/test_query_diagnosis.py"],
     "cfopt/constraints/trust_regions.py": ["tests/test_constraints.py"],
     "cfopt/constraints/isolation.py": ["tests/test_isolation_forest.py"],
     "cfopt/constraints/custom.py": ["tests/test_custom_constraints.py"],

