@@ -46,6 +46,8 @@ class GroupRequest:
     time_limit: float | None
     row_time_limit: float | None
     max_iterations: int
+    #: ``(milp, radius) -> box``: :func:`cfopt.methods.base.query_input_box`
+    box_of: Any = None
 
 
 def _positive_number(name: str, value: Any, *, allow_zero: bool = False) -> float | None:
@@ -75,6 +77,7 @@ def check_group_request(explainer: Any, X: pd.DataFrame, target: Any, *, max_cha
     declared or raw constraint: the pricing MILP would not hold them), the target
     (one class for every row when it is "the opposite")."""
     from ..explainer import Explainer
+    from ..methods.base import query_input_box
 
     if not isinstance(X, pd.DataFrame):
         raise TypeError(f"X must be a pandas DataFrame of the group's rows, got "
@@ -141,7 +144,8 @@ def check_group_request(explainer: Any, X: pd.DataFrame, target: Any, *, max_cha
         objective_is_l1=set(terms) == {"l1"}, max_changes=max_changes,
         objective=objective, n_actions=n_actions, max_cost=max_cost, method=method,
         time_limit=time_limit, row_time_limit=row_time_limit,
-        max_iterations=max_iterations)
+        max_iterations=max_iterations,
+        box_of=lambda m, radius: query_input_box(m, radius=radius))
 
 
 def _target(adapter: Any, target: Any, rows: pd.DataFrame, classes: np.ndarray

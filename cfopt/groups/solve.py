@@ -39,7 +39,6 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InfeasibleError
-from ..methods.base import query_input_box
 from ..results.status import Status
 from ..solvers.backends import make_solver
 from ..solvers.base import SolveOutcome, SolverSettings
@@ -166,7 +165,7 @@ class GroupSearch:
         radius = math.inf
         if req.max_cost is not None and req.objective_is_l1:
             radius = req.max_cost * m.objective_terms["l1"]
-        return query_input_box(m, radius=radius)
+        return self.request.box_of(m, radius)
 
     def slot_count(self, rows: GroupRows) -> int:
         """Slots of the direct MILP: the actions the greedy cover by the first columns
