@@ -64,7 +64,7 @@ class ActionModel:
             number of slots for the direct MILP.
         box_of: row position → the box of model inputs every action may give that row
             (actionability, and the cost cap as a radius: e.g.
-            :func:`~cfopt.methods.base.query_input_box`); a network copy's layer bounds
+            :func:`~cfopt.query.restrictions.trees.query_input_box`); a network copy's layer bounds
             are then those over it (valid: the copy sees the row's point when it is
             covered and is free to stay inside it when not), else the global ones.
     """

@@ -46,8 +46,6 @@ class GroupRequest:
     time_limit: float | None
     row_time_limit: float | None
     max_iterations: int
-    #: ``(milp, radius) -> box``: :func:`cfopt.methods.base.query_input_box`
-    box_of: Any = None
 
 
 def _positive_number(name: str, value: Any, *, allow_zero: bool = False) -> float | None:
@@ -76,9 +74,6 @@ def check_group_request(explainer: Any, X: pd.DataFrame, target: Any, *, max_cha
     the space accepts), the options, the explainer (a MILP solver, a classifier, no
     declared or raw constraint: the pricing MILP would not hold them), the target
     (one class for every row when it is "the opposite")."""
-    from ..explainer import Explainer
-    from ..methods.base import query_input_box
-
     if not isinstance(X, pd.DataFrame):
         raise TypeError(f"X must be a pandas DataFrame of the group's rows, got "
                         f"{type(X).__name__}")
@@ -130,7 +125,7 @@ def check_group_request(explainer: Any, X: pd.DataFrame, target: Any, *, max_cha
     labels, already = _target(milp.adapter, target, rows, classes)
     capped = explainer if milp.capped else _CAPPED.get(explainer)
     if capped is None:  # built once per explainer: a query sets its own cap
-        capped = _CAPPED[explainer] = Explainer(
+        capped = _CAPPED[explainer] = type(explainer)(
             **{**explainer.build_arguments, "max_changes": len(space)},
             solver=explainer.backend.name, threads=explainer.settings.threads,
             seed=explainer.settings.seed, solver_options=explainer.settings.options,
@@ -144,8 +139,7 @@ def check_group_request(explainer: Any, X: pd.DataFrame, target: Any, *, max_cha
         objective_is_l1=set(terms) == {"l1"}, max_changes=max_changes,
         objective=objective, n_actions=n_actions, max_cost=max_cost, method=method,
         time_limit=time_limit, row_time_limit=row_time_limit,
-        max_iterations=max_iterations,
-        box_of=lambda m, radius: query_input_box(m, radius=radius))
+        max_iterations=max_iterations)
 
 
 def _target(adapter: Any, target: Any, rows: pd.DataFrame, classes: np.ndarray

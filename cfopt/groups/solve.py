@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InfeasibleError
+from ..query.restrictions.trees import query_input_box
 from ..results.status import Status
 from ..solvers.backends import make_solver
 from ..solvers.base import SolveOutcome, SolverSettings
@@ -158,14 +159,14 @@ class GroupSearch:
     def row_box(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """The model-input box of every point an action may give row ``i``: its
         actionable box, within the cost cap's reach when the objective is the cost's L1
-        (:func:`~cfopt.methods.base.query_input_box` at the row as factual)."""
+        (:func:`~cfopt.query.restrictions.trees.query_input_box` at the row as factual)."""
         req = self.request
         m = req.capped.milp
         m.set_factual(req.X.iloc[[i]])
         radius = math.inf
         if req.max_cost is not None and req.objective_is_l1:
             radius = req.max_cost * m.objective_terms["l1"]
-        return self.request.box_of(m, radius)
+        return query_input_box(m, radius=radius)
 
     def slot_count(self, rows: GroupRows) -> int:
         """Slots of the direct MILP: the actions the greedy cover by the first columns

@@ -20,7 +20,7 @@ from ..formulations.robustness import check_delta, robust_network
 from ..problem import CounterfactualModel
 from ..progress import progress_bar
 from ..query.restrictions.relu import objective_value
-from ..query.restrictions.trees import query_box
+from ..query.restrictions.trees import BOX_TOLERANCE, query_box, query_input_box  # noqa: F401
 from ..query.solution import failed_checks
 from ..results.robust import (
     RobustCounterfactual,
@@ -37,8 +37,6 @@ from .cutting_set import Deadline
 #: a method's ``explain``
 ExplainFunction = TypeVar("ExplainFunction", bound=Callable[..., Any])
 
-#: relative widening of :func:`query_input_box`'s sides
-BOX_TOLERANCE = 1e-6
 
 
 def check_positive(name: str, value: Any) -> float:
@@ -99,27 +97,6 @@ def target_index(m: CounterfactualModel) -> int:
         raise ValueError(f"Δ-robustness keeps one class; give a single target class, got "
                          f"{list(m.target)}")
     return m.adapter.class_index(m.target[0])
-
-
-def query_input_box(m: CounterfactualModel, region: tuple[np.ndarray, np.ndarray] | None
-                    = None, radius: float = math.inf) -> tuple[np.ndarray, np.ndarray]:
-    """Bounds of the master's model inputs at the current query: the box of the points
-    that respect the actionability constraints
-    (:func:`~cfopt.query.restrictions.trees.query_box` with no radius: immutable
-    features at the factual, monotone ones on their side), each side widened by
-    :data:`BOX_TOLERANCE` x (1 + |side|) (the solvers meet ``x = x̂`` within their
-    feasibility tolerance), intersected with ``region`` (e.g. the plausible region's
-    bounding box; default: the model's whole input box, to which the variables are
-    bounded exactly). Every point the master can take lies in it; without
-    actionability constraints it is ``region`` itself. ``radius``: only the points of
-    objective at most ``radius`` (:func:`~cfopt.query.restrictions.trees.query_box`)."""
-    lo, hi = (np.array(side, dtype=float)  # pragma: no mutate (widened to floats below)
-              for side in zip(*query_box(m, radius)))
-    base = region if region is not None else tuple(
-        np.array(side, dtype=float)  # pragma: no mutate (input bounds are floats)
-        for side in zip(*m.predictor_constr.input_bounds))
-    return (np.maximum(lo - BOX_TOLERANCE * (1 + np.abs(lo)), base[0]),
-            np.minimum(hi + BOX_TOLERANCE * (1 + np.abs(hi)), base[1]))
 
 
 def finish_certificate(certificate: RobustnessCertificate, verdict: RobustnessVerdict) -> None:
