@@ -307,8 +307,8 @@ def test_the_time_in_solves_and_in_checks_adds_up():
     master = Slow([1.0, 3.0], 0.03)
     a, b = Threshold(master, 2.0, sleep=0.02), Threshold(master, 0.0, sleep=0.01)
     out = CuttingSet(5).run(master, [a, b], _deadline())
-    assert 0.06 <= out.master_seconds < 1.0
-    assert 0.06 <= out.adversary_seconds < 1.0
+    assert 0.06 <= out.master_seconds < 60.0  # a wide top: CI machines are loaded
+    assert 0.06 <= out.adversary_seconds < 60.0
 
 
 def test_a_first_failed_master_reports_no_checks_and_its_answer():
