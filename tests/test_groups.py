@@ -193,7 +193,8 @@ def test_three_classes_and_a_cost_cap_match_brute_force():
     target = {2}
     weights = explainer.milp.weights
     seen = []
-    for cap in (0.4, 0.9, 1.6):
+    # 0: no row moves; 0.5: exactly two steps of a (weight 1/4) or one of d (1/2)
+    for cap in (0.0, 0.4, 0.5, 0.9, 1.6):
         sets = brute_covers(space, scores, rows, target, 2, max_cost=cap, weights=weights)
         coverable = set().union(*sets) if sets else set()
         seen.append(len(coverable))
