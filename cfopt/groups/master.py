@@ -22,6 +22,14 @@ budgeted variant):
 
 Both are solved by HiGHS (``highspy``) directly: the LP for duals, then the integer
 master over the columns found.
+
+**Partition form** (``partition=True``, the branch-and-price nodes of
+:mod:`cfopt.groups.branching`): the count master with :math:`\sum_a A_{ia} z_a + s_i = 1`,
+its columns being *assignments* (a subset of an action's verified cover set: any subset
+of a cover set is one, so the set-partition and set-cover optima coincide, over all
+columns, for the LP and the integers alike). Its duals :math:`\pi` are free in sign;
+Farley's bound holds as before (:math:`\pi / \max(1, P)` is dual feasible for any
+:math:`P \ge \max_T \pi(T)`).
 """
 
 from __future__ import annotations
@@ -38,7 +46,8 @@ INF = highspy.kHighsInf
 class MasterSolution:
     """A master's solve: ``value`` (fewest actions, or rows covered), the columns used
     (``chosen``, weights for the LP), the rows left uncovered, the LP duals ``prices``
-    per row and ``budget_price`` ν (coverage), and whether HiGHS proved it optimal."""
+    per row and ``budget_price`` ν (coverage), whether HiGHS proved it optimal, and the
+    master's objective value (artificial costs included: a bound for the count master)."""
 
     value: float
     chosen: dict[int, float]
@@ -47,6 +56,7 @@ class MasterSolution:
     budget_price: float
     optimal: bool
     bound: float | None = None
+    objective_value: float | None = None
 
 
 class CoverMaster:
@@ -58,12 +68,16 @@ class CoverMaster:
         budget: ``k``, the most actions (``"coverage"`` only).
     """
 
-    def __init__(self, n: int, objective: str = "count", budget: int | None = None) -> None:
+    def __init__(self, n: int, objective: str = "count", budget: int | None = None,
+                 partition: bool = False) -> None:
         if objective not in ("count", "coverage"):
             raise ValueError(f"objective must be 'count' or 'coverage', got {objective!r}")
         if objective == "coverage" and (budget is None or budget < 1):
             raise ValueError("the coverage master needs a budget of at least one action")
+        if partition and objective != "count":
+            raise ValueError("the partition form is the count master's")
         self.n, self.objective, self.budget = n, objective, budget
+        self.partition = partition
         self.columns: list[np.ndarray] = []
         #: rows the master must cover (a row proven out of reach of every action is not)
         self.active = np.ones(n, dtype=bool)
@@ -80,7 +94,7 @@ class CoverMaster:
         self.columns.append(covers)
         return len(self.columns) - 1
 
-    def _model(self, integral: bool) -> highspy.Highs:
+    def _model(self, integral: bool, allowed: np.ndarray | None = None) -> highspy.Highs:
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("threads", 1)
@@ -88,8 +102,8 @@ class CoverMaster:
         count = self.objective == "count"
         # columns: z_0..z_{cols-1}, then s_i (count) or u_i (coverage)
         cost_z = 1.0 if count else 0.0
-        upper = [INF] * cols + [1.0 if count or self.active[i] else 0.0
-                                                   for i in range(n)]
+        upper = [INF if allowed is None or allowed[a] else 0.0 for a in range(cols)] + [
+            1.0 if count or self.active[i] else 0.0 for i in range(n)]
         h.addVars(cols + n, np.zeros(cols + n), np.array(upper))
         costs = [cost_z] * cols + ([float(n + 1)] * n if count else [-1.0] * n)
         h.changeColsCost(cols + n, np.arange(cols + n, dtype=np.int32), np.array(costs))
@@ -97,7 +111,8 @@ class CoverMaster:
             idx = [a for a in range(cols) if self.columns[a][i]] + [cols + i]
             val = [1.0] * (len(idx) - 1) + [1.0 if count else -1.0]
             need = 1.0 if count and self.active[i] else 0.0
-            h.addRow(need, INF, len(idx), np.array(idx, dtype=np.int32),
+            h.addRow(need, need if self.partition and self.active[i] else INF, len(idx),
+                     np.array(idx, dtype=np.int32),
                      np.array(val))
         if not count:
             h.addRow(-float(self.budget), INF, cols, np.arange(cols, dtype=np.int32),
@@ -107,9 +122,10 @@ class CoverMaster:
                                     np.array([highspy.HighsVarType.kInteger] * cols))
         return h
 
-    def solve_lp(self) -> MasterSolution:
-        """The LP relaxation with its duals."""
-        h = self._model(integral=False)
+    def solve_lp(self, allowed: np.ndarray | None = None) -> MasterSolution:
+        """The LP relaxation with its duals, over the ``allowed`` columns (a mask; all
+        when ``None``)."""
+        h = self._model(integral=False, allowed=allowed)
         h.run()
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             raise RuntimeError(f"the master LP ended with {h.getModelStatus()}")
@@ -144,9 +160,11 @@ class CoverMaster:
             uncovered = [i for i in range(n) if self.active[i] and x[cols + i] < 1 - cut]
             value = float(sum(x[cols:]))
         duals = np.asarray(sol.row_dual, dtype=float) if sol.dual_valid else np.zeros(n + 1)
-        prices = np.where(self.active, np.maximum(duals[:n], 0.0), 0.0)
+        prices = duals[:n] if self.partition else np.maximum(duals[:n], 0.0)
+        prices = np.where(self.active, prices, 0.0)
         budget_price = 0.0 if self.objective == "count" else max(float(duals[n]), 0.0)
-        return MasterSolution(value, chosen, uncovered, prices, budget_price, optimal)
+        return MasterSolution(value, chosen, uncovered, prices, budget_price, optimal,
+                              objective_value=float(h.getInfo().objective_function_value))
 
     def lower_bound(self, lp: MasterSolution, pricing_bound: float) -> float:
         """Fewest actions: Farley's bound :math:`\\sum_i \\pi_i / \\max(1, P)`

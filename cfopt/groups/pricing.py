@@ -195,14 +195,32 @@ class ActionModel:
                 0.0, most - rows.max_cost) * (1 - on))
 
     # --------------------------------------------------------------- reading
-    def set_prices(self, prices: dict[int, float]) -> None:
-        """The master's duals: row position → π (rows at 0 have their copy switched
-        off: they add nothing to the objective)."""
+    def set_prices(self, prices: dict[int, float],
+                   together: Sequence[tuple[int, int]] = (),
+                   apart: Sequence[tuple[int, int]] = ()) -> None:
+        """The master's duals: row position → π, and a branch-and-price node's
+        Ryan–Foster constraints (:mod:`cfopt.groups.branching`): :math:`y_r = y_s` for
+        each pair ``together``, :math:`y_r + y_s \\le 1` for each pair ``apart``.
+
+        Rows tied together form groups; a group whose prices sum to at most 0 adds
+        nothing to the objective and its copies are switched off (:math:`y = 0`)."""
         slot = self.slots[0]
+        group = {i: i for i in self.members}
+
+        def root(i: int) -> int:
+            while group[i] != i:
+                i = group[i]
+            return i
+
+        for r, s in together:
+            group[root(r)] = root(s)
+        total: dict[int, float] = {}
         for i in self.members:
-            p = float(prices.get(i, 0.0))
-            self.prices[i] = p
-            if p > 0:
+            total[root(i)] = total.get(root(i), 0.0) + float(prices.get(i, 0.0))
+        on = {i for i in self.members if total[root(i)] > 0}
+        for i in self.members:
+            self.prices[i] = float(prices.get(i, 0.0))
+            if i in on:
                 if i not in self.built:
                     self._add_copy(slot, slot.copies[i], i, self.target)
                 slot.covers[i].unfix()
@@ -210,6 +228,21 @@ class ActionModel:
             else:
                 slot.covers[i].fix(0)
                 slot.copies[i].deactivate()
+        if self.model.find_component("branching") is not None:
+            self.model.del_component("branching")
+        self.model.branching = pyo.ConstraintList()
+        for r, s in together:
+            if r in on:
+                self.model.branching.add(slot.covers[r] == slot.covers[s])
+        for r, s in apart:
+            if r in on and s in on:
+                self.model.branching.add(slot.covers[r] + slot.covers[s] <= 1)
+
+    def assigned(self) -> np.ndarray:
+        """The rows the pricing's point assigns to its action (:math:`y_i = 1`), a mask
+        over ``members``' positions."""
+        slot = self.slots[0]
+        return np.array([pyo.value(slot.covers[i]) > 0.5 for i in self.members], dtype=bool)
 
     def action(self, k: int = 0) -> Action:
         """The action slot ``k`` holds at the solver's point (integral shifts rounded;

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,7 @@ from ..results.status import Status
 from ..solvers.backends import make_solver
 from ..solvers.base import SolveOutcome, SolverSettings
 from .actions import Action, GroupRows
+from .branching import BranchAndPrice, Priced
 from .master import CoverMaster, MasterSolution
 from .pricing import ActionModel
 from .request import GroupRequest, check_group_request
@@ -179,13 +181,15 @@ class GroupSearch:
 
     # ---------------------------------------------------------------- pricing
     def price(self, model: ActionModel, backend: Any, prices: np.ndarray,
-              gap: float = 1e-6) -> tuple[SolveOutcome | None, Action | None]:
-        """One pricing solve for ``prices`` to the relative ``gap``; ``(None, None)``
-        when time is up."""
+              gap: float = 1e-6, together: Sequence[tuple[int, int]] = (),
+              apart: Sequence[tuple[int, int]] = ()
+              ) -> tuple[SolveOutcome | None, Action | None]:
+        """One pricing solve for ``prices`` (and a branch-and-price node's pairs) to
+        the relative ``gap``; ``(None, None)`` when time is up."""
         settings = self.settings(gap=gap)
         if settings is None:
             return None, None
-        model.set_prices({i: float(p) for i, p in enumerate(prices)})
+        model.set_prices({i: float(p) for i, p in enumerate(prices)}, together, apart)
         t = time.perf_counter()
         outcome = backend.solve(model.model, settings)
         self.pricing_seconds += time.perf_counter() - t
@@ -208,7 +212,7 @@ class GroupSearch:
             if ip.optimal and not ip.uncovered and (req.objective == "coverage" or
                                                     len(ip.chosen) == 1):
                 return self.integer_master(master, rows, members, float(
-                    1 if req.objective == "count" else rows.n))
+                    1 if req.objective == "count" else rows.n), model, backend)
         while True:
             lp = master.solve_lp()
             threshold = 1.0 if req.objective == "count" else lp.budget_price
@@ -243,7 +247,7 @@ class GroupSearch:
                     self.reasons[members[j]] = "no action (proven)"
                 continue
             break
-        return self.integer_master(master, rows, members, bound)
+        return self.integer_master(master, rows, members, bound, model, backend)
 
     def add_column(self, master: CoverMaster, rows: GroupRows, action: Action, seen: set,
                    prices: np.ndarray | None = None, threshold: float = 0.0) -> bool:
@@ -276,7 +280,8 @@ class GroupSearch:
         return master.upper_bound(lp, pricing_bound)
 
     def integer_master(self, master: CoverMaster, rows: GroupRows, members: list[int],
-                       bound: float | None) -> GroupCounterfactuals:
+                       bound: float | None, model: ActionModel, backend: Any
+                       ) -> GroupCounterfactuals:
         req = self.request
         if not master.columns:
             return self.finish([], members, value=0.0, bound=bound, proven=False,
@@ -294,10 +299,18 @@ class GroupSearch:
             proven = limit is not None and value >= limit
         if not ip.optimal:
             self.notes.append("the integer master hit the time limit")
+        if req.objective == "count" and limit is not None and not proven and \
+                not ip.uncovered and bound is not None:
+            tree = BranchAndPrice(master.active, ActionPricer(self, model, backend, rows),
+                                  self.column_actions, master.columns, sorted(ip.chosen),
+                                  bound, self.left).run()
+            actions, value = tree.actions, float(len(tree.actions))
+            limit, proven = tree.bound, tree.proven
+            self.notes.append(f"branch-and-price solved {tree.nodes} node(s)"
+                              + (f"; {tree.note}" if tree.note else ""))
         if limit is not None and not proven:
-            self.notes.append(f"the integer master over the {len(master.columns)} columns "
-                              f"found uses {value:g} where the LP bound allows {limit}: "
-                              f"branch-and-price would be needed to close the gap")
+            self.notes.append(f"the best cover found uses {value:g} actions where the "
+                              f"bound allows {limit}")
         return self.finish(actions, members, value=value, bound=limit, proven=proven,
                            rows=rows, uncovered=ip.uncovered)
 
@@ -397,6 +410,39 @@ class GroupSearch:
         if status is Status.OPTIMAL:
             parts.insert(0, "proven optimal over every action")
         return "; ".join(parts + self.notes)
+
+
+class ActionPricer:
+    """The pricing side of branch-and-price (:class:`~.branching.Pricer`): the group's
+    action MILP, solved within the search's time and rounds."""
+
+    def __init__(self, search: GroupSearch, model: ActionModel, backend: Any,
+                 rows: GroupRows) -> None:
+        self.search, self.model, self.backend, self.rows = search, model, backend, rows
+
+    def price(self, prices: np.ndarray, together: Sequence[tuple[int, int]],
+              apart: Sequence[tuple[int, int]]) -> Priced | None:
+        search = self.search
+        if search.iterations >= search.request.max_iterations:
+            search.notes.append(f"stopped after {search.iterations} pricing rounds "
+                                f"(max_iterations)")
+            return None
+        outcome, action = search.price(self.model, self.backend, prices, PRICING_GAP,
+                                       together, apart)
+        if outcome is None:
+            return None
+        bound = 0.0 if outcome.status is Status.INFEASIBLE else \
+            outcome.bound if outcome.status.has_solution else None
+        assigned = self.model.assigned() if action is not None else \
+            np.zeros(self.rows.n, dtype=bool)
+        claimed = outcome.objective if outcome.objective is not None else 0.0
+        return Priced(action, assigned, claimed, bound)
+
+    def covers(self, action: Action) -> np.ndarray:
+        return self.rows.covers(action)[0]
+
+    def key(self, action: Action) -> Hashable:
+        return action.key()
 
 
 def greedy_cover(masks: list[np.ndarray], n: int, budget: int | None = None
