@@ -381,3 +381,49 @@ def test_declared_and_raw_constraints_are_refused_by_name_but_a_query_narrowing_
     explainer.milp.mine = pyo.Constraint(expr=explainer.milp.x["a"] <= 3)
     with pytest.raises(ValueError, match=r"by hand \['mine'\]"):
         explainer.explain_group(rows)
+
+
+@pytest.mark.parametrize("seed,kind", [(2, "net"), (3, "rf")])
+def test_column_generation_queries_only_rows_no_earlier_action_moves(seed, kind, monkeypatch):
+    from cfopt.query.runner import QueryRunner
+
+    explainer, space, scores, rows = group(seed, kind)
+    answers: dict[int, pd.DataFrame] = {}
+    start, answer = QueryRunner.start, QueryRunner.answer
+    asked: list[int] = []
+
+    def starting(self, x, *args, **kwargs):
+        asked.append(int(x.index[0]))  # the group's rows are at positions 0..n-1
+        return start(self, x, *args, **kwargs)
+
+    def recording(self, *args, **kwargs):
+        ce = answer(self, *args, **kwargs)
+        answers[asked[-1]] = ce.counterfactual
+        return ce
+
+    monkeypatch.setattr(QueryRunner, "start", starting)
+    monkeypatch.setattr(QueryRunner, "answer", recording)
+    greedy = explainer.explain_group(rows, max_changes=2, method="greedy")
+    assert sorted(answers) == list(range(len(rows)))  # the greedy asks every row
+    answers.clear()
+    got = explainer.explain_group(rows, max_changes=2)
+    assert got.status is cfopt.Status.OPTIMAL and got.value <= greedy.value
+    skipped = sorted(set(range(len(rows))) - set(answers))
+    assert skipped, "the case needs a row an earlier row's action moves"
+    for j in skipped:  # moved, on the model's own scores, by an earlier row's action
+        moved = False
+        for i, ce in answers.items():
+            if i > j or ce is None:
+                continue
+            action = Action.between(space, rows.iloc[i], ce.iloc[0])
+            after = rows.iloc[[j]].copy()
+            for n, d in action.shifts.items():
+                after[n] = after[n] + d
+            for n, level in action.levels.items():
+                after[n] = level
+            if not all(space[n].lower <= after[n].iloc[0] <= space[n].upper
+                       for n in action.shifts):
+                continue
+            label, s = scores(space.transform(after))
+            moved |= label[0] == 1 and (s is None or s[0] >= MARGIN - 1e-9)
+        assert moved, f"row {j} was not asked, and no earlier action moves it"

@@ -10,9 +10,11 @@ to the target — the fewest actions covering every row that any action can cove
 ``method="column_generation"`` (the paper's framework):
 
 1. each row's own closest counterfactual with at most ``max_changes`` changes
-   (:meth:`cfopt.Explainer.explain`) is a first column; a row whose query is proven
-   infeasible cannot be covered by any action (an action on one row *is* such a
-   counterfactual) and leaves the group, proven;
+   (:meth:`cfopt.Explainer.explain`) is a first column, asked of the rows in order, but
+   not of a row an earlier row's action already moves (it is reachable; the pricing
+   finds what else it needs); a row whose query is proven infeasible cannot be covered
+   by any action (an action on one row *is* such a counterfactual) and leaves the
+   group, proven;
 2. the restricted master's LP (:mod:`.master`) gives duals :math:`\pi`; the pricing MILP
    (:mod:`.pricing`) finds the action of largest :math:`\sum_i \pi_i y_i`; its cover set
    is re-computed by the real model (:meth:`.actions.GroupRows.covers`) and enters when
@@ -20,7 +22,8 @@ to the target — the fewest actions covering every row that any action can cove
    such action the LP is solved over all actions (otherwise Farley's bound with
    :math:`P` still bounds it);
 3. the integer master over the columns found gives the actions; it is ``OPTIMAL`` when
-   it meets the ceiling of the LP bound (no branch-and-price: a gap is reported as one).
+   it meets the ceiling of the LP bound; for the fewest actions, a gap left is decided
+   by branch-and-price (:mod:`.branching`); for the coverage a gap is reported as one.
 
 ``"greedy"``: the common heuristic — set-cover greedy over the rows' own
 counterfactuals as actions (step 1's columns, each verified on every row): repeatedly
@@ -81,6 +84,8 @@ class GroupSearch:
         self.explainer, self.request, self.t0 = explainer, request, t0
         self.reasons: dict[int, str] = dict(request.already_target)
         self.first: dict[int, Action] = {}
+        #: rows some action found so far moves (their own counterfactual's, or another's)
+        self.reachable: set[int] = set()
         self.pricing_seconds = 0.0
         self.iterations = 0
         self.notes: list[str] = []
@@ -109,11 +114,13 @@ class GroupSearch:
     def run(self) -> GroupCounterfactuals:
         req = self.request
         candidates = [i for i in range(len(req.X)) if i not in self.reasons]
-        candidates = self.first_columns(candidates)
+        candidates = self.first_columns(candidates,
+                                        skip_moved=req.method == "column_generation")
         members = candidates
         if req.method == "direct_milp":  # it must cover every member: only proven ones
-            members = [i for i in candidates if i in self.first]
-            self.reasons.update({i: "undecided" for i in candidates if i not in self.first})
+            members = [i for i in candidates if i in self.reachable]
+            self.reasons.update({i: "undecided" for i in candidates
+                                 if i not in self.reachable})
         if not members:
             return self.finish([], members=[], value=0.0, bound=0.0, proven=True)
         rows = GroupRows(req.space, req.adapter, req.milp.input_specs, req.X.iloc[members],
@@ -128,14 +135,20 @@ class GroupSearch:
             return self.direct(rows, model, backend, members)
         return self.column_generation(rows, model, backend, members)
 
-    def first_columns(self, candidates: list[int]) -> list[int]:
-        """Each row's own counterfactual (step 1); returns the rows left in the group."""
+    def first_columns(self, candidates: list[int], skip_moved: bool = False) -> list[int]:
+        """Each row's own counterfactual (step 1); returns the rows left in the group.
+        With ``skip_moved``, a row an earlier row's action already moves (checked on the
+        real model) is not queried: it is reachable, and the pricing finds the rest."""
         req = self.request
         runner = req.capped.runner
+        group = GroupRows(req.space, req.adapter, req.milp.input_specs,
+                          req.X.iloc[candidates], req.target, req.margin, req.weights,
+                          req.max_changes, req.max_cost)
+        moved = np.zeros(len(candidates), dtype=bool)
         kept = []
-        for i in candidates:
+        for j, i in enumerate(candidates):
             settings = self.settings(req.row_time_limit)
-            if settings is None:
+            if settings is None or (skip_moved and moved[j]):
                 kept.append(i)
                 continue
             t = time.perf_counter()
@@ -154,8 +167,10 @@ class GroupSearch:
                 continue
             kept.append(i)
             if ce.counterfactual is not None:
-                self.first[i] = Action.between(req.space, req.X.iloc[i],
-                                               ce.counterfactual.iloc[0])
+                action = Action.between(req.space, req.X.iloc[i], ce.counterfactual.iloc[0])
+                self.first[i] = action
+                moved |= group.covers(action)[0]
+        self.reachable = {i for j, i in enumerate(candidates) if moved[j]} | set(self.first)
         return kept
 
     def row_box(self, i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -205,7 +220,7 @@ class GroupSearch:
         for i, action in self.first.items():
             self.add_column(master, rows, action, seen)
         bound: float | None = None
-        if all(i in self.first for i in members):
+        if np.any(master.columns, axis=0).all():
             # one action for every row, or every row covered, needs no pricing: the
             # fewest is at least 1 and the rows covered at most all of them
             ip = master.solve_integer(self.left())
@@ -341,7 +356,7 @@ class GroupSearch:
         bound = None if outcome.bound is None else math.ceil(outcome.bound - 1e-6)
         value = float(len(actions))
         proven = outcome.status is Status.OPTIMAL and covered.all() and bound is not None \
-            and value <= bound and all(i in self.first for i in members)
+            and value <= bound and all(i in self.reachable for i in members)
         if outcome.status is not Status.OPTIMAL:
             self.notes.append(f"the direct MILP ended {outcome.status.value} "
                               f"({outcome.termination})")
@@ -368,7 +383,7 @@ class GroupSearch:
         for j, i in enumerate(members):
             if assignment[i] < 0 and i not in self.reasons:
                 self.reasons[i] = "not chosen" if req.objective == "coverage" and \
-                    j in uncovered and i in self.first else "undecided"
+                    j in uncovered and i in self.reachable else "undecided"
         if any(r == "undecided" for r in self.reasons.values()) and req.objective == "count":
             proven, bound = False, None
         used = sorted({int(k) for k in assignment if k >= 0})
