@@ -252,9 +252,11 @@ class Explainer:
             max_changes: the most features one action changes (a shift per numeric
                 feature, a new level per categorical; actionability holds for every row).
             objective: ``"count"`` (fewest actions covering every row any action can
-                move) or ``"coverage"`` (most rows with at most ``n_actions``).
-            n_actions: the budget of ``"coverage"`` (for ``method="direct_milp"``: its
-                action slots).
+                move), ``"coverage"`` (most rows with at most ``n_actions``) or
+                ``"cost"`` (the most rows ``n_actions`` can move, at the least total cost,
+                each row paying its cheapest chosen action).
+            n_actions: the budget of ``"coverage"`` and ``"cost"`` (for
+                ``method="direct_milp"``: its action slots).
             max_cost: the most an action may cost a row it moves (the explainer's
                 weighted L1); ``None``: no cap.
             method: ``"column_generation"`` (exact: a proof of optimality or a bound),

@@ -175,3 +175,116 @@ class CoverMaster:
         """Most rows covered: :math:`k \\max(\\nu, P) + \\sum_i \\max(0, 1 - \\pi_i)`."""
         return float(self.budget * max(lp.budget_price, pricing_bound)
                      + np.maximum(0.0, 1.0 - lp.prices)[self.active].sum())
+
+
+class CostMaster:
+    r"""The least total cost with at most ``k`` actions (the budgeted variant of Lodi &
+    Ramírez-Ayerbe 2024, §3, with costs): a facility-location master over the actions
+    found so far. Action :math:`a` is opened by :math:`z_a`; row :math:`i` is given to
+    an open action that moves it (:math:`x_{ia} \le z_a`) at its cost :math:`c_{ia}`,
+    or left over at the price :math:`B`:
+
+    .. math:: \min \sum_{i,a} c_{ia} x_{ia} + B \sum_i s_i \quad\text{s.t.}\quad
+              \sum_a x_{ia} + s_i = 1 \ [\pi_i], \quad x_{ia} \le z_a, \quad
+              \sum_a z_a \le k \ [\nu].
+
+    With :math:`B` above any total cost, the most rows are moved first and then at the
+    least cost. A new action :math:`a` improves the LP when
+    :math:`\sum_i \max(0, \pi_i - c_{ia}) > \nu` (its :math:`z_a`'s reduced cost, the
+    :math:`x_{ia}` priced out); for any :math:`P` at least that sum over *all* actions,
+    :math:`(\pi, \max(\nu, P))` is dual feasible, so
+    :math:`\sum_i \pi_i - k \max(\nu, P)` bounds the LP over all actions from below.
+    The integer master (binary :math:`z`; :math:`x` stays continuous: each row takes
+    its cheapest open action) is exact over the actions found.
+    """
+
+    def __init__(self, n: int, budget: int, artificial: float) -> None:
+        if budget < 1:
+            raise ValueError("the cost master needs a budget of at least one action")
+        self.n, self.budget, self.artificial = n, budget, float(artificial)
+        self.columns: list[np.ndarray] = []
+        self.costs: list[np.ndarray] = []
+        self.active = np.ones(n, dtype=bool)
+
+    def add(self, covers: np.ndarray, costs: np.ndarray) -> int:
+        """An action: the rows it moves (a mask) and each row's cost."""
+        covers = np.asarray(covers, dtype=bool)
+        if covers.shape != (self.n,) or np.shape(costs) != (self.n,):
+            raise ValueError(f"an action covers {self.n} rows")
+        self.columns.append(covers)
+        self.costs.append(np.asarray(costs, dtype=float))
+        return len(self.columns) - 1
+
+    def _model(self, integral: bool) -> tuple[highspy.Highs, list[tuple[int, int]]]:
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 1)
+        n, cols = self.n, len(self.columns)
+        pairs = [(i, a) for a in range(cols) for i in np.flatnonzero(self.columns[a])
+                 if self.active[i]]
+        # variables: z_a, then s_i, then x_ia
+        total = cols + n + len(pairs)
+        upper = [1.0] * cols + [1.0 if self.active[i] else 0.0 for i in range(n)] + \
+            [1.0] * len(pairs)
+        h.addVars(total, np.zeros(total), np.array(upper))
+        costs = [0.0] * cols + [self.artificial] * n + \
+            [float(self.costs[a][i]) for i, a in pairs]
+        h.changeColsCost(total, np.arange(total, dtype=np.int32), np.array(costs))
+        given: dict[int, list[int]] = {i: [] for i in range(n)}
+        for k, (i, _) in enumerate(pairs):
+            given[i].append(cols + n + k)
+        for i in range(n):
+            idx = given[i] + [cols + i]
+            need = 1.0 if self.active[i] else 0.0
+            h.addRow(need, need, len(idx), np.array(idx, dtype=np.int32),
+                     np.ones(len(idx)))
+        h.addRow(-float(self.budget), INF, cols, np.arange(cols, dtype=np.int32),
+                 -np.ones(cols))
+        for k, (_, a) in enumerate(pairs):
+            h.addRow(0.0, INF, 2, np.array([a, cols + n + k], dtype=np.int32),
+                     np.array([1.0, -1.0]))
+        if integral and cols:
+            h.changeColsIntegrality(cols, np.arange(cols, dtype=np.int32),
+                                    np.array([highspy.HighsVarType.kInteger] * cols))
+        return h, pairs
+
+    def solve_lp(self) -> MasterSolution:
+        """The LP relaxation with its duals."""
+        h, _ = self._model(integral=False)
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            raise RuntimeError(f"the cost master LP ended with {h.getModelStatus()}")
+        return self._read(h, optimal=True, cut=1e-9)
+
+    def solve_integer(self, time_limit: float | None = None) -> MasterSolution:
+        """The integer master over the actions found (``optimal``: proven by HiGHS)."""
+        h, _ = self._model(integral=True)
+        if time_limit is not None:
+            h.setOptionValue("time_limit", max(float(time_limit), 0.1))
+        h.setOptionValue("mip_rel_gap", 0.0)
+        h.run()
+        status = h.getModelStatus()
+        if status not in (highspy.HighsModelStatus.kOptimal,
+                          highspy.HighsModelStatus.kTimeLimit) or \
+                h.getInfo().primal_solution_status != 2:  # 2: a feasible point
+            raise RuntimeError(f"the integer cost master ended with {status}")
+        solution = self._read(h, optimal=status == highspy.HighsModelStatus.kOptimal)
+        return MasterSolution(**{**solution.__dict__,
+                                 "bound": float(h.getInfo().mip_dual_bound)})
+
+    def _read(self, h: highspy.Highs, optimal: bool, cut: float = 0.5) -> MasterSolution:
+        n, cols = self.n, len(self.columns)
+        sol = h.getSolution()
+        x = np.asarray(sol.col_value, dtype=float)
+        chosen = {a: float(x[a]) for a in range(cols) if x[a] > 1e-9}
+        uncovered = [i for i in range(n) if self.active[i] and x[cols + i] > cut]
+        duals = np.asarray(sol.row_dual, dtype=float) if sol.dual_valid else \
+            np.zeros(n + 1)
+        prices = np.where(self.active, duals[:n], 0.0)
+        return MasterSolution(float(h.getInfo().objective_function_value), chosen,
+                              uncovered, prices, max(float(duals[n]), 0.0), optimal,
+                              objective_value=float(h.getInfo().objective_function_value))
+
+    def lower_bound(self, lp: MasterSolution, pricing_bound: float) -> float:
+        """:math:`\\sum_i \\pi_i - k \\max(\\nu, P)` (class docstring)."""
+        return float(lp.prices.sum() - self.budget * max(lp.budget_price, pricing_bound))

@@ -31,7 +31,10 @@ whole box).
 :math:`\pi` (Lodi & Ramírez-Ayerbe's pricing problem: the column of most negative
 reduced cost :math:`1 - \sum_i \pi_i y_i`); rows with :math:`\pi_i = 0` add nothing
 and their copies are switched off (a row's copy is built at its first positive price:
-set-cover duals are sparse, so most rows never need one). **The direct MILP** (a number
+set-cover duals are sparse, so most rows never need one). For the least total cost
+(``costed``, :class:`~cfopt.groups.master.CostMaster`) each priced row pays its cost
+when covered, :math:`\kappa_i \ge \text{cost}_i - M (1 - y_i)`, and the pricing maximises
+:math:`\sum_i (\pi_i y_i - \kappa_i)`. **The direct MILP** (a number
 of ``slots``: the compact model the paper compares with): minimise :math:`\sum_s u_s` with
 :math:`y_{s,i} \le u_s`, :math:`\sum_s y_{s,i} \ge 1` and :math:`u_s \ge u_{s+1}`.
 """
@@ -71,9 +74,10 @@ class ActionModel:
 
     def __init__(self, rows: GroupRows, milp: Any, target_indices: Sequence[int],
                  members: Sequence[int], slots: int | None = None,
-                 box_of: Callable[[int], tuple[np.ndarray, np.ndarray]] | None = None
-                 ) -> None:
+                 box_of: Callable[[int], tuple[np.ndarray, np.ndarray]] | None = None,
+                 costed: bool = False) -> None:
         self.rows, self.milp, self.box_of = rows, milp, box_of
+        self.costed = costed
         self.members = list(members)
         space = rows.space
         self.numeric = [f.name for f in space if not f.is_onehot and not f.immutable]
@@ -131,7 +135,7 @@ class ActionModel:
             b.level[n, lv] for lv in space[n].categories) == b.changed[n])
         slot.cap = pyo.Constraint(expr=pyo.quicksum(slot.changed.values())
                                   <= rows.max_changes * slot.used)
-        if rows.max_cost is not None:
+        if rows.max_cost is not None or self.costed:
             slot.size = pyo.Var(self.numeric, bounds=lambda _, n: (
                 0.0, max(-self.shift_range[n][0], self.shift_range[n][1])))
             slot.size_up = pyo.Constraint(self.numeric, rule=lambda b, n: b.size[n] >= b.shift[n])
@@ -185,14 +189,24 @@ class ActionModel:
             pred.set_layer_bounds(milp.global_layer_bounds)
         add_switched_validity(copy, pred.outputs, pred.output_bounds(), milp.adapter,
                               rows.margin, target, on)
+        if rows.max_cost is None and not self.costed:
+            return
+        w = rows.weights
+        cost = pyo.quicksum(w[n] * slot.size[n] for n in self.numeric) + pyo.quicksum(
+            w[n] * (slot.changed[n] - slot.level[n, row[n]]) for n in self.categorical)
+        most = self.most_cost()
         if rows.max_cost is not None:
-            w = rows.weights
-            cost = pyo.quicksum(w[n] * slot.size[n] for n in self.numeric) + pyo.quicksum(
-                w[n] * (slot.changed[n] - slot.level[n, row[n]]) for n in self.categorical)
-            most = sum(w[n] * max(-lo, hi) for n, (lo, hi) in self.shift_range.items()
-                       if n in self.numeric) + sum(w[n] for n in self.categorical)
             copy.cost_cap = pyo.Constraint(expr=cost <= rows.max_cost + max(
                 0.0, most - rows.max_cost) * (1 - on))
+        if self.costed:  # the row's cost when covered: κ_i ≥ cost_i − most (1 − y_i)
+            copy.paid = pyo.Var(bounds=(0.0, most))
+            copy.pays = pyo.Constraint(expr=copy.paid >= cost - most * (1 - on))
+
+    def most_cost(self) -> float:
+        """The most any action can cost a row (every feature moved its farthest)."""
+        w = self.rows.weights
+        return sum(w[n] * max(-lo, hi) for n, (lo, hi) in self.shift_range.items()
+                   if n in self.numeric) + sum(w[n] for n in self.categorical)
 
     # --------------------------------------------------------------- reading
     def set_prices(self, prices: dict[int, float],
@@ -237,6 +251,11 @@ class ActionModel:
         for r, s in apart:
             if r in on and s in on:
                 self.model.branching.add(slot.covers[r] + slot.covers[s] <= 1)
+        if self.costed:  # the priced rows' costs are paid: Σ π_i y_i − Σ κ_i
+            self.model.del_component("objective")
+            self.model.objective = pyo.Objective(expr=pyo.quicksum(
+                self.prices[i] * slot.covers[i] for i in self.members) - pyo.quicksum(
+                slot.copies[i].paid for i in sorted(on)), sense=pyo.maximize)
 
     def assigned(self) -> np.ndarray:
         """The rows the pricing's point assigns to its action (:math:`y_i = 1`), a mask

@@ -16,7 +16,7 @@ from ..space.feature import plain
 METHODS = ("column_generation", "greedy", "direct_milp")
 #: explainer → a copy built with a cap on changed features (each row's own query)
 _CAPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-OBJECTIVES = ("count", "coverage")
+OBJECTIVES = ("count", "coverage", "cost")
 
 
 @dataclass
@@ -89,10 +89,12 @@ def check_group_request(explainer: Any, X: pd.DataFrame, target: Any, *, max_cha
     max_changes = _count("max_changes", max_changes, high=len(space))
     if n_actions is not None:
         n_actions = _count("n_actions", n_actions)
-    if objective == "coverage" and n_actions is None:
-        raise ValueError("objective='coverage' covers the most rows with at most n_actions "
+    if objective in ("coverage", "cost") and n_actions is None:
+        what = "covers the most rows" if objective == "coverage" else \
+            "moves the most rows at the least total cost"
+        raise ValueError(f"objective={objective!r} {what} with at most n_actions "
                          "actions: give n_actions")
-    if objective == "coverage" and method == "direct_milp":
+    if objective in ("coverage", "cost") and method == "direct_milp":
         raise ValueError("method='direct_milp' minimises the number of actions; use "
                          "objective='count' or method='column_generation'")
     if objective == "count" and n_actions is not None and method != "direct_milp":

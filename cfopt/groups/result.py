@@ -20,23 +20,25 @@ class GroupCounterfactuals:
     """Actions for a group of rows (:meth:`cfopt.Explainer.explain_group`).
 
     Attributes:
-        status: ``OPTIMAL`` — the fewest actions (``objective="count"``) or the most rows
-            covered with at most ``n_actions`` (``"coverage"``) is *proven*: ``value``
+        status: ``OPTIMAL`` — the fewest actions (``objective="count"``), the most rows
+            covered with at most ``n_actions`` (``"coverage"``), or the least total cost
+            of the most rows ``n_actions`` can move (``"cost"``) is *proven*: ``value``
             equals ``bound``; every action is verified on every row it is assigned to
             with the real model's ``predict`` and the margin. ``FEASIBLE`` — verified
             actions without that proof (``bound`` says how far it may be, ``message``
             why). ``NO_SOLUTION`` — no row could be covered in the time given.
             ``INFEASIBLE`` — no row of the group can be moved by any action (each proven).
-        objective: ``"count"`` or ``"coverage"``.
+        objective: ``"count"``, ``"coverage"`` or ``"cost"``.
         method: ``"column_generation"``, ``"greedy"`` or ``"direct_milp"``.
         actions: the chosen actions, numbered from 0.
         assignment: per row of ``X`` (its index), the action it is given (``-1``: none).
         costs: per row, the weighted L1 cost of its action (NaN without one).
         reasons: per row without an action, why: ``already target``, ``no action
-            (proven)``, ``undecided`` or ``not chosen`` (coverage with a budget).
-        value: actions used (count) or rows covered (coverage).
-        bound: the proven bound on ``value`` (a lower bound for count, an upper bound for
-            coverage; ``None`` when nothing is proven).
+            (proven)``, ``undecided`` or ``not chosen`` (a budget's).
+        value: actions used (count), rows covered (coverage) or the total cost of the
+            rows moved (cost).
+        bound: the proven bound on ``value`` (a lower bound for count and cost, an upper
+            bound for coverage; ``None`` when nothing is proven).
         X: the rows of the group, as given.
         counterfactuals: each row with its action applied (rows without one keep theirs).
         max_changes, max_cost, n_actions: the query's settings.
@@ -123,8 +125,9 @@ class GroupCounterfactuals:
         return json.dumps(self.to_dict(), **kwargs)
 
     def _repr_html_(self) -> str:
-        what = "fewest actions" if self.objective == "count" else \
-            f"most rows with ≤ {self.n_actions} actions"
+        what = {"count": "fewest actions",
+                "coverage": f"most rows with ≤ {self.n_actions} actions",
+                "cost": f"least total cost with ≤ {self.n_actions} actions"}[self.objective]
         fields = {"objective": what, "actions": len(self.actions),
                   "rows covered": f"{int((self.assignment >= 0).sum())} of {len(self.X)}",
                   "bound": self.bound, "mean cost": self.mean_cost,

@@ -49,6 +49,7 @@ from ..solvers.backends import make_solver
 from ..solvers.base import SolveOutcome, SolverSettings
 from .actions import Action, GroupRows
 from .branching import BranchAndPrice, Priced
+from .costs import least_cost
 from .master import CoverMaster, MasterSolution
 from .pricing import ActionModel
 from .request import GroupRequest, check_group_request
@@ -129,10 +130,13 @@ class GroupSearch:
             return self.greedy(rows, members)
         model = ActionModel(rows, req.milp, req.target_indices, range(len(members)),
                             slots=self.slot_count(rows) if req.method == "direct_milp" else None,
-                            box_of=lambda j: self.row_box(members[j]))
+                            box_of=lambda j: self.row_box(members[j]),
+                            costed=req.objective == "cost")
         backend = make_solver(self.explainer.backend.name)
         if req.method == "direct_milp":
             return self.direct(rows, model, backend, members)
+        if req.objective == "cost":
+            return least_cost(self, rows, model, backend, members, PRICING_GAP)
         return self.column_generation(rows, model, backend, members)
 
     def first_columns(self, candidates: list[int], skip_moved: bool = False) -> list[int]:
@@ -382,9 +386,9 @@ class GroupSearch:
                     after.iloc[i] = checks[k][2].iloc[j]
         for j, i in enumerate(members):
             if assignment[i] < 0 and i not in self.reasons:
-                self.reasons[i] = "not chosen" if req.objective == "coverage" and \
+                self.reasons[i] = "not chosen" if req.objective != "count" and \
                     j in uncovered and i in self.reachable else "undecided"
-        if any(r == "undecided" for r in self.reasons.values()) and req.objective == "count":
+        if any(r == "undecided" for r in self.reasons.values()) and req.objective != "coverage":
             proven, bound = False, None
         used = sorted({int(k) for k in assignment if k >= 0})
         renumber = {k: new for new, k in enumerate(used)}
@@ -392,6 +396,8 @@ class GroupSearch:
         assignment = np.array([renumber.get(int(k), -1) for k in assignment])
         if req.objective == "count":
             value = float(len(actions))
+        elif req.objective == "cost":
+            value = float(np.nansum(costs))
         status = self.status(actions, proven, members)
         index = req.X_raw.index
         after.index = index
