@@ -24,6 +24,21 @@ from tests.conftest import train_torch
 MARGIN = 1e-3
 
 
+@pytest.fixture(autouse=True)
+def path(request, monkeypatch):
+    """Column generation with pricing MILPs unless a test asks for ``path="enumerated"``
+    (every action of these tiny grids checked: :mod:`cfopt.groups.enumeration`)."""
+    from cfopt.groups import enumeration
+
+    chosen = getattr(request, "param", "priced")
+    if chosen == "priced":
+        monkeypatch.setattr(enumeration, "ENUMERATION_LIMIT", 0)
+    return chosen
+
+
+BOTH = pytest.mark.parametrize("path", ["priced", "enumerated"], indirect=True)
+
+
 def make_data(seed: int, n: int = 240, classes: int = 2) -> tuple[pd.DataFrame, np.ndarray]:
     rng = np.random.default_rng(seed)
     X = pd.DataFrame({"a": rng.integers(0, 5, n), "b": rng.integers(0, 4, n),
@@ -138,7 +153,8 @@ CASES = [(seed, kind, k) for seed, kind in [(1, "lr"), (2, "net"), (3, "rf"), (4
 
 
 @pytest.mark.parametrize("seed,kind,max_changes", CASES)
-def test_fewest_actions_match_brute_force(seed, kind, max_changes):
+@BOTH
+def test_fewest_actions_match_brute_force(seed, kind, max_changes, path):
     explainer, space, scores, rows = group(seed, kind)
     target = {1}
     sets = brute_covers(space, scores, rows, target, max_changes)
@@ -147,6 +163,8 @@ def test_fewest_actions_match_brute_force(seed, kind, max_changes):
     got = explainer.explain_group(rows, max_changes=max_changes)
     assert got.status is cfopt.Status.OPTIMAL, got.message
     assert got.value == best == got.bound
+    assert ("no pricing" in got.message) == (path == "enumerated")
+    assert (got.iterations == 0) or path == "priced"
     covered = {rows.index.get_loc(i) for i in rows.index[got.assignment.to_numpy() >= 0]}
     assert covered == coverable
     proven_out = {rows.index.get_loc(i) for i, r in got.reasons.items()
@@ -186,7 +204,8 @@ def test_a_wide_margin_is_met_by_every_assigned_row(seed, kind):
 
 @pytest.mark.parametrize("seed,kind", [(2, "net"), (5, "lr"), (3, "rf")])
 @pytest.mark.parametrize("budget", [1, 2])
-def test_most_rows_with_a_budget_match_brute_force(seed, kind, budget):
+@BOTH
+def test_most_rows_with_a_budget_match_brute_force(seed, kind, budget, path):
     explainer, space, scores, rows = group(seed, kind)
     sets = brute_covers(space, scores, rows, {1}, 2)
     best = most(sets, budget)
@@ -196,7 +215,8 @@ def test_most_rows_with_a_budget_match_brute_force(seed, kind, budget):
     assert len(got.actions) <= budget and (got.assignment >= 0).sum() == best
 
 
-def test_three_classes_and_a_cost_cap_match_brute_force():
+@BOTH
+def test_three_classes_and_a_cost_cap_match_brute_force(path):
     explainer, space, scores, rows = group(6, "net", classes=3)
     target = {2}
     weights = explainer.milp.weights
@@ -242,7 +262,7 @@ def test_actions_apply_shifts_and_levels_and_refuse_what_breaks_actionability():
     assert "more than max_changes=2" in g.admissible(Action({"a": 1, "b": 1}, {"c": "x"}))[0]
     assert g.admissible(Action({}, {"c": "w"})) == ["'w' is not a level of 'c'"]
     assert not g.covers(Action({"b": -1.0}))[0].any()
-    costs = g.costs(after)
+    costs = g.covers(a)[1]
     w = explainer.milp.weights
     expected = w["a"] * (np.clip(rows.a + 2, 0, 4) - rows.a).abs().to_numpy() + \
         w["c"] * (rows.c != "z").to_numpy()
@@ -485,3 +505,39 @@ def test_least_total_cost_with_a_budget_matches_brute_force(seed, kind, budget, 
             l1 = sum(w[f] * (before[f] != after[f]) if space[f].is_onehot else
                      w[f] * abs(after[f] - before[f]) for f in rows.columns)
             assert got.costs[i] == pytest.approx(l1)
+
+
+@pytest.mark.parametrize("path", ["enumerated"], indirect=True)
+def test_the_enumeration_limit_is_on_the_checks_and_a_continuous_feature_hands_over(path, monkeypatch):
+    from cfopt.groups import enumeration
+    from cfopt.groups.actions import GroupRows
+
+    explainer, space, scores, rows = group(2, "net")
+    grid = GroupRows(space, explainer.milp.adapter, explainer.milp.input_specs,
+                     rows.reset_index(drop=True), (1,), MARGIN, explainer.milp.weights, 1, None)
+    # one change: a every nonzero shift keeping some row in [0, 4], b up only (in
+    # [0, 3]), d within [0, 2], or one of c's 3 levels
+    every = enumeration.action_grid(grid, 1)
+    a, b, d = rows.a, rows.b, rows.d
+    expected = (4 - a.min()) + a.max() + (3 - b.min()) + (2 - d.min()) + d.max() + 3
+    assert len(every) == expected
+    assert len({a.key() for a in every}) == len(every)
+    monkeypatch.setattr(enumeration, "ENUMERATION_LIMIT", len(every) * grid.n)
+    assert len(enumeration.action_grid(grid, 1)) == len(every)  # exactly on the limit
+    monkeypatch.setattr(enumeration, "ENUMERATION_LIMIT", len(every) * grid.n - 1)
+    assert enumeration.action_grid(grid, 1) is None
+    got = explainer.explain_group(rows, max_changes=1)
+    assert got.status is cfopt.Status.OPTIMAL and "no pricing" not in got.message
+    monkeypatch.setattr(enumeration, "ENUMERATION_LIMIT", 10**9)
+    floats = rows.assign(a=rows.a.astype(float))
+    continuous = cfopt.FeatureSpace.from_frame(floats, kinds={"d": "integer",
+                                                              "a": "continuous"})
+    continuous.increase_only("b")
+    g2 = GroupRows(continuous, explainer.milp.adapter, explainer.milp.input_specs,
+                   floats.reset_index(drop=True), (1,), MARGIN, explainer.milp.weights, 1, None)
+    assert enumeration.action_grid(g2, 1) is None  # a continuous shift: not enumerable
+    # the one-frame check of many actions is the one-action check of each
+    ok, costs, _ = grid.covers_many(every)
+    for k, a in enumerate(every):
+        one, cost, _ = grid.covers(a)
+        assert (ok[k] == one).all() and np.allclose(costs[k], cost)

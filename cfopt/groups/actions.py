@@ -22,7 +22,7 @@ master uses is this check's, never the pricing MILP's own claim.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +99,17 @@ class Action:
         return cls(shifts, levels)
 
 
+def raw_values(feature: Any, codes: np.ndarray) -> np.ndarray:
+    """:meth:`~cfopt.space.feature.Feature.from_code` of many codes at once."""
+    if feature.labelled:
+        labels = np.empty(len(feature.categories), dtype=object)
+        labels[:] = list(feature.categories)
+        return labels[np.round(codes).astype(int)]
+    if feature.is_integral:
+        return np.round(codes).astype(np.int64)
+    return codes.astype(float)
+
+
 class GroupRows:
     """The rows of a group, their target, and the exact check of an action on them.
 
@@ -162,51 +173,78 @@ class GroupRows:
                             f"max_changes={self.max_changes}")
         return problems
 
-    def apply(self, action: Action) -> tuple[pd.DataFrame, np.ndarray]:
-        """Every row with ``action`` applied (raw values), and which rows stay within the
-        feature bounds (a value past a bound by at most :data:`BOUND_SLACK` of the
-        feature's width is read as on it)."""
-        after = self.X.copy()
-        inside = np.ones(self.n, dtype=bool)
-        for n, d in action.shifts.items():
-            f = self.space[n]
-            code = self.codes[n] + d
+    def shift_range(self, name: str) -> tuple[float, float]:
+        """Every shift of numeric feature ``name`` that keeps some row within its bounds,
+        cut to the feature's direction."""
+        f = self.space[name]
+        codes = self.codes[name]
+        lo, hi = f.lower - float(codes.max()), f.upper - float(codes.min())
+        if f.direction == "increase":
+            lo = 0.0
+        elif f.direction == "decrease":
+            hi = 0.0
+        return (min(lo, 0.0), max(hi, 0.0))
+
+    def apply_many(self, actions: Sequence[Action]) -> tuple[pd.DataFrame, np.ndarray,
+                                                             np.ndarray]:
+        """Every row with each action applied, action by action (rows ``k n .. k n + n
+        - 1`` are action ``k``'s, raw values), which stay within the feature bounds (a
+        value past a bound by at most :data:`BOUND_SLACK` of the feature's width is read
+        as on it), and each one's weighted L1 cost (a category change counting its
+        weight): one frame for all of them."""
+        m, n = len(actions), self.n
+        after = self.X.iloc[np.tile(np.arange(n), m)].reset_index(drop=True)
+        inside = np.ones(m * n, dtype=bool)
+        costs = np.zeros(m * n)
+        for name in dict.fromkeys(f for a in actions for f in a.shifts):
+            f = self.space[name]
+            d = np.repeat([a.shifts.get(name, 0.0) for a in actions], n)
+            code = np.tile(self.codes[name], m) + d
             if f.is_integral:
                 code = np.round(code)
             slack = BOUND_SLACK * max(1.0, f.upper - f.lower)
             inside &= (code >= f.lower - slack) & (code <= f.upper + slack)
             code = np.clip(code, f.lower, f.upper)
-            after[n] = [f.from_code(c) for c in code]
-        for n, level in action.levels.items():
-            after[n] = [level] * self.n
+            costs += self.weights[name] * np.abs(code - np.tile(self.codes[name], m))
+            after[name] = raw_values(f, code)
+        for name in dict.fromkeys(f for a in actions for f in a.levels):
+            given = np.repeat([name in a.levels for a in actions], n)
+            levels = np.empty(m, dtype=object)
+            levels[:] = [a.levels.get(name) for a in actions]
+            before = after[name].to_numpy(dtype=object)
+            new = np.where(given, np.repeat(levels, n), before)
+            costs += self.weights[name] * (new != before)
+            after[name] = new
+        return after, inside, costs
+
+    def apply(self, action: Action) -> tuple[pd.DataFrame, np.ndarray]:
+        """Every row with ``action`` applied, and which stay within the feature bounds
+        (:meth:`apply_many`)."""
+        after, inside, _ = self.apply_many([action])
+        after.index = self.X.index
         return after, inside
 
-    def costs(self, after: pd.DataFrame) -> np.ndarray:
-        """Each row's weighted L1 distance to its row of ``after``
-        (:func:`~cfopt.formulations.distances.row_distances`, vectorised)."""
-        total = np.zeros(self.n)
-        for f in self.space:
-            w = self.weights[f.name]
-            if f.is_onehot:
-                total += w * (self.X[f.name].to_numpy() != after[f.name].to_numpy())
-            else:
-                moved = np.array([f.to_code(v) for v in after[f.name]]) - self.codes[f.name]
-                total += w * np.abs(moved)
-        return total
-
-    def covers(self, action: Action) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
-        """Which rows ``action`` covers (module docstring), each row's cost, and the
-        rows with the action applied. An inadmissible action covers none."""
-        after, inside = self.apply(action)
-        costs = self.costs(after)
-        if self.admissible(action):
-            return np.zeros(self.n, dtype=bool), costs, after
-        ok = inside.copy()
+    def covers_many(self, actions: Sequence[Action]) -> tuple[np.ndarray, np.ndarray,
+                                                              pd.DataFrame]:
+        """Which rows each action covers (module docstring; an actions × rows mask),
+        each row's cost, and the rows with the actions applied (:meth:`apply_many`);
+        the model is asked once, for the points within the bounds and the cap only. An
+        inadmissible action covers none."""
+        after, inside, costs = self.apply_many(actions)
+        ok = inside & np.repeat([not self.admissible(a) for a in actions], self.n)
         if self.max_cost is not None:
             ok &= costs <= self.max_cost + 1e-9 * max(1.0, self.max_cost)
         if ok.any():
-            ok &= self.meets_target(after)
-        return ok, costs, after
+            ok[ok] = self.meets_target(after[ok])
+        shape = (len(actions), self.n)
+        return ok.reshape(shape), costs.reshape(shape), after
+
+    def covers(self, action: Action) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+        """Which rows ``action`` covers (module docstring), each row's cost, and the
+        rows with the action applied (:meth:`covers_many` of one action)."""
+        ok, costs, after = self.covers_many([action])
+        after.index = self.X.index
+        return ok[0], costs[0], after
 
     def meets_target(self, rows: pd.DataFrame) -> np.ndarray:
         """Whether the real model puts each row in the target, with the margin μ on its

@@ -82,7 +82,7 @@ class ActionModel:
         space = rows.space
         self.numeric = [f.name for f in space if not f.is_onehot and not f.immutable]
         self.categorical = [f.name for f in space if f.is_onehot and not f.immutable]
-        self.shift_range = {n: self._shift_range(n) for n in self.numeric}
+        self.shift_range = {n: rows.shift_range(n) for n in self.numeric}
         self.numeric = [n for n in self.numeric if self.shift_range[n] != (0.0, 0.0)]
         self.model = pyo.ConcreteModel(name="group_actions")
         self.pricing = slots is None
@@ -104,16 +104,6 @@ class ActionModel:
             m.order = pyo.Constraint(range(len(self.slots) - 1), rule=lambda _, k: (
                 self.slots[k].used >= self.slots[k + 1].used))
             m.objective = pyo.Objective(expr=pyo.quicksum(s.used for s in self.slots))
-
-    def _shift_range(self, name: str) -> tuple[float, float]:
-        f = self.rows.space[name]
-        codes = self.rows.codes[name]
-        lo, hi = f.lower - float(codes.max()), f.upper - float(codes.min())
-        if f.direction == "increase":
-            lo = 0.0
-        elif f.direction == "decrease":
-            hi = 0.0
-        return (min(lo, 0.0), max(hi, 0.0))
 
     # -------------------------------------------------------------- building
     def _add_slot(self, k: int, target: list[int]) -> pyo.Block:

@@ -50,6 +50,7 @@ from ..solvers.base import SolveOutcome, SolverSettings
 from .actions import Action, GroupRows
 from .branching import BranchAndPrice, Priced
 from .costs import least_cost
+from .enumeration import solve_enumerated
 from .master import CoverMaster, MasterSolution
 from .pricing import ActionModel
 from .request import GroupRequest, check_group_request
@@ -115,6 +116,10 @@ class GroupSearch:
     def run(self) -> GroupCounterfactuals:
         req = self.request
         candidates = [i for i in range(len(req.X)) if i not in self.reasons]
+        if req.method == "column_generation" and req.objective != "cost" and candidates:
+            enumerated = solve_enumerated(self, candidates)
+            if enumerated is not None:
+                return enumerated
         candidates = self.first_columns(candidates,
                                         skip_moved=req.method == "column_generation")
         members = candidates

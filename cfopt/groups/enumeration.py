@@ -1,0 +1,132 @@
+r"""Every action, when there are few: the group problem as an explicit set cover.
+
+When every movable numeric feature is integral, the actions with at most ``max_changes``
+features are finitely many: per numeric feature every integer shift of
+:meth:`~cfopt.groups.actions.GroupRows.shift_range` but 0, per categorical feature each
+level, over every set of at most ``max_changes`` features. When their number times the
+rows is at most :data:`ENUMERATION_LIMIT`, each one's cover set is computed by the exact
+check (:meth:`~cfopt.groups.actions.GroupRows.covers_many`: the real model's ``predict``
+and the margin), in chunks, and the master over *all* of them
+(:class:`~cfopt.groups.master.CoverMaster`) is the whole problem of Lodi &
+Ramírez-Ayerbe (2024, arXiv 2402.09473, §3): its integer optimum, proven by HiGHS, is the
+optimum over every action, and a row no action covers is proven out of reach. Column
+generation's pricing MILPs are the way when the actions are too many (a continuous
+feature, wide ranges, many changes).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .actions import Action, GroupRows
+from .master import CoverMaster
+from .result import GroupCounterfactuals
+
+#: the most (action, row) checks the enumeration makes; beyond, column generation
+ENUMERATION_LIMIT = 4_000_000
+#: (action, row) checks per call of the model
+CHUNK = 200_000
+
+
+def action_grid(rows: GroupRows, max_changes: int) -> list[Action] | None:
+    """Every admissible action (module docstring), or ``None`` when a movable numeric
+    feature is continuous or there are more than :data:`ENUMERATION_LIMIT` checks."""
+    options: dict[str, list[tuple[str, object]]] = {}
+    for f in rows.space:
+        if f.immutable:
+            continue
+        if f.is_onehot:
+            options[f.name] = [("level", level) for level in f.categories]
+            continue
+        low, high = rows.shift_range(f.name)
+        if (low, high) == (0.0, 0.0):
+            continue
+        if not f.is_integral:
+            return None
+        options[f.name] = [("shift", float(d)) for d in
+                           range(math.ceil(low), math.floor(high) + 1) if d != 0]
+    combos = [c for k in range(1, max_changes + 1)
+              for c in itertools.combinations(options, k)]
+    if sum(math.prod(len(options[n]) for n in c) for c in combos) * rows.n > \
+            ENUMERATION_LIMIT:
+        return None
+    actions = []
+    for combo in combos:
+        for choice in itertools.product(*(options[n] for n in combo)):
+            shifts = {n: v for n, (kind, v) in zip(combo, choice) if kind == "shift"}
+            levels = {n: v for n, (kind, v) in zip(combo, choice) if kind == "level"}
+            actions.append(Action(shifts, levels))
+    return actions
+
+
+def cover_sets(rows: GroupRows, actions: list[Action],
+               left: Callable[[], float | None]) -> tuple[list[np.ndarray], list[Action]] | None:
+    """The distinct non-empty cover sets of ``actions`` (each with the action of least
+    total cost over it), or ``None`` when the time ran out first."""
+    per_chunk = max(1, CHUNK // max(rows.n, 1))
+    best: dict[bytes, tuple[float, int, np.ndarray]] = {}
+    for start in range(0, len(actions), per_chunk):
+        remaining = left()
+        if remaining is not None and remaining <= 0:
+            return None
+        chunk = actions[start:start + per_chunk]
+        ok, costs, _ = rows.covers_many(chunk)
+        for k in np.flatnonzero(ok.any(axis=1)):
+            mask = ok[k]
+            total = float(costs[k][mask].sum())
+            key = mask.tobytes()
+            if key not in best or total < best[key][0]:
+                best[key] = (total, start + int(k), mask)
+    kept = sorted(best.values(), key=lambda t: t[1])
+    return [mask for _, _, mask in kept], [actions[a] for _, a, _ in kept]
+
+
+def solve_enumerated(search: Any, candidates: list[int]) -> GroupCounterfactuals | None:
+    """The group query of ``search`` (a :class:`~cfopt.groups.solve.GroupSearch`, count
+    or coverage) over every action, or ``None`` when the actions are too many or the
+    time ran out while checking them (column generation then goes on)."""
+    req = search.request
+    everyone = GroupRows(req.space, req.adapter, req.milp.input_specs,
+                         req.X.iloc[candidates], req.target, req.margin, req.weights,
+                         req.max_changes, req.max_cost)
+    actions = action_grid(everyone, req.max_changes)
+    if actions is None:
+        return None
+    found = cover_sets(everyone, actions, search.left)
+    if found is None:
+        return None
+    masks, kept = found
+    reach = np.any(masks, axis=0) if masks else np.zeros(len(candidates), dtype=bool)
+    for j, i in enumerate(candidates):
+        if not reach[j]:
+            search.reasons[i] = "no action (proven)"
+    members = [i for j, i in enumerate(candidates) if reach[j]]
+    search.reachable = set(members)
+    search.notes.append(f"each of the {len(actions)} actions checked on every row "
+                        f"({len(masks)} distinct cover sets; no pricing)")
+    if not members:
+        return search.finish([], members=[], value=0.0, bound=0.0, proven=True)
+    rows = GroupRows(req.space, req.adapter, req.milp.input_specs, req.X.iloc[members],
+                     req.target, req.margin, req.weights, req.max_changes, req.max_cost)
+    master = CoverMaster(rows.n, req.objective, req.n_actions)
+    for mask in masks:
+        master.add(mask[reach])
+    search.column_actions = list(kept)
+    left = search.left()
+    ip = master.solve_integer(None if left is None else max(left, 1.0))
+    chosen = [kept[a] for a in sorted(ip.chosen)]
+    if req.objective == "count":
+        value = float(len(chosen))
+        bound = value if ip.optimal else math.ceil(ip.bound - 1e-6)
+    else:
+        value = float(rows.n - len(ip.uncovered))
+        bound = value if ip.optimal else math.floor(ip.bound + 1e-6)
+    if not ip.optimal:
+        search.notes.append("the integer master hit the time limit")
+    return search.finish(chosen, members, value=value, bound=bound, proven=ip.optimal,
+                         rows=rows, uncovered=ip.uncovered)
