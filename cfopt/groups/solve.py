@@ -7,7 +7,9 @@ column generation*, arXiv 2402.09473): given rows :math:`X` and a target, choose
 to the target — the fewest actions covering every row that any action can cover
 (``objective="count"``), or the most rows with at most ``n_actions`` (``"coverage"``).
 
-``method="column_generation"`` (the paper's framework):
+``method="column_generation"`` (the paper's framework), after a first stage: when the
+actions are few, each is checked on every row and the cover over all of them is solved
+exactly (:mod:`.enumeration`, no pricing); otherwise
 
 1. each row's own closest counterfactual with at most ``max_changes`` changes
    (:meth:`cfopt.Explainer.explain`) is a first column, asked of the rows in order, but
