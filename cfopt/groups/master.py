@@ -42,6 +42,30 @@ import numpy as np
 INF = highspy.kHighsInf
 
 
+def _highs() -> highspy.Highs:
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    return h
+
+
+def _run(h: highspy.Highs, what: str, integral: bool, time_limit: float | None = None
+         ) -> bool:
+    """Solve a master (the integer one to a zero gap within ``time_limit``); whether
+    HiGHS proved it optimal. Raises when it ends without a point."""
+    if integral:
+        if time_limit is not None:
+            h.setOptionValue("time_limit", max(float(time_limit), 0.1))
+        h.setOptionValue("mip_rel_gap", 0.0)
+    h.run()
+    status = h.getModelStatus()
+    limited = integral and status == highspy.HighsModelStatus.kTimeLimit
+    if status != highspy.HighsModelStatus.kOptimal and not limited or \
+            integral and h.getInfo().primal_solution_status != 2:  # 2: a feasible point
+        raise RuntimeError(f"the {what} ended with {status}")
+    return status == highspy.HighsModelStatus.kOptimal
+
+
 @dataclass(frozen=True)
 class MasterSolution:
     """A master's solve: ``value`` (fewest actions, or rows covered), the columns used
@@ -95,9 +119,7 @@ class CoverMaster:
         return len(self.columns) - 1
 
     def _model(self, integral: bool, allowed: np.ndarray | None = None) -> highspy.Highs:
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
-        h.setOptionValue("threads", 1)
+        h = _highs()
         n, cols = self.n, len(self.columns)
         count = self.objective == "count"
         # columns: z_0..z_{cols-1}, then s_i (count) or u_i (coverage)
@@ -126,24 +148,12 @@ class CoverMaster:
         """The LP relaxation with its duals, over the ``allowed`` columns (a mask; all
         when ``None``)."""
         h = self._model(integral=False, allowed=allowed)
-        h.run()
-        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            raise RuntimeError(f"the master LP ended with {h.getModelStatus()}")
-        return self._read(h, optimal=True, cut=1e-9)
+        return self._read(h, optimal=_run(h, "master LP", integral=False), cut=1e-9)
 
     def solve_integer(self, time_limit: float | None = None) -> MasterSolution:
         """The integer master over the columns found (``optimal``: proven by HiGHS)."""
         h = self._model(integral=True)
-        if time_limit is not None:
-            h.setOptionValue("time_limit", max(float(time_limit), 0.1))
-        h.setOptionValue("mip_rel_gap", 0.0)
-        h.run()
-        status = h.getModelStatus()
-        if status not in (highspy.HighsModelStatus.kOptimal,
-                          highspy.HighsModelStatus.kTimeLimit) or \
-                h.getInfo().primal_solution_status != 2:  # 2: a feasible point
-            raise RuntimeError(f"the integer master ended with {status}")
-        solution = self._read(h, optimal=status == highspy.HighsModelStatus.kOptimal)
+        solution = self._read(h, optimal=_run(h, "integer master", True, time_limit))
         bound = h.getInfo().mip_dual_bound
         return MasterSolution(**{**solution.__dict__, "bound": float(
             bound if self.objective == "count" else -bound)})
@@ -216,9 +226,7 @@ class CostMaster:
         return len(self.columns) - 1
 
     def _model(self, integral: bool) -> tuple[highspy.Highs, list[tuple[int, int]]]:
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
-        h.setOptionValue("threads", 1)
+        h = _highs()
         n, cols = self.n, len(self.columns)
         pairs = [(i, a) for a in range(cols) for i in np.flatnonzero(self.columns[a])
                  if self.active[i]]
@@ -251,24 +259,12 @@ class CostMaster:
     def solve_lp(self) -> MasterSolution:
         """The LP relaxation with its duals."""
         h, _ = self._model(integral=False)
-        h.run()
-        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-            raise RuntimeError(f"the cost master LP ended with {h.getModelStatus()}")
-        return self._read(h, optimal=True, cut=1e-9)
+        return self._read(h, optimal=_run(h, "cost master LP", integral=False), cut=1e-9)
 
     def solve_integer(self, time_limit: float | None = None) -> MasterSolution:
         """The integer master over the actions found (``optimal``: proven by HiGHS)."""
         h, _ = self._model(integral=True)
-        if time_limit is not None:
-            h.setOptionValue("time_limit", max(float(time_limit), 0.1))
-        h.setOptionValue("mip_rel_gap", 0.0)
-        h.run()
-        status = h.getModelStatus()
-        if status not in (highspy.HighsModelStatus.kOptimal,
-                          highspy.HighsModelStatus.kTimeLimit) or \
-                h.getInfo().primal_solution_status != 2:  # 2: a feasible point
-            raise RuntimeError(f"the integer cost master ended with {status}")
-        solution = self._read(h, optimal=status == highspy.HighsModelStatus.kOptimal)
+        solution = self._read(h, optimal=_run(h, "integer cost master", True, time_limit))
         return MasterSolution(**{**solution.__dict__,
                                  "bound": float(h.getInfo().mip_dual_bound)})
 
