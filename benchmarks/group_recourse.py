@@ -6,8 +6,9 @@ For each data set (CARLA Adult and COMPAS, UCI German credit), model (a ReLU MLP
 ``random_state=0`` on at most 5,000 training rows), group size (the first N of
 a fixed random order of the rows the model rejects, so groups are nested) and
 ``max_changes``, each method of :meth:`cfopt.Explainer.explain_group` answers the same
-group: ``column_generation`` (exact), ``greedy`` (max-coverage pricing repeated, no
-bound) and ``direct_milp`` (the compact model). Immutable: Adult's race, sex,
+group: ``column_generation`` (exact: every action checked when there are few, else
+pricing MILPs with branch-and-price), ``greedy`` (set-cover greedy over the rows' own
+counterfactuals, no bound) and ``direct_milp`` (the compact model). Immutable: Adult's race, sex,
 native-country, marital-status, relationship and fnlwgt (age increase-only); COMPAS's
 race, sex and two_year_recid (age and priors_count increase-only); German's
 foreign_worker, status_sex and people_liable (age increase-only). ``--max-cost`` caps the
@@ -35,6 +36,7 @@ the file (same key) is skipped, so an interrupted benchmark resumes.
     python benchmarks/group_recourse.py [--datasets adult,compas,german] [--models mlp,rf]
         [--sizes 50,100,200] [--max-changes 1,2,3] [--methods column_generation,greedy,
         direct_milp] [--max-cost C] [--time-limit 600] [--direct-max 100] [--out FILE]
+    python benchmarks/group_recourse.py --table group_recourse.json   # the README's table
 """
 
 from __future__ import annotations
@@ -116,7 +118,12 @@ def main() -> None:
     parser.add_argument("--direct-limit", type=float, default=None,
                         help="the most seconds of a direct MILP (default: --time-limit)")
     parser.add_argument("--out", default="group_recourse.json")
+    parser.add_argument("--table", metavar="JSON", help="print the Markdown table of a "
+                        "results file and stop")
     args = parser.parse_args()
+    if args.table:
+        print(table(json.loads((RESULTS / args.table).read_text())["rows"]))
+        return
     path = RESULTS / args.out
     old = json.loads(path.read_text()) if path.exists() else {"rows": []}
     rows: list[dict[str, Any]] = old["rows"]
@@ -175,6 +182,25 @@ def main() -> None:
                                                                "coverage", "seconds")}),
                               flush=True)
                         write(args.out, {"environment": environment(), "rows": rows})
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """One line per group and setting: each method's actions, proof and seconds."""
+    cells: dict[tuple, dict[str, str]] = {}
+    for r in rows:
+        key = tuple(r[k] for k in KEY[:5])
+        proof = " proven" if r["proven_optimal"] else \
+            (f" (bound {r['bound']})" if r["bound"] is not None else "")
+        text = f"{r['actions']}{proof}, {r['seconds']:.1f} s"
+        if r["status"] == "no_solution":
+            text = f"no solution, {r['seconds']:.0f} s (limit {r['time_limit']:.0f} s)"
+        cells.setdefault(key, {})[r["method"]] = text
+    lines = ["| data | model | rows | max_changes | column generation | greedy | direct MILP |",
+             "|---|---|---|---|---|---|---|"]
+    for key, by in cells.items():
+        lines.append("| " + " | ".join(str(k) for k in key[:4]) + " | " + " | ".join(
+            by.get(m, "—") for m in METHODS) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
