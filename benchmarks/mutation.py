@@ -91,9 +91,9 @@ TESTS: dict[str, list[str]] = {
     "cfopt/space/perturbations.py": ["tests/test_space_perturbations.py"],
     "cfopt/space/encoding.py": ["tests/test_space_encoding.py"],
     "cfopt/constraints/query_range.py": ["tests/test_query_range.py"],
-    "cfopt/query/restrictions/relu_points.py": ["tests/test_relu_points.py",
-                                                "tests/test_query_tightening.py"],
-    "cfopt/query/ladder.py": ["tests/test_ladder.py", "tests/test_supports.py"],
+    "cfopt/query/restrictions/relu_points.py": ["tests/test_query_restrictions_relu_points.py",
+                                                "tests/test_relu_points.py"],
+    "cfopt/query/ladder.py": ["tests/test_query_ladder.py"],
     "cfopt/query/supports.py": ["tests/test_query_supports.py"],
     "cfopt/query/restrictions/registry.py": ["tests/test_query_restrictions_registry.py"],
     "cfopt/query/diverse.py": ["tests/test_query_diverse.py"],
@@ -120,8 +120,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/methods/plausible_region.py": ["tests/test_methods_plausible_region.py"],
     "cfopt/methods/proplace.py": ["tests/test_methods_proplace.py"],
     "cfopt/methods/proplace_master.py": ["tests/test_methods_proplace_master.py",
-                                         "tests/test_methods_proplace.py",
-                                         "tests/test_proplace_levels.py"],
+                                         "tests/test_methods_proplace_master_solves.py"],
     "cfopt/methods/rnce.py": ["tests/test_methods_rnce.py"],
 }
 

@@ -1,0 +1,205 @@
+"""The heuristic points of a ReLU network's query (:mod:`cfopt.query.restrictions.relu_points`)
+on tiny hand-made networks: the target score and its gradient (against finite
+differences), the factual's score, the greedy walk's moves (their size, direction,
+rounding, the cap on changes and actionability) and the single moves' guards."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import cfopt
+from cfopt.models.network import ReLUNetwork
+from cfopt.query.restrictions import relu_points as rp
+
+MARGIN = 1e-3
+GOAL = 2 * MARGIN
+FRAME = pd.DataFrame({"a": [-4.0, 4.0, 0.0], "b": [-4.0, 4.0, 0.0], "c": ["x", "y", "z"]})
+FACTUAL = pd.DataFrame({"a": [0.0], "b": [0.0], "c": ["z"]})
+
+
+# ------------------------------------------------------------------ the score
+def random_net(outputs: int, seed: int = 0) -> ReLUNetwork:
+    rng = np.random.default_rng(seed)
+    return ReLUNetwork.from_parameters([
+        (rng.normal(size=(6, 3)), rng.normal(size=6)),
+        (rng.normal(size=(5, 6)), rng.normal(size=5)),
+        (rng.normal(size=(outputs, 5)), rng.normal(size=outputs))])
+
+
+def numeric_gradient(net, z, decision, targets, h=1e-6):
+    return np.array([(rp._score(net, z + h * e, decision, targets, False)[0]
+                      - rp._score(net, z - h * e, decision, targets, False)[0]) / (2 * h)
+                     for e in np.eye(len(z))])
+
+
+@pytest.mark.parametrize("outputs, decision, targets", [
+    (3, "argmax", [0]), (3, "argmax", [0, 2]), (3, "argmax", [1]),
+    (1, "sign", [1]), (1, "sign", [0]), (1, "regression", [-5.0, 0.5]),
+    (1, "regression", [-0.5, 5.0])])
+def test_the_gradient_is_the_scores_slope(outputs, decision, targets):
+    net = random_net(outputs)
+    rng = np.random.default_rng(1)
+    for _ in range(6):
+        z = rng.normal(size=3)
+        score, grad = rp._score(net, z, decision, targets)
+        expected = rp.target_scores(net, z[None, :], decision, targets)[0]
+        assert score == pytest.approx(expected, abs=1e-12)
+        np.testing.assert_allclose(grad, numeric_gradient(net, z, decision, targets),
+                                   atol=1e-5)
+        assert rp._score(net, z, decision, targets, with_grad=False) == (score, None)
+
+
+def test_the_networks_tried_have_neurons_active_below_one_and_inactive():
+    pres = np.concatenate([p[:, :-0 or None].ravel() for p in
+                           random_net(3).pre_activations(
+                               np.random.default_rng(1).normal(size=(6, 3)))[:-1]])
+    assert ((pres > 0) & (pres < 1)).any() and (pres < 0).any()
+
+
+def test_a_regressor_in_the_middle_of_its_interval_climbs_from_the_low_side():
+    net = ReLUNetwork.from_parameters([(np.array([[1.0]]), np.array([0.0])),
+                                       (np.array([[2.0]]), np.array([0.0]))])
+    score, grad = rp._score(net, np.array([0.25]), "regression", [0.0, 1.0])
+    assert score == 0.5 and list(grad) == [2.0]  # h - low = high - h: +1
+    score, grad = rp._score(net, np.array([0.375]), "regression", [0.0, 1.0])
+    assert score == 0.25 and list(grad) == [-2.0]
+
+
+def test_the_batch_scores_take_one_row_too():
+    net = random_net(3)
+    z = np.array([0.1, -0.2, 0.3])
+    assert rp.target_scores(net, z, "argmax", [1]).shape == (1,)
+    assert rp.target_scores(net, z, "argmax", [1])[0] == rp._score(net, z, "argmax", [1],
+                                                                    False)[0]
+
+
+# ------------------------------------------------------------------ queries
+def space_of(**kinds: str) -> cfopt.FeatureSpace:
+    return cfopt.FeatureSpace.from_frame(FRAME, kinds={"a": "continuous", "b": "continuous",
+                                                       **kinds})
+
+
+def network(space, a=0.0, b=2.0, bias=-1.5, cx=0.0) -> torch.nn.Sequential:
+    """logit = a z_a + b z_b + cx [c = x] + bias on the scaled inputs z = (v + 4) / 8,
+    through ReLU neurons always active (z_a, z_b, [c = x] ≥ 0)."""
+    slices = space.input_slices()
+    first = torch.nn.Linear(space.n_inputs, 3)
+    last = torch.nn.Linear(3, 1)
+    with torch.no_grad():
+        first.weight.zero_()
+        first.bias.zero_()
+        first.weight[0, slices["a"].start] = 1.0
+        first.weight[1, slices["b"].start] = 1.0
+        first.weight[2, slices["c"].start + space["c"].categories.index("x")] = 1.0
+        last.weight.copy_(torch.tensor([[a, b, cx]]))
+        last.bias.fill_(bias)
+    return torch.nn.Sequential(first, torch.nn.ReLU(), last)
+
+
+def query(space, target=1, **weights):
+    options = {key: weights.pop(key) for key in ("max_changes",) if key in weights}
+    explainer = cfopt.Explainer(network(space, **weights), space, margin=MARGIN,
+                                bound_tightening=None, **options)
+    explainer.milp.set_factual(FACTUAL)
+    explainer.milp.set_target(target)
+    return explainer.milp
+
+
+def step(score, slope=0.25):
+    """The walk's move of a numeric feature from ``score`` (slope per raw unit)."""
+    return (GOAL - score) / slope * 1.05 + 1e-9 * 8
+
+
+def test_the_factual_score_is_the_networks():
+    m = query(space_of(), a=1.0, b=2.0, bias=-2.0)  # 0.5 + 1 - 2
+    assert rp.factual_score(m) == pytest.approx(-0.5, abs=1e-12)
+    assert rp.factual_score(query(space_of(), target=0, a=1.0, bias=-1.0)) == \
+        pytest.approx(-(0.5 + 1 - 1), abs=1e-12)
+
+
+@pytest.mark.parametrize("change", [{"factual": None}, {"target": ()},
+                                    {"adapter": SimpleNamespace(structure=None)}])
+def test_no_score_and_no_points_without_a_network_or_a_query(change):
+    m = query(space_of())
+    stand_in = SimpleNamespace(**{**{k: getattr(m, k) for k in (
+        "adapter", "factual", "target", "factual_inputs", "change_cap")}, **change})
+    assert rp.factual_score(stand_in) is None
+    assert rp.greedy_counterfactual(stand_in) is None
+    assert rp.single_moves(stand_in) == []
+
+
+def test_one_move_of_the_feature_that_raises_the_score():
+    m = query(space_of())  # 2 z_b - 1.5: -0.5 at the factual, 1/4 per unit of b
+    row = rp.greedy_counterfactual(m)
+    assert row["b"].iloc[0] == pytest.approx(step(-0.5), abs=1e-12)
+    assert row["a"].iloc[0] == 0 and row["c"].iloc[0] == "z"
+
+
+def test_an_integral_move_rounds_up_to_whole_units():
+    row = rp.greedy_counterfactual(query(space_of(b="integer")))
+    assert row["b"].iloc[0] == 3
+
+
+@pytest.mark.parametrize("declare", [lambda s: s.decrease_only("b"),
+                                     lambda s: s.immutable("b")])
+def test_no_walk_against_the_actionability(declare):
+    assert rp.greedy_counterfactual(query(declare(space_of()))) is None
+
+
+def test_a_feature_at_its_bound_gives_way_to_the_next():
+    # 2 z_a + 2 z_b - 3.5: a (first of equal ratios) to its bound, then b the rest
+    m = query(space_of(), a=2.0, bias=-3.5)
+    row = rp.greedy_counterfactual(m)
+    assert row["a"].iloc[0] == 4.0
+    assert row["b"].iloc[0] == pytest.approx(step(-0.5), abs=1e-12)
+    assert rp.greedy_counterfactual(m, max_steps=1) is None
+
+
+def test_a_falling_slope_moves_down_to_the_lower_bound():
+    m = query(space_of(), a=-2.0, bias=-1.5)  # -2 z_a + 2 z_b - 1.5
+    row = rp.greedy_counterfactual(m)
+    assert row["a"].iloc[0] == -4.0
+    assert row["b"].iloc[0] == pytest.approx(step(-0.5), abs=1e-12)
+    assert rp.greedy_counterfactual(query(space_of().increase_only("a"), a=-2.0,
+                                          bias=-1.5)) is None
+
+
+def test_the_cap_on_changes_stops_the_walk():
+    m = query(space_of(), a=2.0, bias=-3.5, max_changes=1)
+    assert rp.greedy_counterfactual(m) is None
+    m = query(space_of(), max_changes=1)
+    assert rp.greedy_counterfactual(m)["b"].iloc[0] == pytest.approx(step(-0.5), abs=1e-12)
+
+
+def test_the_cheapest_gain_wins_and_a_switch_is_one_step():
+    # c = x adds 3 for a weight of 1 (ratio 3); b adds 1/4 per unit, weight 1/8 (ratio 2)
+    row = rp.greedy_counterfactual(query(space_of(), cx=3.0))
+    assert row.iloc[0].to_dict() == {"a": 0.0, "b": 0.0, "c": "x"}
+    # c = x adds 1 (ratio 1): b first, which alone reaches the goal
+    row = rp.greedy_counterfactual(query(space_of(), cx=1.0))
+    assert row["c"].iloc[0] == "z" and row["b"].iloc[0] == pytest.approx(step(-0.5))
+    # a switch that lowers the score is never taken
+    row = rp.greedy_counterfactual(query(space_of(), cx=-1.0))
+    assert row["c"].iloc[0] == "z"
+
+
+def test_the_single_moves_of_one_feature_and_a_switch():
+    moves = rp.single_moves(query(space_of(), cx=3.0))
+    assert [mv.feature for mv in moves] == ["b", "c"]  # a never reaches the goal
+    b, c = moves
+    assert b.code == pytest.approx((GOAL + 0.5) / 0.25, abs=1e-8)
+    assert b.move == pytest.approx(b.code / 8, abs=1e-9)
+    assert c.code == 0.0 and c.move == 1.0  # x, level 0: a switch costs the weight
+
+
+def test_no_single_move_under_a_cap_of_zero():
+    m = query(space_of(), max_changes=1)
+    assert [mv.feature for mv in rp.single_moves(m)] == ["b"]
+    stand_in = SimpleNamespace(**{k: getattr(m, k) for k in (
+        "adapter", "factual", "target", "factual_inputs")}, change_cap=0.0)
+    assert rp.single_moves(stand_in) == []
