@@ -113,7 +113,7 @@ TESTS: dict[str, list[str]] = {
     **{f"{package}/__init__.py": ["tests/test_package_imports.py"]
        for package in ("cfopt/query", "cfopt/query/restrictions", "cfopt/formulations",
                        "cfopt/formulations/predictors", "cfopt/solvers",
-                       "cfopt/solvers/cpsat")},
+                       "cfopt/solvers/cpsat", "cfopt/methods", "cfopt/methods/adversaries")},
     "cfopt/solvers/highs_start.py": ["tests/test_highs_start.py"],
     "cfopt/methods/cutting_set.py": ["tests/test_cutting_set.py"],
     "cfopt/methods/base.py": ["tests/test_methods_base.py"],
@@ -122,6 +122,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/methods/proplace_master.py": ["tests/test_methods_proplace_master.py",
                                          "tests/test_methods_proplace_master_solves.py"],
     "cfopt/methods/rnce.py": ["tests/test_methods_rnce.py"],
+    "cfopt/methods/milp_r.py": ["tests/test_methods_milp_r.py"],
 }
 
 WORK = PROJECT / ".mutation"

@@ -25,15 +25,19 @@ class Adversary:
         self.models, self.hull, self.missed_at = [object()] * models, hull, list(missed)
         self.holds: list[set] = []
         self.current: list[int] = []
+        self.asked_for: list = []  # the MILPs whose copies were asked for
+        self.asked_at: list = []   # the points checked for models missed
 
     def hold(self, which):
         self.holds.append(set(which))
         self.current = sorted(which)
 
     def network_copies(self, m):
+        self.asked_for.append(m)
         return [("copy", i) for i in self.current]
 
     def missed(self, z, level):
+        self.asked_at.append(list(z))
         return self.missed_at.pop(0) if self.missed_at else set()
 
 
@@ -72,7 +76,8 @@ def calls(monkeypatch):
     """The query helpers the master calls, recording their arguments."""
     record: dict[str, list] = {"hold_model": [], "can_climb": [], "first_floor": [],
                                "climb": [], "start_of": [], "pattern_cutoff": [],
-                               "piece_point": [], "verified": []}
+                               "piece_point": [], "verified": [], "own": [], "unstable": [],
+                               "hold_model_of": [], "toward": []}
     state = SimpleNamespace(climb=False, first_floor=0.75, cutoff=9.0,
                             piece=outcome(Status.FEASIBLE, None, "optimal", 3.5),
                             climbed=outcome(Status.OPTIMAL, 1.25), unstable=100)
@@ -105,7 +110,24 @@ def calls(monkeypatch):
         record["verified"].append(m)
         return SimpleNamespace(row=ROW)
 
-    monkeypatch.setattr(pm, "hold_model", lambda m, hold: record["hold_model"].append(hold))
+    def hold_model(m, hold):
+        record["hold_model_of"].append(m)
+        record["hold_model"].append(hold)
+
+    def own(m):
+        record["own"].append(m)
+        return [OWN]
+
+    def unstable(networks, first):
+        record["unstable"].append(list(networks))
+        return state.unstable
+
+    def toward(m, networks, start, hull, margin):
+        record["toward"].append(list(networks))
+        return None
+
+    monkeypatch.setattr(pm, "hold_model", hold_model)
+    monkeypatch.setattr(pm, "toward_target", toward)
     monkeypatch.setattr(pm, "first_floor", first_floor)
     monkeypatch.setattr(pm, "can_climb", can_climb)
     monkeypatch.setattr(pm, "climb", climb)
@@ -113,8 +135,8 @@ def calls(monkeypatch):
     monkeypatch.setattr(pm, "pattern_cutoff", pattern_cutoff)
     monkeypatch.setattr(pm, "piece_point", piece_point)
     monkeypatch.setattr(pm, "verified_solution", verified)
-    monkeypatch.setattr(pm, "network_copies", lambda m: [OWN])
-    monkeypatch.setattr(pm, "unstable_neurons", lambda networks, first: state.unstable)
+    monkeypatch.setattr(pm, "network_copies", own)
+    monkeypatch.setattr(pm, "unstable_neurons", unstable)
     return SimpleNamespace(record=record, state=state)
 
 
@@ -371,3 +393,33 @@ def test_a_query_answers_with_its_pieces_once(calls):
     second = p.solve(Deadline())
     assert second.proven is True and len(p.backend.calls) == 1
     assert len(calls.record["piece_point"]) == 1
+
+
+# ------------------------------------------------------------------ what the helpers get
+def test_every_helper_gets_the_masters_milp_and_networks(calls):
+    adversary = Adversary(2, hull="hull")
+    p = master(adversary, cutoff=True, active_set=True)
+    p.guess = np.array([1.0, 2.0])
+    p._solve_held(Deadline())
+    networks = [OWN, ("copy", 1)]  # the active set: the newest copy
+    assert calls.record["own"] == [p.m] and calls.record["hold_model_of"] == [p.m]
+    assert adversary.asked_for == [p.m, p.m] and calls.record["verified"] == [p.m]
+    assert calls.record["unstable"] == [networks] and calls.record["toward"] == [networks]
+
+
+def test_the_pieces_helpers_get_the_masters_milp_and_networks(calls):
+    adversary = Adversary(1, hull="hull")
+    p = master(adversary, piece_points=True)
+    p.guess = np.array([1.0, 2.0])
+    p._piece_answer(Deadline())
+    assert calls.record["own"] == [p.m] and calls.record["verified"] == [p.m]
+    assert calls.record["unstable"] == [[OWN, ("copy", 0)]]
+    assert calls.record["toward"] == [[OWN, ("copy", 0)]]
+
+
+def test_the_active_set_checks_the_solves_point(calls):
+    adversary = Adversary(2, missed=[{0}, set()])
+    p = master(adversary, active_set=True)
+    answer = p._solve_active(Deadline())
+    assert answer.point is ROW and adversary.asked_at == [[0.5, 2.0], [0.5, 2.0]]
+    assert p.kept == {0} and len(p.backend.calls) == 2 and adversary.holds[-1] == {0, 1}
