@@ -123,6 +123,7 @@ TESTS: dict[str, list[str]] = {
                                          "tests/test_methods_proplace_master_solves.py"],
     "cfopt/methods/rnce.py": ["tests/test_methods_rnce.py"],
     "cfopt/methods/milp_r.py": ["tests/test_methods_milp_r.py"],
+    "cfopt/methods/k_robust.py": ["tests/test_methods_k_robust.py"],
 }
 
 WORK = PROJECT / ".mutation"
