@@ -124,6 +124,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/methods/rnce.py": ["tests/test_methods_rnce.py"],
     "cfopt/methods/milp_r.py": ["tests/test_methods_milp_r.py"],
     "cfopt/methods/k_robust.py": ["tests/test_methods_k_robust.py"],
+    "cfopt/methods/combined.py": ["tests/test_methods_combined.py"],
 }
 
 WORK = PROJECT / ".mutation"
