@@ -125,6 +125,8 @@ TESTS: dict[str, list[str]] = {
     "cfopt/methods/milp_r.py": ["tests/test_methods_milp_r.py"],
     "cfopt/methods/k_robust.py": ["tests/test_methods_k_robust.py"],
     "cfopt/methods/combined.py": ["tests/test_methods_combined.py"],
+    "cfopt/methods/adversaries/k_neighbourhood.py": [
+        "tests/test_methods_adversaries_k_neighbourhood.py"],
 }
 
 WORK = PROJECT / ".mutation"
