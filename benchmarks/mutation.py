@@ -127,6 +127,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/methods/combined.py": ["tests/test_methods_combined.py"],
     "cfopt/methods/adversaries/k_neighbourhood.py": [
         "tests/test_methods_adversaries_k_neighbourhood.py"],
+    "cfopt/methods/adversaries/model_shift.py": ["tests/test_methods_adversaries_model_shift.py"],
 }
 
 WORK = PROJECT / ".mutation"
