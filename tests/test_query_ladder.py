@@ -71,15 +71,20 @@ def test_the_whole_problem_infeasible_or_failed_keeps_its_outcome(status):
 
 # ------------------------------------------------------------------ the first floor
 def query(l0=0.5, target=(1,), is_target=False, extra=0.0, margin=0.01, cap=math.inf):
-    return SimpleNamespace(objective_terms={"l1": 1.0, "l0": l0}, target=target,
-                           is_target=lambda c: is_target, factual_class=0, margin=margin,
-                           raw=SimpleNamespace(extra_floor=extra), change_cap=cap)
+    terms = {"l1": 1.0} if l0 is None else {"l1": 1.0, "l0": l0}
+    return SimpleNamespace(objective_terms=terms, target=target,
+                           is_target=lambda c: c == 7 and is_target, factual_class=7,
+                           margin=margin, raw=SimpleNamespace(extra_floor=extra),
+                           change_cap=cap)
 
 
 @pytest.mark.parametrize("m, score, floor", [
     (query(), -1.0, 0.5),
     (query(extra=0.25), -1.0, 0.75),
     (query(l0=0.0), -1.0, None),
+    (query(l0=None), -1.0, None),
+    (query(l0=0.0, extra=0.25), -1.0, None),
+    (query(margin=1e-6), 0.0, None),             # exactly on the band's edge
     (query(target=()), -1.0, None),
     (query(is_target=True), -1.0, None),
     (query(), None, None),
@@ -93,7 +98,7 @@ def query(l0=0.5, target=(1,), is_target=False, extra=0.0, margin=0.01, cap=math
     (query(extra=-0.5), -1.0, None),
     (query(extra=-0.75), -1.0, None)])
 def test_the_first_floor(monkeypatch, m, score, floor):
-    monkeypatch.setattr(ladder, "factual_score", lambda q: score)
+    monkeypatch.setattr(ladder, "factual_score", lambda q: score if q is m else -1.0)
     assert ladder.first_floor(m) == floor
 
 
@@ -103,6 +108,7 @@ class Restriction:
         self.by_radius, self._applies, self.entered = by_radius, applies, []
 
     def applies(self, m):
+        self.entered.append(("applies", m))
         return self._applies
 
     def within_radius(self, m, radius, details, support, copies):
@@ -117,21 +123,24 @@ class Restriction:
 @pytest.fixture
 def gate(monkeypatch):
     state = SimpleNamespace(restriction=Restriction(), unstable=ladder.HARD_NEURONS + 1,
-                            asked=[])
+                            asked=[], of=[], own=[])
 
     def unstable(networks, first):
         state.asked.append((list(networks), first))
         return state.unstable
 
-    monkeypatch.setattr(ladder, "restriction_of", lambda m: state.restriction)
-    monkeypatch.setattr(ladder, "network_copies", lambda m: ["own"])
+    monkeypatch.setattr(ladder, "restriction_of",
+                        lambda m: state.of.append(m) or state.restriction)
+    monkeypatch.setattr(ladder, "network_copies", lambda m: state.own.append(m) or ["own"])
     monkeypatch.setattr(ladder, "unstable_neurons", unstable)
     return state
 
 
 def test_the_ladder_climbs_a_capped_hard_network_from_a_positive_floor(gate):
-    assert ladder.can_climb(query(), 0.5, ["copy"]) is True
+    m = query()
+    assert ladder.can_climb(m, 0.5, ["copy"]) is True
     assert gate.asked == [(["own", "copy"], 1)]
+    assert gate.of == [m] and gate.own == [m] and gate.restriction.entered == [("applies", m)]
     assert ladder.can_climb(query(l0=0.0, cap=2.0), 0.5) is True
 
 
@@ -142,6 +151,7 @@ def test_no_climb_without_a_positive_finite_floor(gate, floor):
 
 def test_no_climb_without_a_cap_a_restriction_or_hard_neurons(gate):
     assert ladder.can_climb(query(l0=0.0), 0.5) is False
+    assert ladder.can_climb(query(l0=None), 0.5) is False
     gate.unstable = ladder.HARD_NEURONS
     assert ladder.can_climb(query(), 0.5) is False
     gate.unstable = ladder.HARD_NEURONS + 1
@@ -162,6 +172,7 @@ def test_within_a_radius_is_the_restrictions(gate):
     with ladder.within_radius(m, 2.0, details):
         pass
     assert gate.restriction.entered[2] == (m, 2.0, details, None, ())
+    assert gate.of == [m, m]
     gate.restriction = None
     with ladder.within_radius(m, 2.0, details):  # no restriction: nothing to enter
         pass
@@ -188,13 +199,15 @@ def test_a_rung_split_by_its_supports(gate, monkeypatch):
             split.append((m, backend, budget, sets, list(gate.restriction.entered)))
         return "split"
 
-    monkeypatch.setattr(ladder, "supports", lambda m, radius: [{"a"}, {"b"}])
+    asked = []
+    monkeypatch.setattr(ladder, "supports",
+                        lambda m, radius: asked.append((m, radius)) or [{"a"}, {"b"}])
     monkeypatch.setattr(ladder, "solve_split", solve_split)
     m, backend, details = query(), Backend(), {"split": 1}
     assert ladder.solve_within(m, backend, "budget", 1.5, details, ["c"]) == "split"
     assert split == [(m, backend, "budget", [{"a"}, {"b"}],
                       [(m, 1.5, details, {"b"}, ["c"])])]
-    assert details["split"] == 3
+    assert details["split"] == 3 and asked == [(m, 1.5)]
     ladder.solve_within(m, backend, "budget", 1.5, details)
     assert details["split"] == 5
     fresh: dict = {}
@@ -223,7 +236,11 @@ def terms(l0):
     (0.9, 1.0, [1 - 1e-6, 1.0125, 1.35, 2 * (1 - 1e-6), 2.7]),
     (1.9999995, 1.0, [1.9999995 * 1.125, 1.9999995 * 1.5, 4 * (1 - 1e-6),
                       1.9999995 * 3]),  # 2 (1 - 1e-6) and 3 (1 - 1e-6): not above
-    (0.5, 0.2, [0.5625, 0.6 * (1 - 1e-6), 0.75, 0.8 * (1 - 1e-6), 1.5])])
+    (0.5, 0.2, [0.5625, 0.6 * (1 - 1e-6), 0.75, 0.8 * (1 - 1e-6), 1.5]),
+    (1.9, 2.0, [2 * (1 - 1e-6), 2.1375, 2.85, 4 * (1 - 1e-6), 5.7]),
+    (2 * (1 - 1e-6), 2.0, [2.25 * (1 - 1e-6), 3 * (1 - 1e-6), 4 * (1 - 1e-6),
+                           6 * (1 - 1e-6)]),  # just below 2 is the floor itself: no rung
+    (1.0, 1.1250005, [1.125, 1.5, 2.250001 * (1 - 1e-6), 3.0])])  # 1.125 (1 - 1e-6) < 1.125
 def test_the_rungs_by_hand(floor, l0, rungs):
     assert ladder._rungs(terms(l0), floor) == pytest.approx(rungs, rel=1e-12)
     assert ladder.RUNGS == (1.125, 1.5, 3.0) and ladder.COUNT_RUNGS == 3
@@ -298,8 +315,11 @@ class Ascent:
     def __init__(self, *answers, whole=False) -> None:
         self.answers, self.radii, self.whole_answer = list(answers), [], whole
         self.verified: list = []
+        self.args: list = []
+        self.whole_args: list = []
 
     def restrict(self, m, candidate, radius, details, deadline, verified):
+        self.args.append((m, candidate, details, deadline))
         self.radii.append(radius)
         self.verified.append(verified)
         answer = self.answers.pop(0)
@@ -308,6 +328,7 @@ class Ascent:
         return answer
 
     def whole(self, m, details, deadline):
+        self.whole_args.append((m, details, deadline))
         if isinstance(self.whole_answer, Exception):
             raise self.whole_answer
         return self.whole_answer
@@ -332,10 +353,19 @@ def problem(extra=0.0, top=math.inf):
 @pytest.fixture
 def verified(monkeypatch):
     """``_verified`` answering from a script (``inf`` when it runs out)."""
-    state = SimpleNamespace(script=[], starts=[])
-    monkeypatch.setattr(ladder, "_verified",
-                        lambda m, out, inc: state.script.pop(0) if state.script else math.inf)
-    monkeypatch.setattr(ladder, "start_of", lambda m, row: state.starts.append(row) or "st")
+    state = SimpleNamespace(script=[], starts=[], args=[], start_of=[])
+
+    def verified(m, out, inc):
+        state.args.append((m, out, inc))
+        return state.script.pop(0) if state.script else math.inf
+
+    def start_of(m, row):
+        state.start_of.append(m)
+        state.starts.append(row)
+        return "st"
+
+    monkeypatch.setattr(ladder, "_verified", verified)
+    monkeypatch.setattr(ladder, "start_of", start_of)
     return state
 
 
@@ -344,8 +374,12 @@ def test_an_ascent_whose_first_rung_holds_the_optimum(verified):
     restriction = Ascent(step)
     backend = Backend(outcome(Status.OPTIMAL, 1.2, 1.1, wall=2.0))
     details: dict = {}
-    out = ladder.ascend(problem(extra=0.25), backend, lambda: "s", restriction, "cand",
-                        1.0, details, 9.0, [])
+    m, incumbent = problem(extra=0.25), []
+    out = ladder.ascend(m, backend, lambda: "s", restriction, "cand",
+                        1.0, details, 9.0, incumbent)
+    assert restriction.args == [(m, "cand", details, 9.0)]
+    (given_m, given_outcome, given_incumbent), = verified.args
+    assert given_m is m and given_outcome.objective == 1.2 and given_incumbent is incumbent
     assert restriction.radii == [1.25] and restriction.verified == [False]
     assert backend.calls == [(problem(extra=0.25), "s", None)] and step.entered == ["in", "out"]
     assert out.bound == 1.1 and details["ascent"] == [(1.25, "optimal", 2.0)]
@@ -364,7 +398,7 @@ def test_an_empty_rung_doubles_the_distance(verified):
 
 def test_a_rung_bounded_at_its_radius_is_empty(verified):
     restriction = Ascent(rung(), rung())
-    backend = Backend(outcome(Status.FEASIBLE, 1.8, 1.0), outcome(Status.OPTIMAL, 1.8, 1.7))
+    backend = Backend(outcome(Status.FEASIBLE, 1.0, 1.0), outcome(Status.OPTIMAL, 1.8, 1.7))
     out = ladder.ascend(problem(), backend, lambda: "s", restriction, "c", 1.0, {}, 9.0, [])
     assert restriction.radii == [1.0, 2.0] and out.bound == 1.7
 
@@ -380,10 +414,11 @@ def test_a_point_beyond_the_radius_makes_the_rung_empty_and_bounds_the_next(veri
                         incumbent)
     assert restriction.radii == [1.0, 1.5 * (1 + 1e-6) + 1e-9] and out.bound == 1.4
     assert backend.calls[0][2] == "st" and verified.starts == ["point", "point"]
+    assert verified.start_of == [problem(), problem()]
 
 
 def test_a_point_at_the_radius_within_the_tolerance_is_the_answer(verified):
-    at = 1.0 * (1 + 1e-6) + 0.5e-9
+    at = 1.0 * (1 + 1e-6) + 1e-9  # exactly the tolerance: not beyond
     backend = Backend(outcome(Status.OPTIMAL, at, 0.9))
     out = ladder.ascend(problem(), backend, lambda: "s", Ascent(rung()), "c", 1.0, {}, 9.0, [])
     assert out.objective == at and out.bound == 0.9
@@ -394,6 +429,10 @@ def test_a_rung_out_of_time_answers_with_its_point(verified):
     backend = Backend(outcome(Status.INFEASIBLE), outcome(Status.FEASIBLE, 1.8, 0.5))
     out = ladder.ascend(problem(), backend, lambda: "s", restriction, "c", 1.0, {}, 9.0, [])
     assert out.status is Status.FEASIBLE and out.bound == 1.0  # the floor: the first rung
+    restriction = Ascent(rung())
+    backend = Backend(outcome(Status.FEASIBLE, 0.5, None))  # no bound: not empty
+    out = ladder.ascend(problem(), backend, lambda: "s", restriction, "c", 1.0, {}, 9.0, [])
+    assert out.status is Status.FEASIBLE and out.bound is None and out.objective == 0.5
 
 
 @pytest.mark.parametrize("guess, top, answers", [
@@ -416,7 +455,7 @@ def test_the_ascent_stops_below_the_objectives_top(verified):
                       outcome(Status.OPTIMAL, 5.0, 5.0))
     out = ladder.ascend(problem(top=2.0 + 1e-9), backend, lambda: "s", restriction, "c",
                         1.0, {}, 9.0, [])
-    assert restriction.radii == [1.0, 2.0] and out.bound == 5.0
+    assert restriction.radii == [1.0, 2.0] and out.bound == 5.0 and out.wall_time == 3.0
     restriction = Ascent(rung(), rung())
     backend = Backend(outcome(Status.INFEASIBLE), outcome(Status.OPTIMAL, 3.0, 3.0))
     ladder.ascend(problem(top=2.0), backend, lambda: "s", restriction, "c", 1.0, {}, 9.0, [])
@@ -447,6 +486,13 @@ def test_a_region_too_large_for_the_whole_problem(verified):
                         [])
     assert out.termination == "regionTooLarge" and "whole actionable region" in out.message
     assert out.bound is None
+    restriction = Ascent(rung(), None, whole=RegionTooLarge())
+    backend = Backend(outcome(Status.INFEASIBLE, wall=1.5))
+    details: dict = {}
+    out = ladder.ascend(problem(), backend, lambda: "s", restriction, "c", 1.0, details,
+                        9.0, [])
+    assert out.wall_time == 1.5 and out.bound == 1.0
+    assert restriction.whole_args == [(problem(), details, 9.0)]
 
 
 def test_a_whole_region_built_resets_the_backend(verified):
@@ -456,7 +502,7 @@ def test_a_whole_region_built_resets_the_backend(verified):
     out = ladder.ascend(problem(), backend, lambda: settings.pop(0), restriction, "c", 1.0,
                         {}, 9.0, [SimpleNamespace(row="p")])
     assert backend.resets == 1 and backend.calls == [(problem(), "second", "st")]
-    assert out.bound == 2.0
+    assert out.bound == 2.0 and verified.starts == ["p"] and verified.start_of == [problem()]
 
 
 @pytest.mark.parametrize("whole, budgets", [(False, ["s", None]), (True, ["s", "s", None])])
@@ -483,24 +529,33 @@ def test_no_time_for_a_rung_is_why_it_stopped(verified):
 # ------------------------------------------------------------------ the incumbent
 @pytest.fixture
 def points(monkeypatch):
-    state = SimpleNamespace(point=None)
-    monkeypatch.setattr(ladder, "verified_solution",
-                        lambda m, margin: (m, margin) and state.point)
-    monkeypatch.setattr(ladder, "objective_value", lambda m, row: row)
+    state = SimpleNamespace(point=None, m=None)
+
+    def verified_solution(m, margin):
+        assert m is state.m and margin == 0.1
+        return state.point
+
+    def objective_value(m, row):
+        assert m is state.m
+        return row
+
+    monkeypatch.setattr(ladder, "verified_solution", verified_solution)
+    monkeypatch.setattr(ladder, "objective_value", objective_value)
     return state
 
 
 def test_a_verified_cheaper_point_replaces_the_incumbent(points):
-    m = SimpleNamespace(declared_margin=0.1)
+    m = points.m = SimpleNamespace(declared_margin=0.1)
     points.point = SimpleNamespace(verified=True, row=2.0)
     incumbent: list = []
     assert ladder._verified(m, outcome(Status.FEASIBLE), incumbent) == 2.0
     assert incumbent == [points.point]
     points.point = SimpleNamespace(verified=True, row=3.0)
     assert ladder._verified(m, outcome(Status.OPTIMAL), incumbent) == 2.0
-    points.point = SimpleNamespace(verified=True, row=2.0)
+    kept = incumbent[0]
+    points.point = SimpleNamespace(verified=True, row=2.0)  # as cheap: the first kept
     assert ladder._verified(m, outcome(Status.OPTIMAL), incumbent) == 2.0
-    assert incumbent[0].row == 2.0
+    assert incumbent[0] is kept
     points.point = SimpleNamespace(verified=False, row=1.0)
     assert ladder._verified(m, outcome(Status.OPTIMAL), incumbent) == 2.0
     points.point = SimpleNamespace(verified=True, row=1.0)
