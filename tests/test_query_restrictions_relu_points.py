@@ -203,3 +203,45 @@ def test_no_single_move_under_a_cap_of_zero():
     stand_in = SimpleNamespace(**{k: getattr(m, k) for k in (
         "adapter", "factual", "target", "factual_inputs")}, change_cap=0.0)
     assert rp.single_moves(stand_in) == []
+
+
+def test_a_move_costs_its_distance_from_the_factual():
+    m = query(space_of())
+    m.set_factual(pd.DataFrame({"a": [0.0], "b": [1.0], "c": ["z"]}))  # score -0.25
+    (move,) = [mv for mv in rp.single_moves(m) if mv.feature == "b"]
+    assert move.code == pytest.approx((GOAL + 1.5) / 0.25 - 4, abs=1e-8)
+    assert move.move == pytest.approx((move.code - 1.0) / 8, abs=1e-9)
+
+
+def hump(space, at, width=1e-4, height=5000.0) -> torch.nn.Sequential:
+    """logit = height (relu(z_b - at + w) - 2 relu(z_b - at) + relu(z_b - at - w)) - 1/4:
+    -1/4 but on a narrow peak at z_b = ``at`` (height w - 1/4 there)."""
+    slices = space.input_slices()
+    first, last = torch.nn.Linear(space.n_inputs, 3), torch.nn.Linear(3, 1)
+    with torch.no_grad():
+        first.weight.zero_()
+        first.weight[:, slices["b"].start] = 1.0
+        first.bias.copy_(torch.tensor([width - at, -at, -at - width], dtype=torch.float64))
+        last.weight.copy_(torch.tensor([[height, -2 * height, height]]))
+        last.bias.fill_(-0.25)
+    return torch.nn.Sequential(first, torch.nn.ReLU(), last)
+
+
+def test_the_scan_finds_a_crossing_its_first_sample_alone_sees():
+    # b's segment up runs from z_b = 1/2 to 1: its first sample, 1/64 of it, is on the
+    # peak (within 1e-4 / 2 of the segment); 1/62, 1/63, 1/65 or 1/49 of it would miss it
+    space = space_of()
+    at = 0.5 + 0.5 / rp.SCAN_SAMPLES
+    explainer = cfopt.Explainer(hump(space, at), space, margin=MARGIN, bound_tightening=None)
+    m = explainer.milp
+    m.set_factual(FACTUAL)
+    m.set_target(1)
+    net = m.adapter.structure
+    assert rp.factual_score(m) == pytest.approx(-0.25, abs=1e-9)
+    (move,) = rp.single_moves(m)
+    assert move.feature == "b"
+    # the crossing: height (z_b - at + w) - 1/4 = 2μ on the rising side (the float64
+    # network of the float32 weights)
+    rise, shift = float(net.layers[1].weight[0, 0]), float(net.layers[0].bias[0])
+    crossing = (GOAL - float(net.layers[1].bias[0])) / rise - shift
+    assert move.code == pytest.approx(8 * crossing - 4, abs=1e-6)
