@@ -245,3 +245,77 @@ def test_the_scan_finds_a_crossing_its_first_sample_alone_sees():
     rise, shift = float(net.layers[1].weight[0, 0]), float(net.layers[0].bias[0])
     crossing = (GOAL - float(net.layers[1].bias[0])) / rise - shift
     assert move.code == pytest.approx(8 * crossing - 4, abs=1e-6)
+
+
+# ------------------------------------------------------------------ the walk's choices
+def walk(space, factual=FACTUAL, weights="range", max_changes=None, **net):
+    explainer = cfopt.Explainer(network(space, **net), space, margin=MARGIN,
+                                bound_tightening=None, weights=weights,
+                                max_changes=max_changes)
+    explainer.milp.set_factual(factual)
+    explainer.milp.set_target(1)
+    return rp.greedy_counterfactual(explainer.milp)
+
+
+@pytest.mark.parametrize("declare, a", [
+    (lambda s: s.decrease_only("a"), 3.0),   # a's slope up: forbidden
+    (lambda s: s.increase_only("a"), -3.0),  # a's slope down: forbidden
+    (lambda s: s.immutable("a"), 3.0)])
+def test_a_forbidden_feature_gives_way_to_the_next(declare, a):
+    # a: 3/8 per unit (ratio 3), b: 2/8 (ratio 2); -1/2 at the factual
+    row = walk(declare(space_of()), a=a, bias=-3.0 if a > 0 else 0.0)
+    assert row["a"].iloc[0] == 0 and row["b"].iloc[0] == pytest.approx(step(-0.5), abs=1e-12)
+
+
+def test_weights_in_raw_units_still_move():
+    row = walk(space_of(), weights={"a": 1.0, "b": 1.0, "c": 1.0})  # ratio 1/4
+    assert row["b"].iloc[0] == pytest.approx(step(-0.5), abs=1e-12)
+
+
+def test_a_free_feature_goes_first():
+    row = walk(space_of(), weights={"a": 1.0, "b": 0.0, "c": 1.0}, a=3.0, bias=-3.0)
+    assert row["a"].iloc[0] == 0 and row["b"].iloc[0] == pytest.approx(step(-0.5), abs=1e-12)
+
+
+def test_an_integral_move_short_of_a_unit_is_one_unit():
+    row = walk(space_of(b="integer"), bias=-1.1)  # -0.1: 0.43 of a unit would do
+    assert row["b"].iloc[0] == 1
+
+
+def test_a_switch_by_its_gain_per_weight():
+    # c = x gains 3 for a weight of 2 (1.5) against b's 2: b
+    row = walk(space_of(), weights={"a": 0.125, "b": 0.125, "c": 2.0}, cx=3.0)
+    assert row["c"].iloc[0] == "z" and row["b"].iloc[0] > 0
+    # c = x gains 0.9 for a weight of 0.1 (9): the switch alone
+    row = walk(space_of(), weights={"a": 0.125, "b": 0.125, "c": 0.1}, cx=0.9)
+    assert row.iloc[0].to_dict() == {"a": 0.0, "b": 0.0, "c": "x"}
+    # a tie (2 and 2): the first feature, b
+    row = walk(space_of(), cx=2.0)
+    assert row["c"].iloc[0] == "z" and row["b"].iloc[0] > 0
+
+
+def test_a_category_first_in_the_space_does_not_end_the_search():
+    space = cfopt.FeatureSpace.from_frame(FRAME[["c", "a", "b"]],
+                                          kinds={"a": "continuous", "b": "continuous"})
+    row = walk(space, factual=FACTUAL[["c", "a", "b"]], cx=-1.0)
+    assert row["c"].iloc[0] == "z" and row["b"].iloc[0] == pytest.approx(step(-0.5),
+                                                                         abs=1e-12)
+
+
+def test_a_move_down_has_the_room_down():
+    # a at 3: room 1 up, 7 down; -2 z_a + 2 z_b: -0.75 at the factual
+    row = walk(space_of(), factual=pd.DataFrame({"a": [3.0], "b": [0.0], "c": ["z"]}),
+               a=-2.0, bias=0.0)
+    assert row["a"].iloc[0] == pytest.approx(3 - step(-0.75), abs=1e-12)
+    assert row["b"].iloc[0] == 0
+
+
+def test_a_slope_of_one_per_unit_moves():
+    row = walk(space_of(), b=8.0, bias=-4.5)
+    assert row["b"].iloc[0] == pytest.approx(step(-0.5, slope=1.0), abs=1e-12)
+
+
+def test_a_feature_within_a_hair_of_its_bound_stays():
+    factual = pd.DataFrame({"a": [4.0 - 4e-12], "b": [0.0], "c": ["z"]})
+    row = walk(space_of(), factual=factual, a=2.0, bias=-3.5)
+    assert row["a"].iloc[0] == 4.0 - 4e-12 and row["b"].iloc[0] > 0
