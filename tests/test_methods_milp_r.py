@@ -201,3 +201,22 @@ def test_milp_r_keeps_its_options(space):
     assert pyo.value(method.milp.margin) == 0.25
     assert math.isclose(method.build_time, method.milp.build_time)
     assert method.method == "milp-r" and NonRobustMILP.method == "milp"
+
+
+def test_the_plain_milp_hands_its_options_to_the_explainer_and_the_checker(space):
+    method = NonRobustMILP(net(), space, delta=0.02, margin=0.05, time_limit=7.0,
+                           mip_gap=1e-3, threads=2, seed=3, objective="linf")
+    settings = method.explainer.settings
+    assert (settings.time_limit, settings.mip_gap, settings.threads, settings.seed) == \
+        (7.0, 1e-3, 2, 3)
+    assert pyo.value(method.milp.margin) == 0.05 and method.milp is method.explainer.milp
+    assert method.milp.objective_terms == {"linf": 1.0}
+    assert method.explainer.backend is method.backend
+    assert method.checker.delta == 0.02 and method.checker.backend.name == "highs"
+
+
+def test_milp_r_hands_its_options_to_its_milp_and_checker(space):
+    method = MILPR(net(), space, delta=0.02, objective="linf", max_changes=1,
+                   bound_tightening=None)
+    assert method.milp.objective_terms == {"linf": 1.0} and method.milp.change_cap == 1
+    assert method.checker.delta == 0.02 and method.checker.backend.name == "highs"
