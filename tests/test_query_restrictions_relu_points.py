@@ -319,3 +319,65 @@ def test_a_feature_within_a_hair_of_its_bound_stays():
     factual = pd.DataFrame({"a": [4.0 - 4e-12], "b": [0.0], "c": ["z"]})
     row = walk(space_of(), factual=factual, a=2.0, bias=-3.5)
     assert row["a"].iloc[0] == 4.0 - 4e-12 and row["b"].iloc[0] > 0
+
+
+# ------------------------------------------------------------------ the scans, exactly
+EXACT = 2.0 ** -10  # a margin whose goal, 2^-9, and crossings are exact in binary
+
+
+def exact_query(space, factual=FACTUAL, **net):
+    explainer = cfopt.Explainer(network(space, **net), space, margin=EXACT,
+                                bound_tightening=None)
+    explainer.milp.set_factual(factual)
+    explainer.milp.set_target(1)
+    return explainer.milp
+
+
+def test_a_sample_exactly_at_the_goal_is_the_crossing():
+    # 2 z_b - 1.498046875 is 2^-9 exactly at b = 2, the scan's 32nd of 64 samples up;
+    # c = x (+1/2) reaches it exactly too
+    m = exact_query(space_of(), bias=-1.498046875, cx=0.5)
+    moves = {mv.feature: mv for mv in rp.single_moves(m)}
+    assert set(moves) == {"b", "c"} and moves["b"].code == 2.0 and moves["c"].code == 0.0
+    m = exact_query(space_of(b="integer"), bias=-1.498046875)
+    assert [mv.code for mv in rp.single_moves(m) if mv.feature == "b"] == [2.0]
+
+
+def test_an_integral_move_short_of_the_goal_by_twice_is_kept():
+    # 2 z_b - 1.747 is 0.003 at b = 3 (between 2μ and 4μ), the first whole unit past 2.996
+    m = query(space_of(b="integer"), bias=-1.747)
+    assert [mv.code for mv in rp.single_moves(m) if mv.feature == "b"] == [3.0]
+
+
+def test_an_integral_move_down_to_a_bound_at_zero():
+    frame = pd.DataFrame({"a": [0, 6], "b": [0, 6]})
+    space = cfopt.FeatureSpace.from_frame(frame, kinds={"a": "integer", "b": "integer"})
+    slices = space.input_slices()
+    layer = torch.nn.Linear(space.n_inputs, 1)
+    with torch.no_grad():
+        layer.weight.zero_()
+        layer.weight[0, slices["b"].start] = -2.0  # -2 z_b + 0.5 on z = b / 6
+        layer.bias.fill_(0.5)
+    explainer = cfopt.Explainer(torch.nn.Sequential(layer), space, margin=MARGIN,
+                                bound_tightening=None)
+    explainer.milp.set_factual(pd.DataFrame({"a": [0], "b": [3]}))  # -0.5
+    explainer.milp.set_target(1)
+    (move,) = rp.single_moves(explainer.milp)
+    assert (move.feature, move.code) == ("b", 1.0)  # 0.5 - 2/6 b >= 2μ: b <= 1.497
+
+
+def test_an_immutable_or_categorical_first_feature_does_not_end_the_scan():
+    assert [mv.feature for mv in rp.single_moves(query(space_of().immutable("a")))] == ["b"]
+    space = cfopt.FeatureSpace.from_frame(FRAME[["c", "a", "b"]],
+                                          kinds={"a": "continuous", "b": "continuous"})
+    explainer = cfopt.Explainer(network(space), space, margin=MARGIN, bound_tightening=None)
+    explainer.milp.set_factual(FACTUAL[["c", "a", "b"]])
+    explainer.milp.set_target(1)
+    assert [mv.feature for mv in rp.single_moves(explainer.milp)] == ["b"]
+
+
+def test_a_neuron_exactly_at_its_kink_counts_as_inactive():
+    net = ReLUNetwork.from_parameters([(np.array([[1.0], [1.0]]), np.array([0.0, 1.0])),
+                                       (np.array([[1.0, 1.0]]), np.array([0.0]))])
+    score, grad = rp._score(net, np.array([0.0]), "sign", [1])
+    assert score == 1.0 and list(grad) == [1.0]  # the first neuron, at 0, adds nothing
