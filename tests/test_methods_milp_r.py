@@ -220,3 +220,41 @@ def test_milp_r_hands_its_options_to_its_milp_and_checker(space):
                    bound_tightening=None)
     assert method.milp.objective_terms == {"linf": 1.0} and method.milp.change_cap == 1
     assert method.checker.delta == 0.02 and method.checker.backend.name == "highs"
+
+
+def test_a_verdict_without_a_value_grows_the_margin_only():
+    p = margin_master(margin=0.25, growth=2.0)
+    assert p.bound is None
+    p.raise_margin(SimpleNamespace(value=None))
+    assert p.margin == 0.5
+
+
+def test_milp_r_settings_and_milp_take_every_option(space):
+    rule = cfopt.LinearConstraint({"a": 1.0}, "<=", 0.5)
+    method = MILPR(net(), space, delta=0.02, time_limit=9.0, mip_gap=1e-3, threads=2,
+                   seed=5, solver_options={"presolve": "off"}, weights={"a": 2.0, "b": 1.0},
+                   bound_tightening=None, constraints=[rule])
+    s = method.settings
+    assert (s.time_limit, s.mip_gap, s.threads, s.seed) == (9.0, 1e-3, 2, 5)
+    assert s.options["presolve"] == "off"
+    assert method.milp.weights == {"a": 2.0, "b": 1.0}
+    assert method.milp.bound_tightening.method == "interval"  # none asked: intervals only
+    assert MILPR(net(), space, delta=0.02).milp.bound_tightening.method == "lp"
+    r = method.explain(FACTUAL, target=1)
+    assert r.counterfactual["a"].iloc[0] <= 0.5 + 1e-6  # the declared rule holds
+    assert method.checker.backend.name == method.backend.name
+
+
+def test_the_first_query_counts_the_build(space):
+    method = MILPR(net(), space, delta=0.01)
+    assert method._build_pending is True
+    first = method.explain(FACTUAL, target=1)
+    second = method.explain(FACTUAL, target=1)
+    assert first.total_time >= method.build_time and method._build_pending is False
+    assert second.total_time < first.total_time + method.build_time
+
+
+def test_the_plain_milp_settings_take_every_option(space):
+    method = NonRobustMILP(net(), space, delta=0.02, time_limit=9.0, threads=2, seed=5)
+    s = method.settings
+    assert (s.time_limit, s.threads, s.seed) == (9.0, 2, 5)

@@ -90,7 +90,7 @@ def factual_score(m: CounterfactualModel) -> float | None:
     if not isinstance(net, ReLUNetwork) or m.factual is None or not m.target:
         return None
     return _score(net, m.factual_inputs, m.adapter.decision, score_targets(m.adapter, m.target),
-                  with_grad=False)[0]  # pragma: no mutate (speed only: no gradient used)
+                  with_grad=False)[0]
 
 
 def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.DataFrame | None:
@@ -157,7 +157,7 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
         return None
     row = enc.row(codes)
     final = _score(net, encode(m.space, m.input_specs, row)[0], decision, targets,
-                   with_grad=False)[0]  # pragma: no mutate (speed only: no gradient used)
+                   with_grad=False)[0]
     if final < goal / 2 or m.space_violations(row):
         return None
     return row
