@@ -91,9 +91,9 @@ TESTS: dict[str, list[str]] = {
     "cfopt/space/perturbations.py": ["tests/test_space_perturbations.py"],
     "cfopt/space/encoding.py": ["tests/test_space_encoding.py"],
     "cfopt/constraints/query_range.py": ["tests/test_query_range.py"],
-    "cfopt/query/restrictions/relu_points.py": ["tests/test_relu_points.py",
-                                                "tests/test_query_tightening.py"],
-    "cfopt/query/ladder.py": ["tests/test_ladder.py", "tests/test_supports.py"],
+    "cfopt/query/restrictions/relu_points.py": ["tests/test_query_restrictions_relu_points.py",
+                                                "tests/test_relu_points.py"],
+    "cfopt/query/ladder.py": ["tests/test_query_ladder.py"],
     "cfopt/query/supports.py": ["tests/test_query_supports.py"],
     "cfopt/query/restrictions/registry.py": ["tests/test_query_restrictions_registry.py"],
     "cfopt/query/diverse.py": ["tests/test_query_diverse.py"],
@@ -113,16 +113,21 @@ TESTS: dict[str, list[str]] = {
     **{f"{package}/__init__.py": ["tests/test_package_imports.py"]
        for package in ("cfopt/query", "cfopt/query/restrictions", "cfopt/formulations",
                        "cfopt/formulations/predictors", "cfopt/solvers",
-                       "cfopt/solvers/cpsat")},
+                       "cfopt/solvers/cpsat", "cfopt/methods", "cfopt/methods/adversaries")},
     "cfopt/solvers/highs_start.py": ["tests/test_highs_start.py"],
     "cfopt/methods/cutting_set.py": ["tests/test_cutting_set.py"],
     "cfopt/methods/base.py": ["tests/test_methods_base.py"],
     "cfopt/methods/plausible_region.py": ["tests/test_methods_plausible_region.py"],
     "cfopt/methods/proplace.py": ["tests/test_methods_proplace.py"],
     "cfopt/methods/proplace_master.py": ["tests/test_methods_proplace_master.py",
-                                         "tests/test_methods_proplace.py",
-                                         "tests/test_proplace_levels.py"],
+                                         "tests/test_methods_proplace_master_solves.py"],
     "cfopt/methods/rnce.py": ["tests/test_methods_rnce.py"],
+    "cfopt/methods/milp_r.py": ["tests/test_methods_milp_r.py"],
+    "cfopt/methods/k_robust.py": ["tests/test_methods_k_robust.py"],
+    "cfopt/methods/combined.py": ["tests/test_methods_combined.py"],
+    "cfopt/methods/adversaries/k_neighbourhood.py": [
+        "tests/test_methods_adversaries_k_neighbourhood.py"],
+    "cfopt/methods/adversaries/model_shift.py": ["tests/test_methods_adversaries_model_shift.py"],
 }
 
 WORK = PROJECT / ".mutation"

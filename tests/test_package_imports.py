@@ -1,6 +1,7 @@
 """The packages' public names (the ``__init__`` files of :mod:`cfopt.query`,
 :mod:`cfopt.query.restrictions`, :mod:`cfopt.formulations`,
-:mod:`cfopt.formulations.predictors`, :mod:`cfopt.solvers`, :mod:`cfopt.solvers.cpsat`):
+:mod:`cfopt.formulations.predictors`, :mod:`cfopt.solvers`, :mod:`cfopt.solvers.cpsat`,
+:mod:`cfopt.methods`, :mod:`cfopt.methods.adversaries`):
 each ``__all__`` name is the object of its defining module, and importing a package
 registers its formulations and restrictions."""
 
@@ -32,6 +33,24 @@ PUBLIC = {
         "LegacyBackend": "cfopt.solvers.backends", "make_solver": "cfopt.solvers.backends",
         "SolveOutcome": "cfopt.solvers.base", "SolverBackend": "cfopt.solvers.base",
         "SolverSettings": "cfopt.solvers.base"},
+    "cfopt.methods": {
+        "Adversary": "cfopt.methods.cutting_set", "Check": "cfopt.methods.cutting_set",
+        "CombinedRobustExplainer": "cfopt.methods.combined",
+        "CuttingSet": "cfopt.methods.cutting_set", "Deadline": "cfopt.methods.cutting_set",
+        "KAdversary": "cfopt.methods.adversaries.k_neighbourhood",
+        "LoopResult": "cfopt.methods.cutting_set", "Master": "cfopt.methods.cutting_set",
+        "MasterAnswer": "cfopt.methods.cutting_set", "MILPR": "cfopt.methods.milp_r",
+        "NonRobustMILP": "cfopt.methods.milp_r",
+        "PerturbationRobustExplainer": "cfopt.methods.k_robust",
+        "Proplace": "cfopt.methods.proplace", "RNCE": "cfopt.methods.rnce",
+        "RobustnessChecker": "cfopt.methods.adversaries.model_shift",
+        "RobustPlausibleRegion": "cfopt.methods.plausible_region"},
+    "cfopt.methods.adversaries": {
+        "KAdversary": "cfopt.methods.adversaries.k_neighbourhood",
+        "KNeighbourhoodAdversary": "cfopt.methods.adversaries.k_neighbourhood",
+        "ModelShiftAdversary": "cfopt.methods.adversaries.model_shift",
+        "RegionReport": "cfopt.methods.adversaries.model_shift",
+        "RobustnessChecker": "cfopt.methods.adversaries.model_shift"},
     "cfopt.solvers.cpsat": {
         "INSTALL_HINT": "cfopt.solvers.cpsat.backend",
         "CpSatBackend": "cfopt.solvers.cpsat.backend",

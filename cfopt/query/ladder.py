@@ -231,9 +231,13 @@ def climb(m: CounterfactualModel, backend: SolverBackend,
             found = min(found, outcome.objective)
     settings = budget()
     if settings is None:
+        # pragma: no mutate start (no bound, no INFEASIBLE or ERROR: radius unread)
         return with_floor(after(spent, NO_TIME), known, math.inf)
+        # pragma: no mutate end
     alone = backend.solve(m, settings)
+    # pragma: no mutate start (the rungs set details["ladder"]: RUNGS is not empty)
     details.setdefault("ladder", []).append((math.inf, alone.status.value, alone.wall_time))
+    # pragma: no mutate end
     return with_floor(after(spent, alone), known, math.inf)
 
 
@@ -258,14 +262,18 @@ def ascend(m: CounterfactualModel, backend: SolverBackend,
             restricted = restriction.restrict(m, candidate, radius, details, deadline,
                                               verified=False)
         except RegionTooLarge:
+            # pragma: no mutate start (no bound, no INFEASIBLE or ERROR: radius unread)
             return _known(after(spent, too_large(radius)), floor, math.inf)
+            # pragma: no mutate end
         if restricted is None:
             break
         if restricted.rebuilt:
             backend.reset()
         settings = budget()
         if settings is None:
+            # pragma: no mutate start (no bound, no INFEASIBLE or ERROR: radius unread)
             return _known(after(spent, stopped()), floor, math.inf)
+            # pragma: no mutate end
         start = start_of(m, incumbent[0].row) if incumbent else None
         with restricted.context:
             alone = backend.solve(m, settings, start)
@@ -284,16 +292,22 @@ def ascend(m: CounterfactualModel, backend: SolverBackend,
         distance *= GROWTH
     settings = budget()
     if settings is None:
+        # pragma: no mutate start (no bound, no INFEASIBLE or ERROR: radius unread)
         return _known(after(spent, stopped()), floor, math.inf)
+        # pragma: no mutate end
     try:
         whole = restriction.whole(m, details, deadline)
     except RegionTooLarge:
+        # pragma: no mutate start (no bound, no INFEASIBLE or ERROR: radius unread)
         return _known(after(spent, too_large(math.inf)), floor, math.inf)
+        # pragma: no mutate end
     if whole:
         backend.reset()
         settings = budget()
         if settings is None:
+            # pragma: no mutate start (no bound, no INFEASIBLE or ERROR: radius unread)
             return _known(after(spent, stopped()), floor, math.inf)
+            # pragma: no mutate end
     start = start_of(m, incumbent[0].row) if incumbent else None
     alone = backend.solve(m, settings, start)
     details.setdefault("ascent", []).append((math.inf, alone.status.value, alone.wall_time))

@@ -114,7 +114,7 @@ def greedy_counterfactual(m: CounterfactualModel, max_steps: int = 60) -> pd.Dat
     goal = 2.0 * float(pyo.value(m.margin))
     cap = m.change_cap
     codes = enc.codes(m.factual)
-    z = np.array(m.factual_inputs, dtype=float)
+    z = np.array(m.factual_inputs, dtype=float)  # pragma: no mutate (a float64 copy already)
     changed: set[str] = set()
     score, grad = _score(net, z, decision, targets)
     for _ in range(max_steps):
@@ -197,7 +197,8 @@ def single_moves(m: CounterfactualModel) -> list[SingleMove]:
     enc = CodeEncoder(m.space, m.input_specs)
     decision, targets = m.adapter.decision, score_targets(m.adapter, m.target)
     goal = 2.0 * float(pyo.value(m.margin))
-    codes0, z0 = enc.codes(m.factual), np.array(m.factual_inputs, dtype=float)
+    codes0 = enc.codes(m.factual)
+    z0 = np.array(m.factual_inputs, dtype=float)  # pragma: no mutate (a float64 copy already)
 
     def scores(name: str, values: np.ndarray) -> np.ndarray:
         return target_scores(net, enc.inputs(z0, name, values), decision, targets)

@@ -1,0 +1,241 @@
+"""The model-shift adversary Δ (:mod:`cfopt.methods.adversaries.model_shift`) on a tiny
+ReLU network: each stage of a check (interval screen, attack, LP relaxation, exact
+MILP) and its verdict, the verdicts of several margins combined by hand, the Δ-robust
+nearest rows and their cache, and the loop's step (its copies, held or left out)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import cfopt
+from cfopt.methods.adversaries import model_shift as ms
+from cfopt.methods.cutting_set import Check, MasterAnswer
+from cfopt.results.robust import RobustnessVerdict
+from cfopt.results.status import Status
+
+
+def net() -> torch.nn.Sequential:
+    """logit = relu(z_a - z_b) + relu(z_a + z_b - 0.5) - 0.5 on two inputs in [0, 1]."""
+    first, last = torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        first.weight.copy_(torch.tensor([[1.0, -1.0], [1.0, 1.0]]))
+        first.bias.copy_(torch.tensor([0.0, -0.5]))
+        last.weight.copy_(torch.tensor([[1.0, 1.0]]))
+        last.bias.fill_(-0.5)
+    return torch.nn.Sequential(first, torch.nn.ReLU(), last)
+
+
+@pytest.fixture
+def checker():
+    return ms.RobustnessChecker(net(), 0.05)
+
+
+FAR = np.array([1.0, 0.0])    # logit 1 + 0.5 - 0.5 = 1: robust at δ = 0.05
+NEAR = np.array([0.5, 0.45])  # logit 0.05 + 0.45 - 0.5 = 0: not robust
+EDGE = np.array([0.6, 0.2])   # logit 0.4 + 0.3 - 0.5 = 0.2
+
+
+def test_a_far_point_is_certified_by_the_interval_screen(checker):
+    v = checker.check(FAR)
+    assert v.robust is True and v.method == "interval" and v.value is None
+    lower, upper = checker.screen(FAR[None, :])
+    assert v.bound == lower[0] and 0 < lower[0] <= upper[0] < 1.0  # 1: the logit
+    assert checker.milp_checks == 0 and checker.lp_checks == 0 and v.threshold == 0.0
+
+
+def test_a_point_on_the_boundary_is_refuted_by_the_attack(checker):
+    v = checker.check(NEAR)
+    assert v.robust is False and v.method == "attack" and v.value < 0
+    assert v.shift <= 0.05 * (1 + 1e-9) and v.parameters is not None
+    assert v.bound <= v.value + 1e-12 and checker.milp_checks == 0
+
+
+def test_the_exact_milp_decides_without_the_screen(checker):
+    for z in (FAR, EDGE, NEAR):
+        v = checker.check(z, screen=False)
+        e = checker.exact(z)
+        assert v.method == "milp" and v.robust == e.robust and v.solver_status == "optimal"
+        assert v.bound == pytest.approx(e.bound, abs=1e-6)
+        assert v.value == pytest.approx(v.solver_value, abs=1e-6)
+        assert v.value >= v.bound - 1e-6 and v.shift <= 0.05 * (1 + 1e-9)
+        lower, upper = checker.screen(z[None, :])
+        assert lower[0] - 1e-6 <= v.bound and v.value <= upper[0] + 1e-6
+    assert checker.milp_checks == 6
+    assert checker.check(FAR, screen=False).robust is True
+    assert checker.check(NEAR, screen=False).robust is False
+
+
+def test_a_threshold_above_the_least_margin_refutes(checker):
+    least = checker.exact(EDGE).bound
+    assert checker.exact(EDGE, threshold=least - 1e-3).robust is True
+    v = checker.exact(EDGE, threshold=least + 1e-3)
+    assert v.robust is False and v.threshold == least + 1e-3
+    assert checker.check(EDGE, threshold=least + 1e-3, screen=False).robust is False
+
+
+def test_the_lp_relaxation_certifies_only(checker):
+    v = checker.check(FAR, screen=False, lp_screen=True)
+    assert v.method == "lp" and v.robust is True and checker.lp_checks == 1
+    assert v.solver_status == "optimal" and checker.milp_checks == 0
+    v = checker.check(NEAR, screen=False, lp_screen=True)
+    assert v.method == "milp" and v.robust is False
+    assert checker.lp_checks == 2 and checker.milp_checks == 1
+
+
+def test_no_time_no_verdict(checker):
+    v = checker.check(EDGE, screen=False, time_limit=1e-12)
+    assert v.robust is None and v.bound is None and v.solver_status == "no_solution"
+    assert checker.milp_checks == 0
+    assert checker.check(EDGE, screen=False, lp_screen=True, time_limit=1e-12).robust is None
+    assert checker.lp_checks == 0
+
+
+def test_the_adversary_model_is_built_once_per_margin_and_moved(checker):
+    checker.exact(FAR)
+    checker.exact(NEAR)
+    assert len(checker._adversaries) == 1
+    checker.check(FAR, screen=False, lp_screen=True)
+    assert len(checker._adversaries) == 2
+
+
+def test_the_checker_keeps_its_settings():
+    c = ms.RobustnessChecker(net(), 0.1, solver="highs", time_limit=3.0, mip_gap=1e-3)
+    assert c.delta == 0.1 and c.backend.name == "highs"
+    assert (c.settings.time_limit, c.settings.mip_gap, c.settings.threads,
+            c.settings.seed) == (3.0, 1e-3, 1, 0)
+    with pytest.raises(ValueError, match="delta"):
+        ms.RobustnessChecker(net(), 0.0)
+
+
+# ------------------------------------------------------------------ combining margins
+def verdict(robust, bound, value, method="milp", status="optimal", competitor=0):
+    return RobustnessVerdict(robust=robust, bound=bound, value=value, solver_value=None,
+                             method=method, threshold=0.0, solver_status=status,
+                             competitor=competitor)
+
+
+def test_every_margin_robust_is_robust_at_the_least_bound():
+    out = ms._combine([verdict(True, 0.5, None, "interval", None, 1),
+                       verdict(True, 0.25, 0.3, "milp", "optimal", 2)], 0.0)
+    assert out.robust is True and out.bound == 0.25 and out.method == "milp"
+    assert out.competitor == 2 and out.solver_status == "optimal" and out.seconds > 0
+
+
+def test_one_margin_refuted_is_refuted_by_the_worst_model():
+    out = ms._combine([verdict(True, 0.5, None, "interval", None, 1),
+                       verdict(False, -0.5, -0.25, "attack", None, 2),
+                       verdict(False, -0.5, -0.4, "milp", "optimal", 3)], 0.0)
+    assert out.robust is False and out.competitor == 3 and out.value == -0.4
+    assert out.method == "milp" and out.bound == -0.5
+    out = ms._combine([verdict(False, -0.5, -0.25, "attack", None, 2),
+                       verdict(None, None, 0.1, "milp", "time_limit", 3)], 0.0)
+    assert out.robust is False and out.method == "attack" and out.bound is None
+    assert out.solver_status == "time_limit"
+
+
+def test_an_undecided_margin_leaves_it_unproven():
+    out = ms._combine([verdict(True, 0.5, None, "interval", None, 1),
+                       verdict(None, 0.1, 0.2, "milp", "time_limit", 2)], 0.0)
+    assert out.robust is None and out.bound == 0.1 and out.competitor == 2
+    assert out.method == "milp" and out.solver_status == "time_limit"
+    out = ms._combine([verdict(None, None, None, "milp", "optimal", 1),
+                       verdict(None, None, 0.3, "milp", "optimal", 2),
+                       verdict(None, None, 0.2, "milp", "optimal", 3)], 0.0)
+    assert out.competitor == 3  # the least value among those with one
+    out = ms._combine([verdict(True, 0.5, None, "interval", None, 1),
+                       verdict(True, 0.4, None, "lp", None, 2)], 0.0)
+    assert out.method == "interval" and out.solver_status is None and out.competitor == 1
+
+
+# ------------------------------------------------------------------ the region's rows
+def test_the_nearest_robust_rows_in_order_and_cached(checker):
+    Z = np.array([FAR, NEAR, [0.9, 0.1], [0.0, 0.0], EDGE, [0.95, 0.0]])
+    rows = np.array([0, 1, 2, 4, 5])
+    z0 = np.array([0.5, 0.5])
+    found, report = checker.nearest_robust(Z, rows, z0, 2, cache_key="d")
+    robust = [r for r in rows if checker.exact(Z[r]).robust]
+    order = sorted(robust, key=lambda r: np.linalg.norm(Z[r] - z0))
+    assert found == order[:2] and report.neighbours == 2 and report.candidates == 5
+    assert report.screened == 5 and report.seconds > 0
+    again, report = checker.nearest_robust(Z, rows, z0, 2, cache_key="d")
+    assert again == found and report.screened == 0 and report.milp_checks == 0
+    every, report = checker.nearest_robust(Z, rows, z0, 10, cache_key="e")
+    assert every == order and report.neighbours == len(order)
+    none, report = checker.nearest_robust(Z, np.array([], dtype=int), z0, 2)
+    assert none == [] and (report.neighbours, report.candidates, report.screened,
+                           report.milp_checks) == (0, 0, 0, 0)
+
+
+def test_undecided_rows_go_to_the_milp(checker, monkeypatch):
+    Z = np.array([EDGE, FAR])
+    monkeypatch.setattr(checker, "screen", lambda Z, target: (np.full(len(Z), -1.0),
+                                                              np.full(len(Z), 1.0)))
+    found, report = checker.nearest_robust(Z, np.array([0, 1]), EDGE, 1)
+    assert checker.exact(EDGE).robust is False  # the nearer row is refuted by the MILP
+    assert found == [1] and report.milp_checks == 2 and report.screened == 2
+
+
+# ------------------------------------------------------------------ the loop's step
+@pytest.fixture
+def master():
+    frame = pd.DataFrame({"a": [0.0, 1.0, 0.5], "b": [0.0, 1.0, 0.5]})
+    space = cfopt.FeatureSpace.from_frame(frame, kinds={"a": "continuous",
+                                                        "b": "continuous"})
+    explainer = cfopt.Explainer(net(), space, margin=1e-3)
+    explainer.milp.set_factual(pd.DataFrame({"a": [0.0], "b": [0.0]}))
+    explainer.milp.set_target(1)
+    return explainer.milp
+
+
+def test_the_step_checks_the_point_and_adds_the_worst_model(checker, master):
+    box = (np.zeros(2), np.ones(2))
+    step = ms.ModelShiftAdversary(checker, master, 1, 0.1, box)
+    point = pd.DataFrame({"a": [0.5], "b": [0.45]})
+    check = step.check(MasterAnswer(Status.OPTIMAL, point=point),
+                       SimpleNamespace(left=lambda: SimpleNamespace(time_limit=5.0)))
+    assert check.certified is False and check.verdict.threshold == 0.1
+    assert check.counterexample is check.verdict.parameters is not None
+    assert check.note == "the adversary could not decide (solver limit); robustness unproven"
+    step.add_cut(check)
+    assert step.models == [check.counterexample] and len(step.network_copies(master)) == 1
+    assert hasattr(master, "shifted_1")
+    step.add_cut(check)
+    assert hasattr(master, "shifted_2") and len(step.network_copies(master)) == 2
+    step.hold({1})
+    assert len(step.network_copies(master)) == 1
+    assert step.missed(np.array([0.5, 0.45]), 0.0) == [0]
+    assert step.missed(np.array([1.0, 0.0]), 0.0) == []
+    step.hold({0, 1})
+    assert step.missed(np.array([0.5, 0.45]), 0.0) == []
+    step.remove_cuts()
+    assert not hasattr(master, "shifted_1") and step.network_copies(master) == []
+
+
+def test_a_far_point_is_certified_at_the_threshold(checker, master):
+    step = ms.ModelShiftAdversary(checker, master, 1, 0.1, lp_screen=True)
+    seen = []
+    real = checker.check
+    checker.check = lambda *args, **kw: seen.append((args, kw)) or real(*args, **kw)
+    point = pd.DataFrame({"a": [1.0], "b": [0.0]})
+    check = step.check(MasterAnswer(Status.OPTIMAL, point=point),
+                       SimpleNamespace(left=lambda: None))
+    assert check.certified is True and check.bound >= 0.1
+    (z, target, threshold), kw = seen[0]
+    assert list(z) == [1.0, 0.0] and target == 1 and threshold == 0.1
+    assert kw == {"time_limit": None, "lp_screen": True}
+    with pytest.raises(ValueError, match="this model-shift adversary has no input box"):
+        step.add_cut(Check(certified=False, bound=None, verdict=None, counterexample=[]))
+
+
+def test_a_cut_at_a_guess_only_when_its_model_misses_the_threshold(checker, master):
+    step = ms.ModelShiftAdversary(checker, master, 1, 0.1, (np.zeros(2), np.ones(2)))
+    assert step.cut_at(FAR) is False and step.models == []
+    assert step.cut_at(NEAR) is True and len(step.models) == 1
+    v = ms._margin_value(step.models[0], NEAR, checker.margins(1)[0])
+    assert v < 0.1
+    step.remove_cuts()
