@@ -85,6 +85,8 @@ TESTS: dict[str, list[str]] = {
                                               "tests/test_formulation_network.py"],
     "cfopt/formulations/features.py": ["tests/test_formulation_features.py"],
     "cfopt/constraints/causal.py": ["tests/test_constraints_causal.py"],
+    "cfopt/constraints/blocks.py": ["tests/test_constraints_blocks.py"],
+    "cfopt/constraints/composition.py": ["tests/test_constraints_composition.py"],
     "cfopt/constraints/rules.py": ["tests/test_constraints_rules.py"],
     "cfopt/constraints/setback.py": ["tests/test_constraints_setback.py"],
     "cfopt/models/pipeline.py": ["tests/test_models_pipeline.py"],
