@@ -34,20 +34,30 @@ class Costly(ConstraintBlock):
         super().__init__(name)
         self.weight, self.floor, self.feature = weight, floor, feature
         self.built = self.updated = 0
+        self.seen = []  # (hook, model, block) of every call
+
+    def saw(self, hook, m, block):
+        assert isinstance(m, cfopt.CounterfactualModel), f"{hook} got {m!r} for the model"
+        assert isinstance(block, pyo.Block) and block is m.component(self.name), \
+            f"{hook} got {block!r} for its block"
+        self.seen.append(hook)
 
     def validate(self, space):
         if self.feature not in space.names:
             raise ValueError(f"costly: unknown feature {self.feature!r}")
 
     def build(self, m, block):
+        self.saw("build", m, block)
         self.built += 1
         block.u = pyo.Var(bounds=(0.0, 2.0))
         block.floor = pyo.Constraint(expr=block.u >= self.floor)
 
     def update(self, m, block):
+        self.saw("update", m, block)
         self.updated += 1
 
     def objective_term(self, m, block):
+        self.saw("objective_term", m, block)
         return self.weight * block.u if self.weight else None
 
     def violations(self, m, factual, row):
@@ -212,3 +222,51 @@ def test_adopted_components_are_cfopts_own():
     assert m.raw.names == []
     mine = m.add_constraint(Costly("mine"))
     assert m.user_components() == [mine]
+
+
+def test_the_hooks_get_the_model_and_the_blocks_own_block():
+    m = model()
+    m.set_factual(FRAME.iloc[[0]])
+    m.set_target(1)
+    block = Costly()
+    m.add_constraint(block)
+    assert block.name == "costly_1"
+    assert block.seen[:3] == ["build", "update", "objective_term"]
+
+
+def test_raw_follows_a_changed_objective_and_a_replaced_component():
+    m = model()
+    assert m.raw.term is None
+    m.objective.set_value(m.objective.expr + 2 * m.x["a"])
+    assert m.raw.term is not None
+    m.one = pyo.Constraint(expr=m.x["a"] <= 4)
+    assert m.raw.names == ["one"]
+    m.del_component("one")
+    m.two = pyo.Constraint(expr=m.x["a"] <= 3)
+    assert m.raw.names == ["two"]
+
+
+def test_a_lowered_cutoff_stays_until_the_objective_changes():
+    m = model()
+    top = m.max_objective
+    m.cutoff = 1.25  # as a diverse set's epsilon window lowers it
+    m.refresh_raw()
+    m.set_factual(FRAME.iloc[[0]])
+    m.set_target(1)
+    assert pyo.value(m.cutoff) == 1.25 and m.max_objective == top
+    m.objective.set_value(m.objective.expr + m.x["a"])
+    m.refresh_raw()
+    assert m.max_objective == pytest.approx(top + 5.0)
+    assert pyo.value(m.cutoff) == m.max_objective
+    m.cutoff = 1.5
+    m.refresh_raw()
+    assert pyo.value(m.cutoff) == 1.5
+
+
+def test_a_top_level_component_named_as_a_nested_one_of_cfopts_is_the_users():
+    m = model()
+    nested = {c.local_name for c in m.predictor.component_objects(descend_into=True)}
+    name = sorted(nested - {c.local_name for c in m.component_objects(descend_into=False)})[0]
+    m.add_component(name, pyo.Constraint(expr=m.x["a"] <= 4))
+    assert not m.is_own_component(name)
+    assert m.raw.names == [name]
