@@ -101,7 +101,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/query/diverse.py": ["tests/test_query_diverse.py"],
     "cfopt/query/diagnosis.py": ["tests/test_query_diagnosis.py"],
     "cfopt/constraints/trust_regions.py": ["tests/test_constraints_trust_regions.py"],
-    "cfopt/constraints/isolation.py": ["tests/test_isolation_forest.py"],
+    "cfopt/constraints/isolation.py": ["tests/test_constraints_isolation.py"],
     "cfopt/constraints/custom.py": ["tests/test_constraints_custom.py"],
     "cfopt/constraints/raw.py": ["tests/test_constraints_raw.py"],
     "cfopt/query/runner.py": ["tests/test_query_runner.py"],
