@@ -87,6 +87,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/constraints/causal.py": ["tests/test_constraints_causal.py"],
     "cfopt/constraints/blocks.py": ["tests/test_constraints_blocks.py"],
     "cfopt/constraints/composition.py": ["tests/test_constraints_composition.py"],
+    "cfopt/constraints/diversity_cuts.py": ["tests/test_constraints_diversity_cuts.py"],
     "cfopt/constraints/rules.py": ["tests/test_constraints_rules.py"],
     "cfopt/constraints/setback.py": ["tests/test_constraints_setback.py"],
     "cfopt/models/pipeline.py": ["tests/test_models_pipeline.py"],
@@ -114,7 +115,8 @@ TESTS: dict[str, list[str]] = {
     # the packages' __init__ files: public names and registrations only
     **{f"{package}/__init__.py": ["tests/test_package_imports.py"]
        for package in ("cfopt/query", "cfopt/query/restrictions", "cfopt/formulations",
-                       "cfopt/formulations/predictors", "cfopt/solvers",
+                       "cfopt/formulations/predictors", "cfopt/solvers", "cfopt/constraints",
+                       "cfopt/space",
                        "cfopt/solvers/cpsat")},
     "cfopt/solvers/highs_start.py": ["tests/test_highs_start.py"],
     "cfopt/methods/cutting_set.py": ["tests/test_cutting_set.py"],
