@@ -88,6 +88,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/constraints/blocks.py": ["tests/test_constraints_blocks.py"],
     "cfopt/constraints/composition.py": ["tests/test_constraints_composition.py"],
     "cfopt/constraints/diversity_cuts.py": ["tests/test_constraints_diversity_cuts.py"],
+    "cfopt/constraints/scenarios.py": ["tests/test_constraints_scenarios.py"],
     "cfopt/constraints/rules.py": ["tests/test_constraints_rules.py"],
     "cfopt/constraints/setback.py": ["tests/test_constraints_setback.py"],
     "cfopt/models/pipeline.py": ["tests/test_models_pipeline.py"],
