@@ -30,7 +30,7 @@ def row(a=0.0, k=0, c="p"):
 
 
 def test_a_custom_constraint_needs_a_rule_or_a_cost_that_are_functions():
-    with pytest.raises(ValueError, match="a custom constraint needs a rule, a cost or both"):
+    with pytest.raises(ValueError, match="^a custom constraint needs a rule, a cost or both$"):
         CustomConstraint()
     with pytest.raises(TypeError, match="rule must be a function .* got int"):
         CustomConstraint(3)

@@ -51,15 +51,16 @@ def test_the_threshold_and_the_bound_on_the_path_length():
 
 
 @pytest.mark.parametrize("args, kwargs, message", [
-    ((-0.5,), dict(contamination=0.1, data=NUMERIC), "give threshold or contamination, not "
-                                                     "both"),
-    ((), dict(contamination=0.1), "contamination needs data"),
+    ((-0.5,), dict(contamination=0.1, data=NUMERIC), "^give threshold or contamination, not "
+                                                     "both$"),
+    ((), dict(contamination=0.1), "^contamination needs data: the rows to take the percentile of "
+                                  "forest.score_samples over$"),
     ((), dict(contamination=0, data=NUMERIC), r"contamination must lie in \(0, 1\), got 0"),
     ((), dict(contamination=1, data=NUMERIC), r"contamination must lie in \(0, 1\), got 1"),
     ((), dict(contamination=True, data=NUMERIC), r"contamination must lie in \(0, 1\), got "
                                                  r"True"),
     ((), dict(contamination="0.1", data=NUMERIC), r"contamination must lie in \(0, 1\)"),
-    ((), dict(data=NUMERIC), "data is used with contamination only"),
+    ((), dict(data=NUMERIC), "^data is used with contamination only$"),
     ((float("inf"),), {}, "threshold must be a finite number, got inf"),
     ((True,), {}, "threshold must be a finite number, got True"),
     (("-0.5",), {}, "threshold must be a finite number, got '-0.5'"),

@@ -175,7 +175,7 @@ def test_a_term_of_own_variables_needs_a_witness_and_a_value():
     problem = raw_problem(m)
     assert problem.needs_witness is True and problem.constraints == []
     assert problem.extra_floor == pytest.approx(-2.0)
-    with pytest.raises(ValueError, match="the objective term you added uses a variable of "
+    with pytest.raises(ValueError, match="^the objective term you added uses a variable of "
                                          "your own that has no value"):
         problem.term_value(m, ROW)
     m.t.set_value(1.5)
@@ -208,7 +208,9 @@ def test_another_objective_or_a_maximised_one_is_refused():
     raw_problem(m)  # a method's own objective is not the user's
     m.method_objective.deactivate()
     m.objective.sense = pyo.maximize
-    with pytest.raises(ValueError, match="m.objective must stay active and minimised"):
+    with pytest.raises(ValueError, match=r"^m\.objective must stay active and minimised: add your term to it "
+                                         r"\(m\.objective\.set_value\(m\.objective\.expr \+ term\)\) or declare "
+                                         r"cfopt\.CustomConstraint\(cost=\.\.\.\)$"):
         raw_problem(m)
     m.objective.deactivate()
     raw_problem(m)
@@ -227,7 +229,8 @@ def test_the_users_term():
     assert problem.term_value(m, ROW) == pytest.approx(3.0)
     assert problem.extra_floor == pytest.approx(3.0)
     m.objective.set_value(m.composed_objective + m.x["a"] * m.x["k"])
-    with pytest.raises(ValueError, match="the objective you set on m.objective is not linear"):
+    with pytest.raises(ValueError, match="^the objective you set on m.objective is not linear; cfopt solves "
+                                         "mixed-integer linear programs: keep your term linear"):
         raw_problem(m)
     m.objective.set_value(m.composed_objective - 2 * m.dev["a"])
     with pytest.raises(ValueError, match=r"rewards dev\[a\] \(coefficient -1\)"):

@@ -44,7 +44,7 @@ def query(region, target=1):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(data=DATA.iloc[:0]), "the trust region needs at least one data row"),
+    (dict(data=DATA.iloc[:0]), "^the trust region needs at least one data row$"),
     (dict(labels=[1, 0]), "labels has 2 entries for 8 rows"),
     (dict(epsilon=-0.1), r"epsilon must be a non-negative number, got -0.1"),
     (dict(epsilon=float("nan")), "epsilon must be a non-negative number, got nan"),

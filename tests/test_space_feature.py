@@ -39,8 +39,8 @@ def test_perturbations():
 @pytest.mark.parametrize("args, message", [
     (("shift",), r"perturbation kind must be one of \('absolute', 'relative', "
                  r"'categories'\), got 'shift'"),
-    (("categories",), "a 'categories' perturbation lists the categories a value may switch "
-                      "to and has no increase/decrease"),
+    (("categories",), "^a 'categories' perturbation lists the categories a value may "
+                      "switch to and has no increase/decrease$"),
     (("categories", 1.0, 0.0, ("a",)), "a 'categories' perturbation lists"),
     (("categories", 0.0, 1.0, ("a",)), "a 'categories' perturbation lists"),
     (("absolute", 0.0, 0.0, ("a",)), "an 'absolute' perturbation takes increase/decrease, "
