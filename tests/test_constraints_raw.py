@@ -229,8 +229,10 @@ def test_the_users_term():
     assert problem.term_value(m, ROW) == pytest.approx(3.0)
     assert problem.extra_floor == pytest.approx(3.0)
     m.objective.set_value(m.composed_objective + m.x["a"] * m.x["k"])
-    with pytest.raises(ValueError, match="^the objective you set on m.objective is not linear; cfopt solves "
-                                         "mixed-integer linear programs: keep your term linear"):
+    with pytest.raises(ValueError, match=r"^the objective you set on m.objective is not linear; "
+                                         r"cfopt solves mixed-integer linear programs: keep "
+                                         r"your term linear \(an epigraph variable for a "
+                                         r"convex piecewise-linear cost\)$"):
         raw_problem(m)
     m.objective.set_value(m.composed_objective - 2 * m.dev["a"])
     with pytest.raises(ValueError, match=r"rewards dev\[a\] \(coefficient -1\)"):
@@ -264,3 +266,91 @@ def test_the_floor_and_the_distance_radius():
     assert RawProblem(extra_floor=-math.inf).distance_radius(3.0) == math.inf
     assert RawProblem().term_value(m, ROW) == 0.0
     assert RawProblem().names == [] and RawProblem().needs_witness is False
+
+
+def test_the_tolerance_is_at_least_absolute():
+    m = model()
+    # a tiny row: tolerance 1e-6, not 1e-6 of its own magnitudes (4e-4)
+    m.tiny = pyo.Constraint(expr=0.0001 * m.x["a"] <= 0.0004 - 5e-7)
+    assert row_problems(m, ROW, [("tiny", m.tiny)], "constraint") == []
+    # a violation exactly at the tolerance is within it
+    m.exact = pyo.Constraint(expr=1e-6 * m.x["k"] <= 0)
+    at_one = pd.DataFrame([{"a": 4.0, "k": 1, "c": "q"}])
+    with RowValues(m, at_one):
+        assert violation(m.exact) == (1e-6, 1e-6)
+    assert row_problems(m, at_one, [("exact", m.exact)], "constraint") == []
+
+
+def test_an_inactive_constraint_in_a_users_block_is_not_checked():
+    m = model()
+    m.mine = pyo.Block()
+    m.mine.on = pyo.Constraint(expr=m.x["a"] <= 9)
+    m.mine.off = pyo.Constraint(expr=m.x["a"] <= 1)
+    m.mine.off.deactivate()
+    assert [n for n, _ in members(m.mine)] == ["mine.on"]
+    assert raw_problem(m).names == ["mine.on"]
+
+
+def test_a_partial_reward_on_an_epigraph_variable_is_allowed():
+    m = model()
+    m.objective.set_value(m.composed_objective - 0.5 * m.dev["a"])
+    assert raw_problem(m).term is not None  # dev[a] keeps the coefficient 0.5
+
+
+def test_check_variables_names_what_it_refuses():
+    from cfopt.constraints.raw import check_variables
+
+    m = model()
+    m.method = pyo.Var(bounds=(0, 1))
+    m.mine = pyo.Var(bounds=(0, 1))
+    m.adopt("method")
+    block = m.add_constraint(cfopt.CustomConstraint(lambda m, b: m.x["a"] >= 0, name="decl"))
+    block.own = pyo.Var(bounds=(0, 1))
+    block.inner = pyo.Block()
+    block.inner.deep = pyo.Var(bounds=(0, 1))
+    assert check_variables(m, m.x["a"] + 2 * m.dev["k"], "it") is False
+    assert check_variables(m, m.x["a"] + m.mine, "it") is True
+    assert check_variables(m, block.own + block.inner.deep, "it", block) is True
+    with pytest.raises(ValueError, match=r"^it uses decl.own, a variable of cfopt's "
+                                         r"formulation whose value at a returned raw point is "
+                                         r"not defined"):
+        check_variables(m, block.own, "it")
+    for expr in (m.x["a"] + m.method, m.mine + m.method, block.own + m.method):
+        with pytest.raises(ValueError, match="^it uses method, a variable of cfopt's"):
+            check_variables(m, expr, "it", block)
+    m.method.fix(0.5)
+    with pytest.raises(ValueError, match="^it uses method"):
+        check_variables(m, m.x["a"] + m.method, "it")
+
+
+def test_a_rows_values_with_offset_bounds_and_a_categorical_first():
+    frame = pd.DataFrame({"c": ["p", "q", "r", "q", "p", "r"],
+                          "a": [1.0, 1.5, 2.0, 3.5, 4.0, 5.0], "k": [2, 3, 4, 5, 6, 3]})
+    space = cfopt.FeatureSpace.from_frame(frame, scaling="none")
+    model = LogisticRegression().fit(space.transform(frame), [0, 0, 0, 1, 1, 1])
+    m = cfopt.Explainer(model, space, objective={"l1": 1, "linf": 1}).milp
+    m.set_factual(frame.iloc[[1]])
+    row = pd.DataFrame([{"c": "r", "a": 4.0, "k": 5}])
+    with RowValues(m, row) as values:
+        got = {v.name: value for v, value in values.values().items()}
+    assert got["onehot[c,r]"] == 1.0
+    assert got["x_unit[a]"] == pytest.approx(0.75)  # (4 - 1) / 4
+    assert got["x_steps[k]"] == 3.0  # 5 - 2
+    # the predictor's unit inputs: its input box [lo, lo + span] mapped to [0, 1]
+    lo = [b[0] for b in m.predictor_constr.input_bounds]
+    hi = [b[1] for b in m.predictor_constr.input_bounds]
+    z = space.transform(row)[0]
+    units = [got[f"predictor.inputs[{i}]"] for i in range(len(z))]
+    assert units == pytest.approx([(v - a) / (b - a) for v, a, b in zip(z, lo, hi)])
+    assert any(b - a != 1 for a, b in zip(lo, hi)) and any(a != 0 for a in lo)
+
+
+def test_a_declared_block_before_the_users_components_and_the_witness_of_any():
+    m = model()
+    m.add_constraint(cfopt.CustomConstraint(lambda m, b: m.x["a"] >= 0, name="first"))
+    m.slack = pyo.Var(bounds=(0, 2))
+    m.soft = pyo.Constraint(expr=m.x["a"] <= 3 + m.slack)
+    m.hard = pyo.Constraint(expr=m.x["a"] <= 9)
+    problem = raw_problem(m)
+    assert problem.names == ["soft", "hard"]
+    assert problem.needs_witness is True  # soft's own variable, though hard has none
