@@ -81,6 +81,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/formulations/bound_tightening.py": ["tests/test_formulation_bound_tightening.py"],
     "cfopt/formulations/predictors/trees.py": ["tests/test_formulation_trees.py"],
     "cfopt/formulations/predictors/linear.py": ["tests/test_formulation_linear.py"],
+    "cfopt/formulations/tree_cuts.py": ["tests/test_formulation_tree_cuts.py"],
     "cfopt/models/network.py": ["tests/test_models_network.py"],
     "cfopt/formulations/predictors/base.py": ["tests/test_formulation_predictors.py",
                                               "tests/test_formulation_network.py"],
