@@ -176,3 +176,42 @@ def test_a_categorical_held_at_the_factual():
     row["c"] = "p"
     assert block.violations(m, FACTUAL, row) == [
         "'c' = 'p' is not allowed in this query (not in features_to_vary)"]
+
+
+def test_immutable_names_of_mixed_types_are_listed_in_text_order():
+    space = FeatureSpace([Feature(3, "continuous", lower=0, upper=1, immutable=True),
+                          Feature("b", "continuous", lower=0, upper=1, immutable=True),
+                          Feature("a", "continuous", lower=0, upper=1)])
+    with pytest.raises(ValueError, match=r"features_to_vary names \[3, 'b'\], which the "
+                                         r"feature space declares immutable"):
+        query_request(space, features_to_vary=["b", 3, "a"])
+
+
+def test_a_block_built_before_any_query_constrains_nothing():
+    m = cfopt.Explainer(MODEL, SPACE, constraints=[QueryRange()]).milp
+    b = m.query_range
+    assert {n: (pyo.value(b.lower[n]), pyo.value(b.upper[n])) for n in b.lower} == {
+        "a": (-2.0, 8.0), "k": (0.0, 5.0), "o": (0.0, 3.0), "s": (0.0, 1.0)}
+    assert [pyo.value(b.allowed["c", v]) for v in "pqr"] == [1.0, 1.0, 1.0]
+
+
+def test_the_rows_at_their_ends():
+    m, _ = narrowed(query_request(SPACE, permitted_range={"a": (1, 3)}))
+    b = m.query_range
+    assert pyo.value(b.low["a"].lower) == 0 and b.low["a"].upper is None
+    assert pyo.value(b.high["a"].lower) == 0 and b.high["a"].upper is None
+    m.x_unit["a"].set_value(0.3)  # a = 1: on the low end, 2 below the high end
+    assert pyo.value(b.low["a"].body) == pytest.approx(0.0)
+    assert pyo.value(b.high["a"].body) == pytest.approx(0.2)
+    m.x_unit["a"].set_value(0.5)  # a = 3
+    assert pyo.value(b.low["a"].body) == pytest.approx(0.2)
+    assert pyo.value(b.high["a"].body) == pytest.approx(0.0)
+
+
+def test_a_held_categorical_at_the_factual_and_the_features_after_it():
+    m, block = narrowed(query_request(SPACE, features_to_vary=["a"]))
+    assert block.violations(m, FACTUAL, FACTUAL) == []
+    row = FACTUAL.copy()
+    row["s"] = 0.6  # immutable, after the categorical c
+    assert block.violations(m, FACTUAL, row) == [
+        "'s' = 0.6 is outside this query's [0.5, 0.5] (not in features_to_vary)"]
