@@ -83,6 +83,8 @@ TESTS: dict[str, list[str]] = {
     "cfopt/formulations/predictors/linear.py": ["tests/test_formulation_linear.py"],
     "cfopt/formulations/tree_cuts.py": ["tests/test_formulation_tree_cuts.py"],
     "cfopt/models/network.py": ["tests/test_models_network.py"],
+    "cfopt/models/sklearn_models.py": ["tests/test_models_sklearn.py"],
+    "cfopt/models/registry.py": ["tests/test_models_sklearn.py"],
     "cfopt/formulations/predictors/base.py": ["tests/test_formulation_predictors.py",
                                               "tests/test_formulation_network.py"],
     "cfopt/formulations/features.py": ["tests/test_formulation_features.py"],
