@@ -354,3 +354,11 @@ def test_a_declared_block_before_the_users_components_and_the_witness_of_any():
     problem = raw_problem(m)
     assert problem.names == ["soft", "hard"]
     assert problem.needs_witness is True  # soft's own variable, though hard has none
+
+
+def test_a_term_without_own_variables_keeps_the_constraints_witness():
+    m = model()
+    m.slack = pyo.Var(bounds=(0, 2))
+    m.soft = pyo.Constraint(expr=m.x["a"] <= 3 + m.slack)
+    m.objective.set_value(m.objective.expr + m.x["a"])
+    assert raw_problem(m).needs_witness is True
