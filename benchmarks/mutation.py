@@ -86,6 +86,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/models/sklearn_models.py": ["tests/test_models_sklearn.py"],
     "cfopt/models/registry.py": ["tests/test_models_sklearn.py"],
     "cfopt/models/base.py": ["tests/test_models_base.py"],
+    "cfopt/models/isolation.py": ["tests/test_models_isolation.py"],
     "cfopt/formulations/predictors/base.py": ["tests/test_formulation_predictors.py",
                                               "tests/test_formulation_network.py"],
     "cfopt/formulations/features.py": ["tests/test_formulation_features.py"],
