@@ -82,3 +82,11 @@ def test_a_multiclass_model_has_one_output_per_class():
     assert len(m.lin.outputs) == 3 and len(m.lin.affine) == 3
     z = np.array([5e5, 0.7, 0.5])
     assert solved_outputs(m, z) == pytest.approx(model.decision_function([z])[0], abs=1e-9)
+
+
+def test_a_weight_of_one_is_kept():
+    model = LinearRegression().fit(X[:, :2], X[:, 0])
+    model.coef_ = np.array([1.0, 0.0])
+    model.intercept_ = 0.0
+    m, _ = block_of(model, BOUNDS[:2])
+    assert solved_outputs(m, [4e5, 1.0], BOUNDS[:2])[0] == pytest.approx(4e5)

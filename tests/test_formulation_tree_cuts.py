@@ -139,3 +139,20 @@ def test_the_cut_rows():
     sub.left_of[0, 2].set_value(1)
     assert holds(order)
     assert sub.left_of[0, 1].domain is pyo.Binary
+
+
+def test_the_rule_and_float32_reach_the_sides():
+    theta = float(np.float32(0.3)) + 1e-9  # float32(theta) < theta
+    t32 = float(np.float32(theta))
+    assert _float32_sides(theta, "lt") == (t32, float(np.nextafter(np.float32(t32),
+                                                                   np.float32(1))))
+    on_grid = make_cut(0, 2.0, "le", False, (0.0, 1.0), 0.0)
+    assert (on_grid.left, on_grid.right) == (2.0, 3.0)
+    assert (make_cut(0, 2.0, "lt", False, (0.0, 1.0), 0.0).left) == 1.0
+    # float32(0.1) > 0.1: the grid value 0.1 goes right when compared in float32
+    assert (make_cut(0, 0.1, "le", True, (0.0, 0.1), 0.0).left,
+            make_cut(0, 0.1, "le", False, (0.0, 0.1), 0.0).left) == (0.0, 0.1)
+    up = float(np.nextafter(np.float32(0.5), np.float32(np.inf)))
+    beta = (0.5 + up) / 2
+    cut = make_cut(0, 0.5, "le", True, None, 0.0)
+    assert cut.sure_left == beta - 4 * _EPS * beta and cut.sure_right == beta + 4 * _EPS * beta
