@@ -156,3 +156,34 @@ def test_the_rule_and_float32_reach_the_sides():
     beta = (0.5 + up) / 2
     cut = make_cut(0, 0.5, "le", True, None, 0.0)
     assert cut.sure_left == beta - 4 * _EPS * beta and cut.sure_right == beta + 4 * _EPS * beta
+
+
+def test_the_candidates_of_a_grid_split():
+    assert Cut(0, 0.0, 0.0, 0.0, 0.0, 1.0, "le", False).goes_left(1.0)
+    assert not Cut(0, 0.0, 0.0, 0.0, 0.0, 1.0, "lt", False).goes_left(1.0)
+    assert _grid_sides(12.5, "le", (10.0, 1.0), False, 0.0) == (12.0, 13.0)
+    assert _grid_sides(1.0, "le", (0.25, 0.5), False, 0.0) == (0.75, 1.25)
+    # three candidates within rounding that the library sends right: the fourth
+    assert _grid_sides(2.0, "lt", (0.0, 1.0), False, 1.5, lambda v: 5.0) == (0.0, 1.0)
+    # a grid value exactly at the rounding's reach is the library's
+    assert _grid_sides(0.0, "le", (0.5, 1.0), False, 0.5, lambda v: -1.0) == (0.5, 1.5)
+    # ... and 5 ulps away from theta = 1 is beyond the 4 of the default reach
+    offset = 1.0 + 5 * _EPS
+    assert _grid_sides(1.0, "lt", (offset, 1.0), False, 0.0, lambda v: 0.0) == (
+        offset - 1.0, offset)
+
+
+@pytest.mark.parametrize("bounds, left, right", [((0.0, 0.5), 0.2, 0.3),
+                                                 ((-20.0, -10.0), -12.0, -11.0)])
+def test_the_cut_rows_leave_every_point_on_the_chosen_side(bounds, left, right):
+    sub = rows_model({(0, 1): Cut(0, left, right, left, right, (left + right) / 2, "le",
+                                  False)}, [bounds])
+    lo, hi = bounds
+    for x in np.linspace(lo, hi, 11):
+        sub.inputs[0].set_value((x - lo) / (hi - lo))
+        sub.left_of[0, 1].set_value(1)
+        assert holds(sub.cut_below[0, 1]) == (x <= left + 1e-12), x
+        assert holds(sub.cut_above[0, 1])
+        sub.left_of[0, 1].set_value(0)
+        assert holds(sub.cut_above[0, 1]) == (x >= right - 1e-12), x
+        assert holds(sub.cut_below[0, 1])
