@@ -15,6 +15,7 @@ from cfopt.space.infer import infer_feature, infer_kind, sorted_labels
 def test_sorted_labels():
     assert sorted_labels([np.int64(3), 1, 2]) == (1, 2, 3)
     assert sorted_labels(["b", 1, "a"]) == (1, "a", "b")  # mixed: by text
+    assert sorted_labels([10, 9]) == (9, 10)  # numbers: by value, not by text
 
 
 @pytest.mark.parametrize("values, kind", [
@@ -49,6 +50,8 @@ def test_inferred_numeric_features():
     assert flat.scale == 1.0 and flat.shift == 3.0 and flat.spread == 0.0
     flat = infer_feature("x", pd.Series([3.0, 3.0]), Kind.CONTINUOUS, None, "minmax")
     assert flat.scale == 1.0
+    narrow = infer_feature("x", pd.Series([0.25, 0.75]), Kind.CONTINUOUS, None, "minmax")
+    assert (narrow.shift, narrow.scale) == (0.25, 0.5)
     b = infer_feature("b", pd.Series([1, 1]), Kind.BINARY, None, "minmax")
     assert (b.lower, b.upper, b.scale, b.categories) == (0.0, 1.0, 1.0, ())
     t = infer_feature("t", pd.Series([True, False, True]), Kind.BINARY, None, "minmax")
