@@ -219,3 +219,10 @@ def test_to_dict():
     assert d["perturbation"] == {"kind": "categories", "categories": ["y"]}
     assert Feature(**d) == f
     assert Feature("f", "continuous", lower=0, upper=1).to_dict()["perturbation"] is None
+
+
+def test_the_default_magnitudes_and_a_bad_kind_named():
+    assert Perturbation.absolute(2.0).decrease == 0.0
+    assert Perturbation.relative(decrease=0.3).increase == 0.0
+    with pytest.raises(ValueError, match="^feature 'f': unknown kind 'real'"):
+        Feature("f", "real", lower=0, upper=1)
