@@ -229,3 +229,92 @@ def test_integers_too_sets_the_step_of_an_integral_feature():
     _, m = query(plain)
     plain.add_nogood(m, frozenset({"a"}))
     assert not any("k moves" in p for p in plain.violations(m, f, row(k=70)))
+
+
+def test_a_move_exactly_at_the_step_less_its_tolerance_counts_as_a_change():
+    f = FACTUAL.iloc[0]
+    assert small_moves(SPACE, {"a": 0.25 + 1e-5}, f, row(a=2.25)) == []
+
+
+def test_a_move_down_is_a_change_in_a_nogood_and_the_indicators_are_made_once():
+    from pyomo.core.expr.visitor import identify_variables
+
+    cuts = DiversityCuts(min_change=0.05, integers_too=True)
+    _, m = query(cuts)
+    cuts.add_nogood(m, frozenset({"a", "c"}), hamming=2)
+    up = m.diversity.up
+    cuts.add_nogood(m, frozenset({"b"}))
+    assert m.diversity.up is up  # the indicators of the first cut stay
+    own = {id(v) for v in m.diversity.up.values()} | {id(v) for v in m.diversity.down.values()}
+    for k in (1, 2):
+        used = [v for v in identify_variables(m.diversity.cuts[k].body)
+                if v.parent_component().local_name in ("up", "down")]
+        assert used and all(id(v) in own for v in used)
+    first = m.diversity.cuts[1]
+    for n in "abk":
+        m.diversity.up[n].set_value(0)
+        m.diversity.down[n].set_value(0)
+    m.diversity.down["a"].set_value(1)  # a moved down, c changed: the same pattern
+    for level in "pqr":
+        m.onehot["c", level].set_value(float(level == "r"))
+    assert not satisfied(first)
+    # integers_too: k's indicator needs a move of 15 (5 % of 300)
+    k = m.diversity
+    k.up["k"].set_value(1)
+    k.down["k"].set_value(0)
+    for steps, holds in ((74, False), (75, True)):
+        m.x_steps["k"].set_value(steps)
+        assert satisfied(k.up_min["k"]) == holds
+
+
+def test_a_nogood_at_exactly_the_hamming_distance_holds():
+    cuts = DiversityCuts()
+    _, m = query(cuts)
+    cuts.add_nogood(m, frozenset({"a"}), hamming=1)
+    f = FACTUAL.iloc[0]
+    assert not any("Hamming" in p for p in cuts.violations(m, f, row(a=5.0, c="r")))
+    assert any("Hamming" in p for p in cuts.violations(m, f, row(a=5.0)))
+
+
+def test_the_big_m_of_a_distance_cut_admits_either_side():
+    cuts = DiversityCuts()
+    _, m = query(cuts)
+    cuts.add_distance(m, row(a=10.0), 0.5)
+    e, s = m.diversity.gap[1], m.diversity.side[1]
+    first, second = m.diversity.cuts[1], m.diversity.cuts[2]
+    m.x_unit["a"].set_value(0.0)  # a = 0, the point at 10: e = 10 on the side s = 0
+    e.set_value(10.0)
+    s.set_value(0)
+    assert pyo.value(first.body) <= pyo.value(first.upper) + 1e-9
+    assert pyo.value(second.body) <= pyo.value(second.upper) + 1e-9
+    cuts.add_distance(m, row(a=0.0), 0.5)
+    e, s = m.diversity.gap[4], m.diversity.side[4]  # after a, b, k of the first
+    third, fourth = m.diversity.cuts[8], m.diversity.cuts[9]
+    m.x_unit["a"].set_value(1.0)  # a = 10, the point at 0: e = 10 on the side s = 1
+    e.set_value(10.0)
+    s.set_value(1)
+    assert pyo.value(third.body) <= pyo.value(third.upper) + 1e-9
+    assert pyo.value(fourth.body) <= pyo.value(fourth.upper) + 1e-9
+
+
+def test_a_distance_cut_with_a_categorical_before_numeric_features():
+    space = FeatureSpace([Feature("c", "categorical", categories=("p", "q")),
+                          Feature("a", "continuous", lower=0.0, upper=10.0, scale=10.0)])
+    frame = pd.DataFrame({"c": ["p", "q", "p", "q"], "a": [0.0, 3.0, 6.0, 9.0]})
+    model = LogisticRegression().fit(space.transform(frame), [0, 0, 1, 1])
+    cuts = DiversityCuts({"c": 1.0, "a": 0.5})
+    m = cfopt.Explainer(model, space, constraints=[cuts]).milp
+    m.set_factual(frame.iloc[[0]])
+    m.set_target(1)
+    cuts.add_distance(m, pd.Series({"c": "q", "a": 6.0}), 2.0)
+    assert len(m.diversity.gap) == 1  # a's term after c's
+    total = m.diversity.cuts[3]
+    m.onehot["c", "q"].set_value(0.0)
+    m.diversity.gap[1].set_value(2.0)
+    assert pyo.value(total.body) == pytest.approx(1.0 + 0.5 * 2.0)
+
+
+def satisfied(row):
+    body = pyo.value(row.body)
+    return bool((row.lower is None or body >= pyo.value(row.lower) - 1e-9) and
+                (row.upper is None or body <= pyo.value(row.upper) + 1e-9))
