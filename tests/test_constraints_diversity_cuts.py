@@ -318,3 +318,46 @@ def satisfied(row):
     body = pyo.value(row.body)
     return bool((row.lower is None or body >= pyo.value(row.lower) - 1e-9) and
                 (row.upper is None or body <= pyo.value(row.upper) + 1e-9))
+
+
+NEGATIVE = FeatureSpace([Feature("u", "continuous", lower=-6.0, upper=-2.0, shift=-6.0,
+                                 scale=4.0),
+                         Feature("v", "continuous", lower=0.0, upper=1.0)])
+
+
+def test_steps_and_big_ms_of_a_negative_range():
+    assert change_steps(NEGATIVE, ["u"], 0.25) == {"u": 1.0}
+    frame = pd.DataFrame({"u": [-6.0, -5.0, -3.0, -2.0], "v": [0.0, 0.5, 0.5, 1.0]})
+    model = LogisticRegression().fit(NEGATIVE.transform(frame), [0, 0, 1, 1])
+    cuts = DiversityCuts(min_change=0.25)
+    m = cfopt.Explainer(model, NEGATIVE, constraints=[cuts]).milp
+    m.set_factual(frame.iloc[[0]])  # u = -6
+    m.set_target(1)
+    cuts.add_nogood(m, frozenset({"u"}))
+    b = m.diversity
+    assert all(b.up[n].is_binary() and b.down[n].is_binary() for n in b.MUTABLE)
+    m.x_unit["u"].set_value(1.0)  # u = -2: a move of 4, the whole range
+    b.up["u"].set_value(1)
+    b.down["u"].set_value(0)
+    assert satisfied(b.up_link["u"]) and satisfied(b.up_min["u"])
+    m.x_unit["u"].set_value(0.2)  # u = -5.2: a move of 0.8, below the step of 1
+    assert not satisfied(b.up_min["u"])
+    cuts.add_distance(m, pd.Series({"u": -2.0, "v": 0.5}), 0.5)
+    assert b.gap[1].ub == 4.0 and b.gap[1].lb == 0 and b.side[1].is_binary()
+    e, s = b.gap[1], b.side[1]
+    m.x_unit["u"].set_value(0.0)  # u = -6, the point at -2: e = 4 with s = 0
+    e.set_value(4.0)
+    s.set_value(0)
+    assert satisfied(b.cuts[2]) and satisfied(b.cuts[3])
+
+
+def test_the_default_indicators_count_any_move_of_an_integral_feature():
+    m = cfopt.Explainer(MODEL, SPACE).milp
+    m.set_factual(FACTUAL)
+    m.block_test = pyo.Block()
+    add_exact_change_indicators(m, m.block_test, 0.05)
+    b = m.block_test
+    b.up["k"].set_value(1)
+    b.down["k"].set_value(0)
+    m.x_steps["k"].set_value(61)  # one unit up
+    assert satisfied(b.up_min["k"])
