@@ -175,3 +175,34 @@ def test_a_networks_copy_is_bounded_over_its_own_box():
 def same_bounds(first, second):
     return len(first) == len(second) and all(
         np.allclose(a, b) and np.allclose(c, d) for (a, c), (b, d) in zip(first, second))
+
+
+def test_a_solved_copy_sees_its_scenario_and_meets_the_margin():
+    from cfopt.solvers import SolverSettings, make_solver
+    from cfopt.space.encoding import encode
+
+    block = KScenarios()
+    m = cfopt.CounterfactualModel(MODEL, SPACE, constraints=[block], margin=0.5)
+    m.set_factual(FACTUAL)
+    m.set_target(1)
+    sc = block.add_scenario(m, {"b": 0.0})  # b has no indicator: always shifted by -2
+    outcome = make_solver("highs").solve(m, SolverSettings(mip_gap=0.0))
+    assert outcome.status is cfopt.Status.OPTIMAL
+    row = {f.name: (f.categories[int(np.argmax([pyo.value(m.onehot[f.name, lv])
+                                                for lv in f.categories]))]
+                    if f.is_onehot else pyo.value(m.x[f.name])) for f in SPACE}
+    seen = pd.DataFrame([{**row, "b": row["b"] - 2.0}])
+    logit = MODEL.decision_function(encode(SPACE, m.input_specs, seen))[0]
+    assert pyo.value(sc.predictor.outputs[0]) == pytest.approx(logit, abs=1e-6)
+    assert pyo.value(sc.predictor.outputs[0]) >= 0.5 - 1e-6
+
+
+def test_a_scenario_box_given_in_integers():
+    m, block = query(NETWORK)
+    n = SPACE.n_inputs
+    scenario = {"a": 3.0}
+    point = block.scenario_inputs(m, scenario)  # a's input 0.3
+    lo, _ = block.scenario_box(m, scenario, (np.ones(n, dtype=int), np.ones(n, dtype=int)))
+    assert lo[0] == pytest.approx(point[0]) and lo[1] == 1.0
+    _, hi = block.scenario_box(m, scenario, (np.zeros(n, dtype=int), np.zeros(n, dtype=int)))
+    assert hi[0] == pytest.approx(point[0]) and hi[1] == 0.0
