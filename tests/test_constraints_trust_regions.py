@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyomo.environ as pyo
 import pytest
 from sklearn.linear_model import LogisticRegression
 
@@ -255,3 +256,68 @@ def test_a_cluster_solve_lands_in_one_of_the_hulls():
     assert any(in_region(z, s, 0.0, "l1") for s in region._reference_sets(m))
     assert sum(m.clusters.chosen[c].value for c in range(2)) == pytest.approx(1.0)
     assert region.violations(m, FACTUAL.iloc[0], FACTUAL.iloc[0]) != []
+
+
+def test_the_subclasses_keep_epsilon_and_norm():
+    knn = NearestNeighbourHull(DATA, 3, epsilon=0.5, norm="linf")
+    clusters = ClusterHulls(DATA, epsilon=0.25, norm="linf")
+    assert (knn.epsilon, knn.norm, clusters.epsilon, clusters.norm) == (0.5, "linf", 0.25,
+                                                                        "linf")
+    one = ClusterHulls(DATA, n_clusters=1, points_per_cluster=1)
+    assert (one.n_clusters, one.points_per_cluster) == (1, 1)
+
+
+def test_violations_use_the_regions_norm():
+    hull = ConvexHull(DATA, labels=LABELS, epsilon=0.12, name="hull")
+    _, m = query(hull)
+    factual = FACTUAL.iloc[0]
+    z = SPACE.encode(pd.DataFrame([{"a": 7.5, "b": 7.5, "c": "q"}]))[0]
+    points = hull.points(m)
+    # a point 0.1 off in two inputs: l1 0.2 > 0.12, linf 0.1 <= 0.12
+    off = pd.Series({"a": 10.0, "b": 10.0, "c": "q"})  # beyond the corner (9, 9)
+    far = SPACE.encode(pd.DataFrame([off]))[0]
+    assert in_region(z, points, 0.0, "l1")
+    assert not in_region(far, points, 0.12, "l1") and in_region(far, points, 0.12, "linf")
+    assert hull.violations(m, factual, off) != []
+
+
+def test_a_cluster_solve_is_certified_by_its_rows():
+    data = pd.DataFrame({"a": [8.0, 9.0, 8.0, 9.0, 1.0, 2.0, 1.0, 2.0],
+                         "b": [8.0, 9.0, 9.0, 8.0, 9.0, 9.0, 8.0, 8.0],
+                         "c": ["q"] * 8})
+    region = ClusterHulls(data, n_clusters=2, labels=[1] * 8, points_per_cluster=3,
+                          epsilon=0.05, name="clusters")
+    explainer, m = query(region)
+    b = m.clusters
+    assert list(b.CLUSTERS) == [0, 1] and list(b.MEMBERS) == [0, 1, 2]
+    assert all(b.chosen[c].is_binary() for c in b.CLUSTERS)
+    ce = explainer.explain(FACTUAL, target=1)
+    assert ce.verified
+    chosen = [round(b.chosen[c].value) for c in b.CLUSTERS]
+    assert sum(chosen) == 1
+    for c in b.CLUSTERS:
+        assert sum(b.weight[c, i].value for i in b.MEMBERS) == pytest.approx(chosen[c],
+                                                                             abs=1e-7)
+        assert chosen[c] <= pyo.value(b.exists[c])
+    z = SPACE.encode(ce.counterfactual)[0]
+    s = np.array([b.s_pos[j].value - b.s_neg[j].value for j in b.INPUTS])
+    hull = np.array([sum(pyo.value(b.point[c, i, j]) * b.weight[c, i].value
+                         for c in b.CLUSTERS for i in b.MEMBERS) for j in b.INPUTS])
+    assert z + s == pytest.approx(hull, abs=1e-6)
+    assert np.abs(s).sum() <= 0.05 + 1e-7 and np.abs(s).sum() > 1e-6
+
+
+def test_clusters_are_per_target():
+    data = pd.DataFrame({"a": [8.0, 9.0, 1.0, 2.0], "b": [8.0, 9.0, 1.0, 2.0],
+                         "c": ["q", "q", "p", "p"]})
+    region = ClusterHulls(data, n_clusters=1, labels=[1, 1, 0, 0], name="clusters")
+    explainer = cfopt.Explainer(MODEL, SPACE, constraints=[region])
+    m = explainer.milp
+    m.set_factual(FACTUAL)
+    m.set_target(1)
+    ones = region._reference_sets(m)[0]
+    m.set_factual(pd.DataFrame([{"a": 8.0, "b": 8.0, "c": "q"}]))
+    m.set_target(0)
+    zeros = region._reference_sets(m)[0]
+    assert np.allclose(np.sort(ones[:2], axis=0), SPACE.encode(data.iloc[[0, 1]]))
+    assert np.allclose(np.sort(zeros[:2], axis=0), SPACE.encode(data.iloc[[2, 3]]))
