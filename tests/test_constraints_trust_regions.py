@@ -321,3 +321,12 @@ def test_clusters_are_per_target():
     zeros = region._reference_sets(m)[0]
     assert np.allclose(np.sort(ones[:2], axis=0), SPACE.encode(data.iloc[[0, 1]]))
     assert np.allclose(np.sort(zeros[:2], axis=0), SPACE.encode(data.iloc[[2, 3]]))
+
+
+def test_exactly_max_points_rows_keep_their_order_and_knn_takes_the_k_nearest():
+    hull = ConvexHull(DATA, labels=LABELS, max_points=5, name="hull")
+    _, m = query(hull)
+    assert np.allclose(hull.points(m), SPACE.encode(DATA.iloc[[2, 3, 4, 5, 7]]))
+    knn = NearestNeighbourHull(DATA, k=2, labels=LABELS, name="knn")
+    _, m = query(knn)
+    assert np.allclose(knn.points(m), SPACE.encode(pd.concat([FACTUAL, DATA.iloc[[4, 7]]])))
