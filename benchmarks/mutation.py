@@ -59,7 +59,9 @@ PACKAGES = ("cfopt/query", "cfopt/formulations", "cfopt/constraints", "cfopt/met
 #: tests that call the mutated function)
 TESTS: dict[str, list[str]] = {
     **{f"cfopt/groups/{name}.py": ["tests/test_groups.py"] for name in (
-        "__init__", "actions", "master", "pricing", "request", "result", "solve")},
+        "__init__", "actions", "request", "result", "solve", "costs", "enumeration")},
+    **{f"cfopt/groups/{name}.py": ["tests/test_groups_branching.py", "tests/test_groups.py"]
+       for name in ("master", "pricing", "branching")},
     "cfopt/query/claims.py": ["tests/test_query_claims.py", "tests/test_claims.py",
                               "tests/test_claims_solvers.py"],
     "cfopt/query/solution.py": ["tests/test_query_solution.py", "tests/test_query_claims.py",
