@@ -59,14 +59,13 @@ def brute_force(explainer: cfopt.Explainer, x: pd.DataFrame) -> tuple[float, pd.
     m.set_target(1)
     points = grid(explainer.space)
     margin = m.adapter.structure.logits(explainer.space.transform(points))[:, 0]
-    best, row = math.inf, None
-    for k in np.flatnonzero(margin >= MARGIN):
-        point = points.iloc[[k]].reset_index(drop=True)
-        if m.predict(point)[0] == 1 and not m.violations(point):
-            value = objective_value(m, point)
-            if value < best:
-                best, row = value, point
-    return best, row
+    valid = points[(margin >= MARGIN) & (m.predict(points) == 1)].reset_index(drop=True)
+    rows = [valid.iloc[[k]].reset_index(drop=True) for k in range(len(valid))]
+    values = [objective_value(m, row) for row in rows]
+    for k in np.argsort(values, kind="stable"):  # the cheapest that breaks no constraint
+        if not m.violations(rows[k]):
+            return values[k], rows[k]
+    return math.inf, None
 
 
 def no_rise(name: str):
@@ -334,12 +333,11 @@ def _custom_brute_force(explainer: cfopt.Explainer, x: pd.DataFrame, case: str) 
     points = grid(explainer.space)
     best = math.inf
     x0 = x.iloc[0]
-    for k in range(len(points)):
+    margin = m.adapter.structure.logits(explainer.space.transform(points))[:, 0]
+    for k in np.flatnonzero((margin >= MARGIN) & (m.predict(points) == 1)):
         point = points.iloc[[k]].reset_index(drop=True)
         p = point.iloc[0]
-        if m.predict(point)[0] != 1 or m.space_violations(point):
-            continue
-        if m.adapter.structure.logits(explainer.space.transform(point))[0, 0] < MARGIN:
+        if m.space_violations(point):
             continue
         extra = 0.0
         if case == "one_changes" and sum(p[f] != x0[f] for f in "abd") > 1:

@@ -185,13 +185,16 @@ def test_inner_stage_proves_only_true_bounds(deep, monkeypatch):
     explainer = per_query_explainer(monkeypatch, model, space)
     m = explainer.milp
     finals = floors = 0
+    minimum = {}  # brute force's, once per row
     for i, scale in itertools.product(rejected(frame, space, model, 6), (1, 4)):
         x = frame.iloc[[i]]  # scale 4: as if the incumbent cost more (any r is exact)
+        if i not in minimum:
+            minimum[i] = enumerate_minimum(explainer, x, 1, "l1", space)
+        expected = minimum[i]
         explainer.runner.start(x, 1, {})
         row = greedy_tree_counterfactual(m)
         incumbent = [verify_row(m, row)]
         radius = scale * objective_value(m, row)
-        expected = enumerate_minimum(explainer, x, 1, "l1", space)
         stage = inner_stage(m, explainer.backend, SolverSettings(mip_gap=0.0), radius,
                             incumbent, {}, math.inf)
         if stage.final:

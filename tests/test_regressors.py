@@ -65,7 +65,7 @@ def test_regressor_reproduces_predict(german_regression, family):
     predictor = cfopt.formulations.add_predictor(m, model, input_bounds=space.input_bounds(),
                                     input_grids=space.input_grids(),
                                     input_rounding=space.input_rounding())
-    assert predictor.get_error(np.vstack([Z[:40], R[:40]])) <= TOL.get(family, 1e-9)
+    assert predictor.get_error(np.vstack([Z[:20], R[:20]])) <= TOL.get(family, 1e-9)  # 2 solves a row
 
 
 @pytest.mark.parametrize("family", list(REGRESSORS))
