@@ -157,11 +157,10 @@ def grid(space: cfopt.FeatureSpace) -> pd.DataFrame:
                          for k, f in enumerate(space)})
 
 
-def valid_grid_points(explainer: cfopt.Explainer, x: pd.DataFrame, target_index: int,
-                      space: cfopt.FeatureSpace, margin: float) -> list[pd.DataFrame]:
-    """Every grid point a counterfactual of ``x`` may be under the MILP's definition:
-    the target logit beats the others (or 0) by ``margin``, and no declared constraint
-    (actionability, cap, constraint blocks) is violated. Sets the factual."""
+def logit_valid_grid_points(explainer: cfopt.Explainer, x: pd.DataFrame, target_index: int,
+                            space: cfopt.FeatureSpace, margin: float) -> pd.DataFrame:
+    """The grid points whose target logit beats the others (or 0) by ``margin``, with no
+    constraint checked yet. Sets the factual."""
     points = grid(space)
     m = explainer.milp
     m.set_factual(x)
@@ -173,8 +172,34 @@ def valid_grid_points(explainer: cfopt.Explainer, x: pd.DataFrame, target_index:
     else:
         others = np.delete(logits, target_index, axis=1)
         valid = (logits[:, target_index][:, None] - others >= margin).all(axis=1)
-    rows = [points.iloc[[k]].reset_index(drop=True) for k in np.flatnonzero(valid)]
-    return [row for row in rows if not m.violations(row)]
+    return points[valid].reset_index(drop=True)
+
+
+def valid_grid_points(explainer: cfopt.Explainer, x: pd.DataFrame, target_index: int,
+                      space: cfopt.FeatureSpace, margin: float) -> list[pd.DataFrame]:
+    """Every grid point a counterfactual of ``x`` may be under the MILP's definition:
+    the target logit beats the others (or 0) by ``margin``, and no declared constraint
+    (actionability, cap, constraint blocks) is violated. Sets the factual."""
+    points = logit_valid_grid_points(explainer, x, target_index, space, margin)
+    rows = [points.iloc[[k]].reset_index(drop=True) for k in range(len(points))]
+    return [row for row in rows if not explainer.milp.violations(row)]
+
+
+def grid_norms(m, rows: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Weighted L1, L0 and weighted L∞ distances of many raw rows from the factual at
+    once (the vectorised ``m.distances``, written independently of it)."""
+    space, weights = m.space, m.weights
+    Z, z0 = space.transform(rows, check_bounds=False), space.transform(m.factual)[0]
+    parts = []
+    for f, sl in zip(space, space.input_slices().values()):
+        if f.is_onehot:
+            parts.append(np.abs(Z[:, sl] - z0[sl]).max(axis=1))
+        else:
+            parts.append(np.abs(Z[:, sl.start] - z0[sl.start]) * f.scale)
+    D = np.column_stack(parts) if parts else np.zeros((len(rows), 0))
+    w = np.array([weights[f.name] for f in space])
+    return {"l1": (D * w).sum(axis=1), "l0": (D > 0).sum(axis=1).astype(float),
+            "linf": (D * w).max(axis=1, initial=0.0)}
 
 
 def sample_rows(space: cfopt.FeatureSpace, n: int, seed: int = 0) -> pd.DataFrame:

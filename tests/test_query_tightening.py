@@ -15,7 +15,7 @@ import cfopt
 from cfopt.query.restrictions.relu import objective_value, radius_bounds
 from cfopt.query.restrictions.relu_points import greedy_counterfactual
 
-from .conftest import sample_rows, train_torch
+from .conftest import grid_norms, sample_rows, train_torch
 
 
 def preactivations(net: cfopt.models.ReLUNetwork, Z: np.ndarray) -> list[np.ndarray]:
@@ -34,18 +34,8 @@ def rejected(explainer, X, n):
 
 def objective_values(m, rows) -> np.ndarray:
     """Objective of many raw rows at once (vectorised ``objective_value``)."""
-    space, weights, terms = m.space, m.weights, m.objective_terms
-    Z, z0 = space.transform(rows, check_bounds=False), space.transform(m.factual)[0]
-    parts = []
-    for f, sl in zip(space, space.input_slices().values()):
-        if f.is_onehot:
-            parts.append(np.abs(Z[:, sl] - z0[sl]).max(axis=1))
-        else:
-            parts.append(np.abs(Z[:, sl.start] - z0[sl.start]) * f.scale)
-    D = np.column_stack(parts)
-    w = np.array([weights[f.name] for f in space])
-    norms = {"l1": (D * w).sum(axis=1), "l0": (D > 0).sum(axis=1), "linf": (D * w).max(axis=1)}
-    return sum(c * norms[k] for k, c in terms.items())
+    norms = grid_norms(m, rows)
+    return sum(c * norms[k] for k, c in m.objective_terms.items())
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
