@@ -20,7 +20,7 @@ from cfopt.formulations import tree_cuts
 from cfopt.formulations.tree_regions import leaf_depth_sum, search
 from cfopt.query.restrictions.trees import query_region
 
-from .conftest import grid, noisy_grid
+from .conftest import grid, grid_norms, noisy_grid
 from .test_bruteforce import MARGIN, enumerate_minimum
 
 
@@ -110,9 +110,8 @@ def test_region_keeps_every_leaf_within_the_radius(deep, monkeypatch, objective)
         m.set_target(1)
         actionable = np.array([not m.violations(points.iloc[[k]])
                                for k in range(len(points))])
-        distances = [m.distances(points.iloc[[k]]) for k in range(len(points))]
-        cost = np.array([sum(c * d[t] for t, c in m.objective_terms.items())
-                         for d in distances])
+        norms = grid_norms(m, points)
+        cost = sum(c * norms[t] for t, c in m.objective_terms.items())
         for radius in (0.1, 0.3, math.inf):
             kept = search(ensemble, m.predictor_constr.block.index,
                           query_region(m, radius))

@@ -235,6 +235,8 @@ class RawProblem:
         if self.needs_witness and not witness:
             return ["the components you added to the model use variables of your own: "
                     "they are checked only on a solver's point"]
+        if not self.constraints:  # nothing to read: the row's values are not even set
+            return []
         return row_problems(m, row, self.constraints, "constraint")
 
     def term_value(self, m: CounterfactualModel, row: pd.DataFrame) -> float:
