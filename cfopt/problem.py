@@ -25,7 +25,7 @@ Components (documented names, for users who add their own constraints):
 ``linf``               weighted L∞ distance (L∞ objective)
 ``objective``          the distance minimised (plus the cost terms of declared
                        blocks, e.g. :class:`~cfopt.constraints.SetbackCost`)
-``objective_cutoff``   ``objective <= cutoff`` (mutable Param; inactive by default)
+``objective_cutoff``   ``objective <= cutoff`` (mutable Param; the objective's bound)
 ``factual_split_...``  ``factual_split_changes``: per query, a tree split within
                        rounding of the factual's input is crossed only by a change
 ``<name>``             one sub-block per declared constraint (``constraints=[...]``:
@@ -274,6 +274,7 @@ class CounterfactualModel(Composition):
         self._factual_class = self.classify(self._factual)[0]
         self._factual_inputs = encode(self._space, self._specs, self._factual)[0]
         self.link_factual_splits()
+        self.bound_objective()  # a term reading the factual has this factual's range
         return self._factual
 
     def link_factual_splits(self) -> None:

@@ -246,14 +246,18 @@ def test_raw_follows_a_changed_objective_and_a_replaced_component():
     assert m.raw.names == ["two"]
 
 
-def test_a_lowered_cutoff_stays_until_the_objective_changes():
+def test_a_lowered_cutoff_stays_until_the_objective_or_the_factual_changes():
     m = model()
     top = m.max_objective
-    m.cutoff = 1.25  # as a diverse set's epsilon window lowers it
-    m.refresh_raw()
     m.set_factual(FRAME.iloc[[0]])
     m.set_target(1)
+    m.cutoff = 1.25  # as a diverse set's epsilon window lowers it
+    m.refresh_raw()
+    m.set_target(1)
     assert pyo.value(m.cutoff) == 1.25 and m.max_objective == top
+    m.set_factual(FRAME.iloc[[1]])  # another query: the window was the last one's
+    assert pyo.value(m.cutoff) == m.max_objective == top
+    m.cutoff = 1.25
     m.objective.set_value(m.objective.expr + m.x["a"])
     m.refresh_raw()
     assert m.max_objective == pytest.approx(top + 5.0)
@@ -270,3 +274,32 @@ def test_a_top_level_component_named_as_a_nested_one_of_cfopts_is_the_users():
     m.add_component(name, pyo.Constraint(expr=m.x["a"] <= 4))
     assert not m.is_own_component(name)
     assert m.raw.names == [name]
+
+
+def test_the_cutoff_bounds_a_term_that_reads_the_factual_at_each_factual():
+    """A reward for changing c (``-2 category_changed[c]``, which reads the factual's
+    level) beside the L∞ distance: its range depends on the factual. Bounded before any
+    factual, the cutoff was 1 - 2 + 1 = 0 and cut every counterfactual of an immutable
+    c (differential seed 140953: a false 'infeasible'); at each factual it is 2, and
+    the answer is the distance's optimum, equal to brute force over the grid."""
+    frame = FRAME.assign(c=["p", "q", "r", "q", "p", "r"])  # one-hot: category_changed
+    space = cfopt.FeatureSpace.from_frame(frame).immutable("c")
+    model = LogisticRegression().fit(space.transform(frame), [0, 0, 0, 1, 1, 1])
+    reward = cfopt.CustomConstraint(cost=lambda m, b: -2.0 * m.category_changed["c"],
+                                    name="reward")
+    explainer = cfopt.Explainer(model, space, objective="linf", constraints=[reward],
+                                mip_gap=0.0)
+    m = explainer.milp
+    grid = pd.DataFrame([{"a": a, "k": k, "c": c} for a in range(6) for k in range(4)
+                         for c in "pqr"])
+    for i in (0, 1, 2):
+        x = frame.iloc[[i]]
+        ce = explainer.explain(x, target=1)
+        assert m.max_objective == pytest.approx(1.0 + 0.0 + 1.0)
+        valid = grid[(grid["c"] == x["c"].iloc[0]) & (model.predict(space.transform(grid)) == 1)]
+        logits = m.adapter.structure.logits(space.transform(valid))[:, 0]
+        valid = valid[logits >= m.declared_margin]
+        best = min(m.distances(valid.iloc[[k]].reset_index(drop=True))["linf"]
+                   for k in range(len(valid)))
+        assert ce.status is cfopt.Status.OPTIMAL
+        assert ce.objective == pytest.approx(best, rel=1e-6, abs=1e-9)

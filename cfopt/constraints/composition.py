@@ -7,7 +7,11 @@ declared block's cost (:meth:`~cfopt.ConstraintBlock.objective_term`) — the *c
 objective — plus whatever the user added to it. ``m.objective_cutoff`` keeps
 ``m.objective <= m.cutoff`` (a mutable Param at :attr:`Composition.max_objective`, an
 upper bound of the objective over the variables' bounds, unless a diverse set's ε window
-lowers it).
+lowers it). The bound is taken at the factual's parameters and taken again whenever the
+factual changes (:meth:`Composition.bound_objective`): a term that reads the factual
+(``m.x0``, ``m.category_changed``) has another range for each factual, and a bound of
+another factual's would cut points of this query (differential seed 140953: a reward for
+changing a category, bounded before any factual was set, cut every counterfactual).
 """
 
 from __future__ import annotations
@@ -29,11 +33,19 @@ class Composition(pyo.ConcreteModel):
 
     def add_objective(self, distance: Any) -> None:
         """Declare ``m.objective``, minimising ``distance``, with its cutoff row."""
-        self._expressions(distance=distance, composed=distance, cutoff_of=distance)
+        self._expressions(distance=distance, composed=distance, cutoff_of=distance,
+                          bounded=distance)
         self.objective = pyo.Objective(expr=distance, sense=pyo.minimize)
-        self._max_objective = float(compute_bounds_on_expr(distance)[1]) + 1.0
-        self.cutoff = pyo.Param(mutable=True, initialize=self._max_objective)
+        self.cutoff = pyo.Param(mutable=True, initialize=0.0)
         self.objective_cutoff = pyo.Constraint(expr=distance <= self.cutoff)
+        self.bound_objective()
+
+    def bound_objective(self) -> None:
+        """:attr:`max_objective` anew: 1 + the upper bound of the cutoff row's objective
+        (the user's, or cfopt's when the user's has none) over the variables' bounds, at
+        the parameters' current values (the factual's); the cutoff is reset to it."""
+        self._max_objective = float(compute_bounds_on_expr(self._bounded)[1]) + 1.0
+        self.cutoff = self._max_objective
 
     def close_formulation(self) -> None:
         """Every top-level component declared so far is cfopt's formulation; later ones
@@ -132,13 +144,11 @@ class Composition(pyo.ConcreteModel):
         self._raw, self._raw_key = raw_problem(self), self._raw_state()
         expr = self.objective.expr
         if self._cutoff_of is not expr:
-            top = compute_bounds_on_expr(expr)[1]
-            if top is None:
-                expr, top = self._composed, compute_bounds_on_expr(self._composed)[1]
-            self._max_objective = float(top) + 1.0
-            self.cutoff = self._max_objective
+            if compute_bounds_on_expr(expr)[1] is None:
+                expr = self._composed
+            self._expressions(cutoff_of=self.objective.expr, bounded=expr)
+            self.bound_objective()
             self.objective_cutoff.set_value(expr <= self.cutoff)
-            self._expressions(cutoff_of=self.objective.expr)
         return self._raw
 
     def _expressions(self, **named: Any) -> None:
