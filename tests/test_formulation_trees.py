@@ -447,3 +447,33 @@ def test_a_per_query_block_bounds_each_output_and_keeps_a_region_built_first():
     z = np.array([5.0, 2.0, 0.1])
     pred.set_factual_inputs(z, z, [(True, True)] * 3)
     assert next(iter(pred.block.left_of.values())) is var
+
+
+@pytest.mark.parametrize("per_query", [False, True])
+def test_two_splits_closer_than_the_rounding_keep_the_values_between(per_query):
+    """LightGBM's zero band: one tree splits c at -1e-35, another at +1e-35 (``x <= t``
+    goes left), and only c in (-1e-35, 1e-35] (c = 0) reaches both middle leaves, of
+    output 2. The two cuts' sure sides are equal in float64 (the rounding dwarfs 1e-35);
+    keyed by them, the two were one binary and c = 0 was out of the block (differential
+    seed 142978: a false 'infeasible' on every solver). Keyed by the switching point,
+    the block is the ensemble at c = 0 and beside it, and the index has both cuts."""
+    from cfopt.formulations.tree_regions import build_index
+    from cfopt.models.boosters import LIGHTGBM_ZERO
+
+    def tree(theta, left, right):
+        return Tree(feature=np.array([2, -1, -1]), threshold=np.array([theta, 0.0, 0.0]),
+                    left=np.array([1, -1, -1]), right=np.array([2, -1, -1]),
+                    value=np.array([[0.0], [left], [right]]))
+
+    ensemble = TreeEnsemble((tree(-LIGHTGBM_ZERO, 0.0, 1.0), tree(LIGHTGBM_ZERO, 1.0, 0.0)),
+                            3, np.array([0.0]), rule="le", float32=False)
+    pred = embed(HandTrees(ensemble), per_query=per_query)
+    if per_query:
+        pred.build_region(QueryRegion(list(BOUNDS)))
+    points = np.array([[5.0, 2.0, 0.0], [5.0, 2.0, -0.5], [5.0, 2.0, 0.5],
+                       [5.0, 2.0, -LIGHTGBM_ZERO], [5.0, 2.0, 2 * LIGHTGBM_ZERO]])
+    assert ensemble.outputs(points)[:, 0].tolist() == [2.0, 1.0, 1.0, 1.0, 1.0]
+    assert pred.get_error(points) == 0.0
+    assert pred.output_bounds()[0][1] == 2.0
+    index = build_index(ensemble, GRIDS, [1e-12, 0.0, 1e-12], None)
+    assert sorted(index.cut_switch.tolist()) == [-LIGHTGBM_ZERO, LIGHTGBM_ZERO]

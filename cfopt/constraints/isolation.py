@@ -49,6 +49,7 @@ import pyomo.environ as pyo
 
 from ..formulations.features import encode_inputs
 from ..formulations.predictors import PredictorConstr, add_predictor
+from ..formulations.tree_cuts import switch_key
 from ..models.isolation import IsolationForestAdapter
 from ..models.pipeline import PipelineAdapter
 from ..space.encoding import (
@@ -250,8 +251,8 @@ def _share_cuts(m: CounterfactualModel, block: pyo.Block, specs: list[InputSpec]
         return
     model_specs = m.input_specs
 
-    def key(spec: InputSpec, cut: Any) -> tuple:
-        return (spec, cut.left, cut.right, cut.sure_left, cut.sure_right)
+    def key(spec: InputSpec, cut: Any) -> tuple:  # the sides and the switching point
+        return (spec, cut.left, cut.right, cut.sure_left, cut.sure_right, switch_key(cut))
 
     theirs = {key(model_specs[cut.input], cut): k for k, cut in own.items()}
     pairs = [(k, theirs[key(specs[cut.input], cut)]) for k, cut in block.forest.cuts.items()

@@ -142,6 +142,19 @@ def make_cut(j: int, theta: float, rule: str, float32: bool, grid: Grid, roundin
                float32)
 
 
+def switch_key(cut: Cut) -> float:
+    r"""The switching point ``cut`` stands for, which identifies it among the cuts of its
+    input: where its MILP sides do not overlap (a grid input: thresholds between the
+    same two grid values are one cut), its last value going left; otherwise the
+    boundary :math:`\beta`. Not the sure sides :math:`\beta \pm \delta_j`: two
+    boundaries closer than :math:`\delta_j` have the same sure sides in float64
+    (LightGBM's zero band at :math:`\pm 10^{-35}`), and one binary for both would lose
+    the values between them (differential seed 142978)."""
+    if cut.left == cut.sure_left:
+        return cut.sure_left
+    return _boundary(cut.theta, cut.rule, cut.float32)
+
+
 def default_rounding(bounds: Bounds) -> list[float]:
     """Per input, the rounding of an input computed directly from raw values (no
     shift): a few ulps of its largest magnitude."""

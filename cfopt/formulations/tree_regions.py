@@ -74,9 +74,10 @@ _EPS = float(np.finfo(np.float64).eps)
 @dataclass(frozen=True)
 class ForestIndex:
     """Per tree, the cut id of each node (-1 at leaves); the distinct cuts as arrays
-    (keyed by input and the largest value surely going left, as in :mod:`.trees`: their
-    input, MILP sides, sure sides, a threshold); per input the values surely left / right
-    of its cuts (the heuristic's candidate moves)."""
+    (keyed by input and switching point, :func:`.tree_cuts.switch_key`, as in
+    :mod:`.trees`: their input, MILP sides, sure sides, a threshold, the switching
+    point); per input the values surely left / right of its cuts (the heuristic's
+    candidate moves)."""
 
     node_cut: tuple[np.ndarray, ...]
     cut_input: np.ndarray
@@ -85,6 +86,7 @@ class ForestIndex:
     cut_sure_left: np.ndarray
     cut_sure_right: np.ndarray
     cut_theta: np.ndarray
+    cut_switch: np.ndarray
     rule: str
     float32: bool
     split_values: dict[int, np.ndarray]
@@ -109,11 +111,12 @@ def _unique_rows(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _sides(inputs: np.ndarray, theta: np.ndarray, ensemble: TreeEnsemble,
            grids: Sequence[Grid], rounding: Sequence[float],
            library_input: Callable[[int, float], float] | None) -> np.ndarray:
-    """Rows (left, right, sure left, sure right) of :func:`.tree_cuts.make_cut` for every
-    (input, threshold), vectorised; the few a grid value within rounding of the threshold
+    """Rows (left, right, sure left, sure right, switching point) of
+    :func:`.tree_cuts.make_cut` and :func:`.tree_cuts.switch_key` for every (input,
+    threshold), vectorised; the few a grid value within rounding of the threshold
     leaves to the library's own arithmetic go through :func:`make_cut` itself."""
     rule, f32 = ensemble.rule, ensemble.float32
-    out = np.empty((len(theta), 4))
+    out = np.empty((len(theta), 5))
     rounding_of = np.asarray(rounding, dtype=np.float64)[inputs]
     on_grid = np.array([g is not None for g in grids], dtype=bool)[inputs]
     c = ~on_grid
@@ -128,7 +131,7 @@ def _sides(inputs: np.ndarray, theta: np.ndarray, ensemble: TreeEnsemble,
     else:
         beta = th
     delta = rounding_of[c] + 4 * _EPS * np.abs(beta)
-    out[c] = np.stack([beta + delta, beta - delta, beta - delta, beta + delta], axis=1)
+    out[c] = np.stack([beta + delta, beta - delta, beta - delta, beta + delta, beta], axis=1)
     th = theta[on_grid]
     offset = np.array([g[0] if g is not None else 0.0 for g in grids])[inputs][on_grid]
     step = np.array([g[1] if g is not None else 1.0 for g in grids])[inputs][on_grid]
@@ -147,12 +150,12 @@ def _sides(inputs: np.ndarray, theta: np.ndarray, ensemble: TreeEnsemble,
         chosen[take] = k[take] + shift
     odd |= np.isnan(chosen)
     last, first = offset + chosen * step, offset + (chosen + 1) * step
-    out[on_grid] = np.stack([last, first, last, first], axis=1)
+    out[on_grid] = np.stack([last, first, last, first, last], axis=1)
     for p in np.flatnonzero(on_grid)[odd]:
         j = int(inputs[p])
         lib = None if library_input is None else (lambda v, j=j: library_input(j, v))
         cut = make_cut(j, float(theta[p]), rule, f32, grids[j], rounding[j], lib)
-        out[p] = (cut.left, cut.right, cut.sure_left, cut.sure_right)
+        out[p] = (cut.left, cut.right, cut.sure_left, cut.sure_right, cut.sure_left)
     return out
 
 
@@ -165,7 +168,7 @@ def build_index(ensemble: TreeEnsemble, grids: Sequence[Grid], rounding: Sequenc
     theta = np.concatenate([t.threshold[t.feature >= 0] for t in ensemble.trees])
     first, pair_of = _unique_rows(inputs, theta)
     sides = _sides(inputs[first], theta[first], ensemble, grids, rounding, library_input)
-    cut_first, cut_of_pair = _unique_rows(inputs[first], sides[:, 2])
+    cut_first, cut_of_pair = _unique_rows(inputs[first], sides[:, 4])
     node_cut = []
     start = 0
     for tree in ensemble.trees:
@@ -180,7 +183,8 @@ def build_index(ensemble: TreeEnsemble, grids: Sequence[Grid], rounding: Sequenc
                     for j in np.unique(cut_input)}
     return ForestIndex(tuple(node_cut), cut_input, cut_sides[:, 0].copy(),
                        cut_sides[:, 1].copy(), cut_sides[:, 2].copy(), cut_sides[:, 3].copy(),
-                       theta[first][cut_first], ensemble.rule, ensemble.float32,
+                       theta[first][cut_first], cut_sides[:, 4].copy(), ensemble.rule,
+                       ensemble.float32,
                        split_values)
 
 
@@ -374,7 +378,7 @@ def build_region(sub: pyo.Block, ensemble: TreeEnsemble, index: ForestIndex,
     (module docstring); returns the number of kept leaves."""
     clear_region(sub)
     used = sorted({c for r in regions for _, c, _, _ in r.nodes},
-                  key=lambda c: (index.cut_input[c], index.cut_sure_left[c]))
+                  key=lambda c: (index.cut_input[c], index.cut_switch[c]))
     position: dict[int, tuple[int, int]] = {}
     count: dict[int, int] = {}
     for c in used:

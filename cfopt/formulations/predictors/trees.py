@@ -29,7 +29,14 @@ import pyomo.environ as pyo
 from ...models import ModelAdapter
 from ...models.trees import PER_QUERY_TERMS, Tree, TreeEnsemble
 from ...space.encoding import Bounds, Grid, unit_bounds
-from ..tree_cuts import TOLERANCE_BAND, Cut, add_cut_rows, default_rounding, make_cut
+from ..tree_cuts import (
+    TOLERANCE_BAND,
+    Cut,
+    add_cut_rows,
+    default_rounding,
+    make_cut,
+    switch_key,
+)
 from ..tree_regions import (
     QueryRegion,
     build_index,
@@ -245,8 +252,9 @@ def build_trees(block: pyo.Block, name: str, adapter: ModelAdapter, bounds: Boun
                 cut = made[pair] = make_cut(
                     j, pair[1], ensemble.rule, ensemble.float32, grids[j], rounding[j],
                     None if library_input is None else functools.partial(library_input, j))
-            key_of[int(node)] = cut.sure_left  # one key per distinct switching point
-            cuts.setdefault((j, cut.sure_left), cut)
+            key = switch_key(cut)  # one key per distinct switching point
+            key_of[int(node)] = key
+            cuts.setdefault((j, key), cut)
         keys.append(key_of)
     structure = [_reachable_splits(tree, bounds, cuts, key_of)
                  for tree, key_of in zip(ensemble.trees, keys)]

@@ -160,7 +160,7 @@ def numeric_levels(f: Feature, inputs: list[tuple[int, float, float]], cuts: lis
     """The levels of numeric feature ``f`` (model inputs ``(k, a, b)``: ``a * code + b``)
     for the splits ``cuts`` (cut ids of ``index`` on those inputs)."""
     coef = {k: (a, b) for k, a, b in inputs}
-    breaks: dict[float, Break] = {}
+    breaks: dict[tuple[float, float], Break] = {}
     for c in cuts:
         k = int(index.cut_input[c])
         a, b = coef[k]
@@ -168,10 +168,14 @@ def numeric_levels(f: Feature, inputs: list[tuple[int, float, float]], cuts: lis
                                               index.cut_sure_left[c], index.cut_sure_right[c])]
         if a < 0:  # the input's right side is the low side of the code
             ends = [ends[1], ends[0], ends[3], ends[2]]
+        switch = float(index.cut_switch[c])  # one break per switching point: in codes,
+        key = ((switch - b) / a, math.copysign(1.0, a) * switch)  # then in inputs, whose
+        # resolution separates points closer than a code's ulp (LightGBM's zero band)
         if f.is_integral:
             last = math.floor(ends[2] + _INTEGRAL * max(1.0, abs(ends[2])))
             ends = [last, last + 1, last, last + 1]
-        brk = breaks.setdefault(ends[2], Break(*ends))
+            key = (last, 0.0)
+        brk = breaks.setdefault(key, Break(*ends))
         brk.cuts.append((c, k, a > 0))
     levels = NumericLevels(f, x0, 0, range_[0], range_[1], w,
                            [breaks[key] for key in sorted(breaks)])
