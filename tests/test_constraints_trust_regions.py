@@ -470,3 +470,15 @@ def test_labels_of_mixed_types_select_the_target():
     _, m = query(hull)
     assert np.allclose(hull.points(m)[:4], SPACE.encode(DATA.iloc[[2, 3, 5, 7]]))
     assert list(ConvexHull(DATA.set_index(DATA.index + 5)).data.columns) == ["a", "b", "c"]
+
+
+def test_rows_at_equal_distances_keep_their_order():
+    # distances 0.25 / 10 to (5, 5, p) but every fourth row's 0.3 / 10
+    pattern = [(7.5, 5.0), (2.5, 5.0), (8.0, 5.0), (5.0, 7.5)]
+    data = pd.DataFrame([{"a": a, "b": b, "c": "p"} for a, b in pattern * 10])
+    hull = ConvexHull(data, labels=[0] * 40, max_points=5, name="hull")
+    explainer = cfopt.Explainer(MODEL, SPACE, constraints=[hull])
+    m = explainer.milp
+    m.set_factual(pd.DataFrame([{"a": 5.0, "b": 5.0, "c": "p"}]))
+    m.set_target(0)
+    assert np.allclose(hull.points(m), SPACE.encode(data.iloc[[0, 1, 3, 4, 5]]))
