@@ -206,3 +206,49 @@ def test_a_score_equal_to_the_threshold_is_no_violation():
     above = IsolationForestScore(FOREST, float(np.nextafter(at, 0)), name="iso")
     m = explainer(above).milp
     assert len(above.violations(m, row, row)) == 1
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_crossing_a_forest_split_at_the_factual_is_a_change(side):
+    tree = FOREST.estimators_[0].tree_
+    node = int(np.flatnonzero(tree.feature >= 0)[0])
+    feature = ["u", "v"][tree.feature[node]]
+    on = np.float32(tree.threshold[node])  # the forest sends it left; the next float32 right
+    factual = FACTUAL.copy()
+    factual[feature] = float(on if side == "left" else np.nextafter(on, np.float32(np.inf)))
+    m = explainer(IsolationForestScore(FOREST, name="iso"), objective="l0").milp
+    m.set_factual(factual)
+    m.set_target(1)
+    rows = list(m.iso.factual_split_changes.values())
+    assert len(rows) == 1
+    left_of = next(v for v in identify_variables(rows[0].body) if "left_of" in v.name)
+    changed = m.changed[feature]
+
+    def holds(split, change):
+        left_of.set_value(split)
+        changed.set_value(change)
+        row, body = rows[0], pyo.value(rows[0].body)
+        return (not row.has_lb() or body >= pyo.value(row.lower) - 1e-9) and (
+            not row.has_ub() or body <= pyo.value(row.upper) + 1e-9)
+
+    factual_side = 1 if side == "left" else 0
+    assert holds(factual_side, 0) and not holds(1 - factual_side, 0)
+    assert holds(1 - factual_side, 1) and holds(factual_side, 1)
+
+
+def test_a_forest_split_on_an_integer_value_takes_the_forests_side():
+    XK = X.assign(k=np.random.default_rng(1).integers(0, 11, 120))
+    space = cfopt.FeatureSpace.from_frame(XK)
+    model = LogisticRegression().fit(space.transform(XK), Y)
+    named = IsolationForest(n_estimators=1, max_samples=16, random_state=0).fit(XK[["u", "k"]])
+    pipe = Pipeline([("pick", ColumnTransformer([("num", "passthrough", ["u", "k"])])),
+                     ("iso", IsolationForest(n_estimators=1, max_samples=16,
+                                             random_state=0))]).fit(XK)
+    for forest in (named, pipe[-1]):
+        tree = forest.estimators_[0].tree_
+        tree.threshold[np.flatnonzero(tree.feature == 1)[0]] = 3.0  # k <= 3: left
+    for forest in (named, pipe):
+        m = cfopt.Explainer(model, space, constraints=[IsolationForestScore(
+            forest, name="iso")]).milp
+        (cut,) = [c for c in m.iso.forest.cuts.values() if c.theta == 3.0]
+        assert (cut.input, cut.left, cut.right) == (1, 3.0, 4.0)
