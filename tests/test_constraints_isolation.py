@@ -151,7 +151,9 @@ def test_a_pipeline_on_the_raw_frame():
                                              random_state=0))]).fit(X)
     block = IsolationForestScore(pipe, name="iso", formulation="threshold")
     assert block.pipeline is pipe and block.forest is pipe.steps[-1][1]
-    check_answer(block, lambda rows: pipe.score_samples(rows[["u", "v", "c"]]))
+    m = check_answer(block, lambda rows: pipe.score_samples(rows[["u", "v", "c"]]))
+    leaves = m.iso.forest.component("leaf")  # the threshold formulation: no leaf binaries
+    assert leaves is None or not any(v.is_binary() for v in leaves.values())
 
 
 def test_the_factuals_splits_count_as_changes_and_shared_cuts():

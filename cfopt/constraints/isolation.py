@@ -167,7 +167,9 @@ class IsolationForestScore(ConstraintBlock):
         if names is not None:
             cols = [str(c) for c in names]
             return _Inputs([InputSpec("affine", c, 1.0, 0.0) for c in cols],
+                           # pragma: no mutate start (dtype: the values' sides are alike)
                            lambda rows: rows[cols].to_numpy(dtype=np.float64),
+                           # pragma: no mutate end
                            lambda j, v: v, lambda rows: forest.score_samples(rows[cols]))
         n, k = self.adapter.n_inputs, len(m.input_specs)
         if n != k:
@@ -188,7 +190,9 @@ class IsolationForestScore(ConstraintBlock):
         specs = inputs.specs
         block.forest_inputs = inputs
         block.constr = add_predictor(
-            block, self.adapter, encode_inputs(m, m.space, specs), name="forest",
+            block, self.adapter,
+            encode_inputs(m, m.space, specs),  # pragma: no mutate (the space: unused)
+            name="forest",
             input_bounds=spec_bounds(m.space, specs), input_grids=spec_grids(m.space, specs),
             input_rounding=spec_rounding(m.space, specs), library_input=inputs.library,
             formulation=self.formulation)
