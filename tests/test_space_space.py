@@ -287,3 +287,23 @@ def test_codes_within_the_slack_of_a_bound_are_set_on_it(lower, upper, slack):
 def test_the_json_is_indented():
     text = FeatureSpace.from_frame(FRAME).to_json()
     assert text.startswith('{\n  "') and '\n    ' in text
+
+
+def test_edits_named_in_their_errors_and_ordinal_bounds_by_label():
+    space = FeatureSpace.from_frame(FRAME)
+    with pytest.raises(ValueError, match=r"^feature 'a': unknown kind 'weird'"):
+        space.set("a", kind="weird")
+    with pytest.raises(ValueError, match=r"^unknown feature\(s\) \['zz'\]; the space has "):
+        space.immutable("zz")
+    space.set("o", lower="mid", upper="mid")
+    assert (space["o"].lower, space["o"].upper) == (1, 1)
+
+
+def test_transform_without_the_bounds_check_and_a_shifted_ordinal():
+    space = FeatureSpace.from_frame(FRAME)
+    with pytest.raises(ValueError):
+        space.transform(FRAME.assign(a=[0.0, 2.5, 11.0]))
+    assert space.transform(FRAME.assign(a=[0.0, 2.5, 11.0]), check_bounds=False)[2, 0] == 1.1
+    ordinal = FeatureSpace([Feature("o", "ordinal", categories=("lo", "mid", "hi"), shift=1.0,
+                                    scale=2.0)])
+    assert ordinal.encode(pd.DataFrame({"o": ["lo", "hi"]}))[:, 0].tolist() == [-0.5, 0.5]
