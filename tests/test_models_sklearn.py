@@ -140,3 +140,14 @@ def test_the_registry(monkeypatch):
         parse_model({})
     with pytest.raises(UnsupportedModelError, match=r"not_imported_module.Thing, ONNX files$"):
         parse_model({})
+
+
+def test_a_path_or_bytes_are_read_as_onnx():
+    from pathlib import Path
+
+    for path in ("no/such.onnx", Path("no/such.onnx")):
+        with pytest.raises(FileNotFoundError, match="^ONNX file 'no/such.onnx' does not exist"):
+            parse_model(path)
+    for data in (b"not a model", bytearray(b"x")):
+        with pytest.raises(UnsupportedModelError, match="^the bytes given are not an ONNX model"):
+            parse_model(data)
