@@ -130,7 +130,7 @@ TESTS: dict[str, list[str]] = {
        for package in ("cfopt/query", "cfopt/query/restrictions", "cfopt/formulations",
                        "cfopt/formulations/predictors", "cfopt/solvers", "cfopt/constraints",
                        "cfopt/space", "cfopt/solvers/cpsat", "cfopt/methods",
-                       "cfopt/methods/adversaries")},
+                       "cfopt/methods/adversaries", "cfopt/models")},
     "cfopt/solvers/highs_start.py": ["tests/test_highs_start.py"],
     "cfopt/methods/cutting_set.py": ["tests/test_cutting_set.py"],
     "cfopt/methods/base.py": ["tests/test_methods_base.py"],

@@ -151,7 +151,9 @@ def test_a_pipeline_on_the_raw_frame():
                                              random_state=0))]).fit(X)
     block = IsolationForestScore(pipe, name="iso", formulation="threshold")
     assert block.pipeline is pipe and block.forest is pipe.steps[-1][1]
-    check_answer(block, lambda rows: pipe.score_samples(rows[["u", "v", "c"]]))
+    m = check_answer(block, lambda rows: pipe.score_samples(rows[["u", "v", "c"]]))
+    leaves = m.iso.forest.component("leaf")  # the threshold formulation: no leaf binaries
+    assert leaves is None or not any(v.is_binary() for v in leaves.values())
 
 
 def test_the_factuals_splits_count_as_changes_and_shared_cuts():
@@ -186,3 +188,69 @@ def test_the_factuals_splits_count_as_changes_and_shared_cuts():
     assert m.component("iso").component("shared_cuts") is not None
     plain = explainer(IsolationForestScore(FOREST, name="iso")).milp
     assert plain.iso.component("shared_cuts") is None  # a logistic model has no cuts
+
+
+def test_the_forest_is_the_last_step_of_a_longer_pipeline():
+    iso = IsolationForest(n_estimators=2, max_samples=16, random_state=0)
+    pipe = Pipeline([("pick", ColumnTransformer([("num", StandardScaler(), ["u", "v"])])),
+                     ("scale", StandardScaler()), ("iso", iso)]).fit(X)
+    block = IsolationForestScore(pipe)
+    assert block.pipeline is pipe and block.forest is iso
+    assert block.threshold == iso.offset_
+
+
+def test_a_score_equal_to_the_threshold_is_no_violation():
+    row = FACTUAL.iloc[0]
+    at = float(FOREST.score_samples(FACTUAL[["u", "v"]])[0])
+    block = IsolationForestScore(FOREST, at, name="iso")
+    m = explainer(block).milp
+    assert block.violations(m, row, row) == []
+    above = IsolationForestScore(FOREST, float(np.nextafter(at, 0)), name="iso")
+    m = explainer(above).milp
+    assert len(above.violations(m, row, row)) == 1
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_crossing_a_forest_split_at_the_factual_is_a_change(side):
+    tree = FOREST.estimators_[0].tree_
+    node = int(np.flatnonzero(tree.feature >= 0)[0])
+    feature = ["u", "v"][tree.feature[node]]
+    on = np.float32(tree.threshold[node])  # the forest sends it left; the next float32 right
+    factual = FACTUAL.copy()
+    factual[feature] = float(on if side == "left" else np.nextafter(on, np.float32(np.inf)))
+    m = explainer(IsolationForestScore(FOREST, name="iso"), objective="l0").milp
+    m.set_factual(factual)
+    m.set_target(1)
+    rows = list(m.iso.factual_split_changes.values())
+    assert len(rows) == 1
+    left_of = next(v for v in identify_variables(rows[0].body) if "left_of" in v.name)
+    changed = m.changed[feature]
+
+    def holds(split, change):
+        left_of.set_value(split)
+        changed.set_value(change)
+        row, body = rows[0], pyo.value(rows[0].body)
+        return (not row.has_lb() or body >= pyo.value(row.lower) - 1e-9) and (
+            not row.has_ub() or body <= pyo.value(row.upper) + 1e-9)
+
+    factual_side = 1 if side == "left" else 0
+    assert holds(factual_side, 0) and not holds(1 - factual_side, 0)
+    assert holds(1 - factual_side, 1) and holds(factual_side, 1)
+
+
+def test_a_forest_split_on_an_integer_value_takes_the_forests_side():
+    XK = X.assign(k=np.random.default_rng(1).integers(0, 11, 120))
+    space = cfopt.FeatureSpace.from_frame(XK)
+    model = LogisticRegression().fit(space.transform(XK), Y)
+    named = IsolationForest(n_estimators=1, max_samples=16, random_state=0).fit(XK[["u", "k"]])
+    pipe = Pipeline([("pick", ColumnTransformer([("num", "passthrough", ["u", "k"])])),
+                     ("iso", IsolationForest(n_estimators=1, max_samples=16,
+                                             random_state=0))]).fit(XK)
+    for forest in (named, pipe[-1]):
+        tree = forest.estimators_[0].tree_
+        tree.threshold[np.flatnonzero(tree.feature == 1)[0]] = 3.0  # k <= 3: left
+    for forest in (named, pipe):
+        m = cfopt.Explainer(model, space, constraints=[IsolationForestScore(
+            forest, name="iso")]).milp
+        (cut,) = [c for c in m.iso.forest.cuts.values() if c.theta == 3.0]
+        assert (cut.input, cut.left, cut.right) == (1, 3.0, 4.0)

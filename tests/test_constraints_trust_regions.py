@@ -330,3 +330,155 @@ def test_exactly_max_points_rows_keep_their_order_and_knn_takes_the_k_nearest():
     knn = NearestNeighbourHull(DATA, k=2, labels=LABELS, name="knn")
     _, m = query(knn)
     assert np.allclose(knn.points(m), SPACE.encode(pd.concat([FACTUAL, DATA.iloc[[4, 7]]])))
+
+
+def test_in_region_on_the_boundary_exactly():
+    segment = np.array([[0.0, 0.0], [1.0, 0.0]])
+    z = np.array([2.0, 0.5])  # exactly 1.5 (l1), 1.0 (linf) from the segment
+    assert in_region(z, segment, 1.5, "l1", tol=0.0)
+    assert in_region(z, segment, 1.0, "linf", tol=0.0)
+    assert not in_region(z, segment, 1.5 - 1e-9, "l1", tol=0.0)
+
+
+def test_a_certificate_on_the_boundary_and_bad_certificates(monkeypatch):
+    import warnings
+
+    segment = np.array([[0.0, 0.0], [1.0, 0.0]])
+    solved = []
+
+    def lp(*args, **kwargs):
+        solved.append(1)
+        return real(*args, **kwargs)
+
+    real = trust_regions.linprog
+    monkeypatch.setattr(trust_regions, "linprog", lp)
+    z = np.array([0.5, 0.25])  # 0.25 from the certificate's point (0.5, 0) in both norms
+    assert in_region(z, segment, 0.25, "linf", tol=0.0, weights=np.array([0.5, 0.5]))
+    assert in_region(z, segment, 0.25, "l1", tol=0.0, weights=np.array([1.0, 1.0]))
+    assert solved == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no division by a zero sum of weights
+        assert in_region(z, segment, 0.25, "l1", tol=0.0, weights=np.array([0.0, -1.0]))
+        # a certificate with a missing weight: no certificate, the LP decides
+        assert in_region(z, segment, 0.25, "l1", tol=0.0, weights=[None, 1.0])
+        assert not in_region(z, segment, 0.2, "l1", tol=0.0, weights=[None, 1.0])
+    assert len(solved) == 3
+
+
+def violated(block):
+    """The names of the block's constraints its variables' current values violate."""
+    out = set()
+    for c in block.component_data_objects(pyo.Constraint, active=True):
+        body = pyo.value(c.body)
+        if (c.has_lb() and body < pyo.value(c.lower) - 1e-9) or (
+                c.has_ub() and body > pyo.value(c.upper) + 1e-9):
+            out.add(c.parent_component().local_name)
+    return sorted(out)
+
+
+def test_the_cluster_rows_hold_exactly_the_disjunction():
+    data = pd.DataFrame({"a": [8.0, 9.0, 8.0, 9.0, 1.0, 2.0, 1.0, 2.0],
+                         "b": [8.0, 9.0, 9.0, 8.0, 9.0, 9.0, 8.0, 8.0],
+                         "c": ["q"] * 8})
+    region = ClusterHulls(data, n_clusters=4, labels=[0, 0, 0, 0, 1, 1, 1, 0],
+                          points_per_cluster=2, epsilon=0.1, norm="linf", name="clusters")
+    explainer, m = query(region)
+    assert explainer.explain(FACTUAL, target=1).verified
+    b = m.clusters
+    assert [pyo.value(b.exists[c]) for c in b.CLUSTERS] == [1.0, 1.0, 1.0, 0.0]
+    assert violated(b) == []
+    values = [(v, v.value) for v in b.component_data_objects(pyo.Var)]
+
+    def reset():
+        for v, value in values:
+            v.set_value(value, skip_validation=True)
+
+    # s = s_pos - s_neg: adding to both keeps the hull rows, not the slack's norm
+    b.s_pos[0].value += 0.06
+    b.s_neg[0].value += 0.06
+    assert violated(b) == ["slack_norm"]
+    reset()
+    c = next(c for c in range(3) if round(b.chosen[c].value) == 1)
+    other = (c + 1) % 3
+    b.chosen[other].value = 1.0
+    assert "one_cluster" in violated(b) and "convexity" in violated(b)
+    reset()
+    # the cluster that does not exist cannot be chosen
+    b.chosen[c].value, b.chosen[3].value = 0.0, 1.0
+    for i in b.MEMBERS:
+        b.weight[3, i].value, b.weight[c, i].value = b.weight[c, i].value, 0.0
+    assert "usable" in violated(b)
+    reset()
+    for i in b.MEMBERS:
+        b.weight[c, i].value *= 0.5
+    assert "convexity" in violated(b)
+
+
+def test_the_hull_rows_and_a_certificate_from_the_solve(monkeypatch, caplog):
+    hull = ConvexHull(DATA, labels=LABELS, epsilon=0.15, name="hull")
+    explainer, m = query(hull)
+    ce = explainer.explain(FACTUAL, target=1)
+    b = m.hull
+    assert violated(b) == []
+    b.s_pos[0].value += 0.1
+    b.s_neg[0].value += 0.1
+    assert violated(b) == ["slack_norm"]
+
+    def no_lp(*args, **kwargs):
+        raise AssertionError("a linear program was solved")
+
+    monkeypatch.setattr(trust_regions, "linprog", no_lp)
+    b.s_pos[0].value -= 0.1
+    b.s_neg[0].value -= 0.1
+    # the MILP's weights certify its answer: no LP
+    assert hull.violations(m, FACTUAL.iloc[0], ce.counterfactual.iloc[0]) == []
+    with caplog.at_level("WARNING"):  # a new query replaces the hull's rows
+        m.set_factual(pd.DataFrame([{"a": 2.0, "b": 1.5, "c": "p"}]))
+    assert caplog.records == []
+    assert len(b.hull) == 4
+
+
+def test_one_point_per_region_and_the_target_of_a_regression():
+    assert ConvexHull(DATA, max_points=1).max_points == 1
+    hull = ConvexHull(DATA, labels=LABELS, max_points=1, name="hull")
+    _, m = query(hull)
+    assert np.allclose(hull.points(m), SPACE.encode(DATA.iloc[[4]]))  # the nearest
+    one = cfopt.FeatureSpace([Feature("a", "continuous", lower=0.0, upper=10.0)])
+    data = pd.DataFrame({"a": [1.0, 2.0, 8.0, 9.0]})
+    from sklearn.linear_model import LinearRegression
+
+    model = LinearRegression().fit(one.transform(data), [1.0, 2.0, 8.0, 9.0])
+    region = ClusterHulls(data, n_clusters=3, points_per_cluster=1, name="clusters")
+    explainer = cfopt.Explainer(model, one, constraints=[region])
+    m = explainer.milp
+    m.set_factual(pd.DataFrame({"a": [1.0]}))
+    m.set_target((7.5, 20.0))  # the rows predicted 8 and 9
+    sets = region._reference_sets(m)
+    assert sorted(float(s[0, 0]) for s in sets) == pytest.approx(
+        sorted(one.encode(data.iloc[[2, 3]])[:, 0]))
+    assert [pyo.value(m.clusters.exists[c]) for c in range(3)] == [1.0, 1.0, 0.0]
+    by_label = ConvexHull(data, labels=[1.0, 2.0, 8.0, 9.0], name="hull")
+    explainer = cfopt.Explainer(model, one, constraints=[by_label])
+    m = explainer.milp
+    m.set_factual(pd.DataFrame({"a": [1.0]}))
+    m.set_target((1.5, 8.5))
+    assert np.allclose(by_label.points(m)[:2, 0], one.encode(data.iloc[[1, 2]])[:, 0])
+
+
+def test_labels_of_mixed_types_select_the_target():
+    hull = ConvexHull(DATA, labels=[0, 0, 1, 1, "unknown", 1, 0, 1], name="hull")
+    _, m = query(hull)
+    assert np.allclose(hull.points(m)[:4], SPACE.encode(DATA.iloc[[2, 3, 5, 7]]))
+    assert list(ConvexHull(DATA.set_index(DATA.index + 5)).data.columns) == ["a", "b", "c"]
+
+
+def test_rows_at_equal_distances_keep_their_order():
+    # distances 0.25 / 10 to (5, 5, p) but every fourth row's 0.3 / 10
+    pattern = [(7.5, 5.0), (2.5, 5.0), (8.0, 5.0), (5.0, 7.5)]
+    data = pd.DataFrame([{"a": a, "b": b, "c": "p"} for a, b in pattern * 10])
+    hull = ConvexHull(data, labels=[0] * 40, max_points=5, name="hull")
+    explainer = cfopt.Explainer(MODEL, SPACE, constraints=[hull])
+    m = explainer.milp
+    m.set_factual(pd.DataFrame([{"a": 5.0, "b": 5.0, "c": "p"}]))
+    m.set_target(0)
+    assert np.allclose(hull.points(m), SPACE.encode(data.iloc[[0, 1, 3, 4, 5]]))

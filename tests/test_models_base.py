@@ -99,3 +99,13 @@ def test_transforms_and_classes_of_a_networks_output():
     assert sigmoid(np.array([0.0, 2.0])) == pytest.approx([0.5, 1 / (1 + np.exp(-2))])
     big = softmax(np.array([[1000.0, 1000.0 + np.log(3)]]))  # no overflow
     assert np.allclose(big, [[0.25, 0.75]])
+
+
+def test_decisions_index_the_classes_and_softmax_is_per_row():
+    classes = np.array(["no", "yes"])
+    logits = np.array([[-1.0], [2.0]])
+    assert classes[decide(logits, "sign")].tolist() == ["no", "yes"]
+    assert classes[classify_output(np.array([[0.2], [0.7]]), "sigmoid", "sign")].tolist() == [
+        "no", "yes"]
+    rows = softmax(np.array([[1000.0, 1000.0 + np.log(3)], [0.0, np.log(3)]]))
+    assert np.allclose(rows, [[0.25, 0.75], [0.25, 0.75]])

@@ -140,3 +140,33 @@ def test_the_registry(monkeypatch):
         parse_model({})
     with pytest.raises(UnsupportedModelError, match=r"not_imported_module.Thing, ONNX files$"):
         parse_model({})
+
+
+def test_a_path_or_bytes_are_read_as_onnx():
+    from pathlib import Path
+
+    for path in ("no/such.onnx", Path("no/such.onnx")):
+        with pytest.raises(FileNotFoundError, match="^ONNX file 'no/such.onnx' does not exist"):
+            parse_model(path)
+    for data in (b"not a model", bytearray(b"x")):
+        with pytest.raises(UnsupportedModelError, match="^the bytes given are not an ONNX model"):
+            parse_model(data)
+
+
+def test_unsupported_models_are_named(monkeypatch):
+    monkeypatch.setattr(registry, "_REGISTRY", list(registry._REGISTRY))
+    register_model("sys", "NoSuchClass", lambda m: "never")  # a module without the class
+    with pytest.raises(UnsupportedModelError, match=r"^unsupported model type numpy.ndarray; "):
+        parse_model(np.zeros(2))
+    torch = pytest.importorskip("torch")
+    with pytest.raises(UnsupportedModelError, match=r"^unsupported model type "
+                       r"torch.nn.modules.linear.Linear \(a torch model must be an "
+                       r"nn.Sequential of Linear/ReLU layers; export other architectures to "
+                       r"ONNX\); supported: "):
+        parse_model(torch.nn.Linear(2, 1))
+
+
+def test_a_lazy_parser_imports_its_adapter():
+    model = LogisticRegression().fit(X, Y2)
+    assert isinstance(registry._lazy("sklearn_models", "SklearnLinearAdapter")(model),
+                      SklearnLinearAdapter)

@@ -1,7 +1,7 @@
 """The packages' public names (the ``__init__`` files of :mod:`cfopt.query`,
 :mod:`cfopt.query.restrictions`, :mod:`cfopt.formulations`,
 :mod:`cfopt.formulations.predictors`, :mod:`cfopt.solvers`, :mod:`cfopt.solvers.cpsat`,
-:mod:`cfopt.methods`, :mod:`cfopt.methods.adversaries`):
+:mod:`cfopt.methods`, :mod:`cfopt.methods.adversaries`, :mod:`cfopt.models`):
 each ``__all__`` name is the object of its defining module, and importing a package
 registers its formulations and restrictions."""
 
@@ -12,6 +12,14 @@ import importlib
 import pytest
 
 PUBLIC = {
+    "cfopt.models": {
+        "DenseLayer": "cfopt.models.network",
+        "ModelAdapter": "cfopt.models.base",
+        "ReLUNetwork": "cfopt.models.network",
+        "decide": "cfopt.models.base",
+        "parse_model": "cfopt.models.registry",
+        "register_model": "cfopt.models.registry",
+        "supported_models": "cfopt.models.registry"},
     "cfopt.query.restrictions": {
         "Restricted": "cfopt.query.restrictions.registry",
         "Restriction": "cfopt.query.restrictions.registry",

@@ -264,3 +264,46 @@ def test_serialization(tmp_path):
         FeatureSpace.from_dict({"feature": []})
     with pytest.raises(ValueError, match="not a serialized FeatureSpace: "):
         FeatureSpace.from_dict({"features": [{"name": "a", "colour": 1}]})
+
+
+@pytest.mark.parametrize("lower, upper, slack", [
+    (0.0, 1e-3, 1e-12),  # at least 1e-12
+    (-100.0, 100.0, 2e-10),  # 1e-12 of the range
+    (-1000.0, -990.0, 1e-9),  # of |lower|
+    (990.0, 1000.0, 1e-9),  # of |upper|
+])
+def test_codes_within_the_slack_of_a_bound_are_set_on_it(lower, upper, slack):
+    space = FeatureSpace([Feature("f", "continuous", lower=lower, upper=upper)])
+
+    def decode(code):
+        return space.inverse_transform([[code]])["f"][0]
+
+    assert decode(upper + 0.995 * slack) == upper and decode(lower - 0.995 * slack) == lower
+    exact = 1e-12 * max(1.0, upper - lower, abs(lower), abs(upper))  # the slack itself
+    assert decode(upper + exact) == upper and decode(lower - exact) == lower
+    assert decode(upper + 1.5 * slack) > upper and decode(lower - 1.5 * slack) < lower
+
+
+def test_the_json_is_indented():
+    text = FeatureSpace.from_frame(FRAME).to_json()
+    assert text.startswith('{\n  "') and '\n    ' in text
+
+
+def test_edits_named_in_their_errors_and_ordinal_bounds_by_label():
+    space = FeatureSpace.from_frame(FRAME)
+    with pytest.raises(ValueError, match=r"^feature 'a': unknown kind 'weird'"):
+        space.set("a", kind="weird")
+    with pytest.raises(ValueError, match=r"^unknown feature\(s\) \['zz'\]; the space has "):
+        space.immutable("zz")
+    space.set("o", lower="mid", upper="mid")
+    assert (space["o"].lower, space["o"].upper) == (1, 1)
+
+
+def test_transform_without_the_bounds_check_and_a_shifted_ordinal():
+    space = FeatureSpace.from_frame(FRAME)
+    with pytest.raises(ValueError):
+        space.transform(FRAME.assign(a=[0.0, 2.5, 11.0]))
+    assert space.transform(FRAME.assign(a=[0.0, 2.5, 11.0]), check_bounds=False)[2, 0] == 1.1
+    ordinal = FeatureSpace([Feature("o", "ordinal", categories=("lo", "mid", "hi"), shift=1.0,
+                                    scale=2.0)])
+    assert ordinal.encode(pd.DataFrame({"o": ["lo", "hi"]}))[:, 0].tolist() == [-0.5, 0.5]

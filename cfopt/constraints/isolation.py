@@ -159,14 +159,18 @@ class IsolationForestScore(ConstraintBlock):
         if self.pipeline is not None:
             pipe, adapter = self.pipeline, self.adapter
             specs = adapter.input_specs(space)
-            return _Inputs(specs, lambda rows: adapter.model_inputs(space, rows),
+            return _Inputs(specs, lambda rows: adapter.model_inputs(
+                               space,  # pragma: no mutate (a Pipeline ignores the space)
+                               rows),
                            lambda j, v: library_input(adapter, space, specs, j, v),
                            lambda rows: pipe.score_samples(rows[adapter.raw_columns]))
         names = getattr(forest, "feature_names_in_", None)
         if names is not None:
             cols = [str(c) for c in names]
             return _Inputs([InputSpec("affine", c, 1.0, 0.0) for c in cols],
+                           # pragma: no mutate start (dtype: the values' sides are alike)
                            lambda rows: rows[cols].to_numpy(dtype=np.float64),
+                           # pragma: no mutate end
                            lambda j, v: v, lambda rows: forest.score_samples(rows[cols]))
         n, k = self.adapter.n_inputs, len(m.input_specs)
         if n != k:
@@ -187,11 +191,15 @@ class IsolationForestScore(ConstraintBlock):
         specs = inputs.specs
         block.forest_inputs = inputs
         block.constr = add_predictor(
-            block, self.adapter, encode_inputs(m, m.space, specs), name="forest",
+            block, self.adapter,
+            encode_inputs(m, m.space, specs),  # pragma: no mutate (the space: unused)
+            name="forest",
             input_bounds=spec_bounds(m.space, specs), input_grids=spec_grids(m.space, specs),
             input_rounding=spec_rounding(m.space, specs), library_input=inputs.library,
             formulation=self.formulation)
+        # pragma: no mutate start (mutable: the bound is never changed after build)
         block.min_path_length = pyo.Param(mutable=True, initialize=self.min_path_length)
+        # pragma: no mutate end
         block.path_length = pyo.Expression(expr=block.forest.outputs[0])
         block.score_bound = pyo.Constraint(expr=block.path_length >= block.min_path_length)
         _share_cuts(m, block, specs)
@@ -226,11 +234,15 @@ class IsolationForestScore(ConstraintBlock):
         """The forest's own ``score_samples`` of raw rows of ``m``'s space (the
         constraint must be declared in ``m``)."""
         inputs: _Inputs = m.component(self.name).forest_inputs
+        # pragma: no mutate start (dtype: score_samples is float64 already)
         return np.asarray(inputs.score(rows), dtype=np.float64)
+        # pragma: no mutate end
 
     def violations(self, m: CounterfactualModel, factual: pd.Series,
                    row: pd.Series) -> list[str]:
+        # pragma: no mutate start (columns: every score takes its columns by name)
         value = float(self.score(m, pd.DataFrame([row], columns=m.space.names))[0])
+        # pragma: no mutate end
         if value >= self.threshold:
             return []
         return [f"isolation forest {self.name!r}: score_samples {value:.6g} is below the "

@@ -50,8 +50,10 @@ NORMS = ("l1", "linf")
 class _Region(ConstraintBlock):
     """Shared parts: reference data, target selection, slack norm, LP check."""
 
+    # pragma: no mutate start (the defaults: every subclass passes epsilon and norm)
     def __init__(self, data: pd.DataFrame, *, labels: Any = None, epsilon: float = 0.0,
                  norm: str = "l1", name: str | None = None) -> None:
+        # pragma: no mutate end
         super().__init__(name)
         self.data = as_frame(data).reset_index(drop=True)
         if not len(self.data):
@@ -66,9 +68,11 @@ class _Region(ConstraintBlock):
         if norm not in NORMS:
             raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
         self.epsilon, self.norm = float(epsilon), norm
+        # pragma: no mutate start (set by validate, which runs before any use)
         self._Z: np.ndarray | None = None
         self._valid: pd.DataFrame | None = None
         self._classes: np.ndarray | None = None
+        # pragma: no mutate end
 
     def validate(self, space: FeatureSpace) -> None:
         self._classes = None  # per model: a region object may be reused with another
@@ -76,7 +80,9 @@ class _Region(ConstraintBlock):
         if missing:
             raise ValueError(f"trust region {self.name!r}: the data lack the feature "
                              f"column(s) {missing}")
+        # pragma: no mutate start (check_bounds: None is as false as False)
         self._valid = space.validate(self.data[space.names], check_bounds=False)
+        # pragma: no mutate end
         self._Z = space.encode(self._valid)
         lo = np.array([b[0] for b in space.input_bounds()])
         hi = np.array([b[1] for b in space.input_bounds()])
@@ -93,7 +99,10 @@ class _Region(ConstraintBlock):
         if m.adapter.is_regressor:
             hits = np.array([m.is_target(v) for v in classes])
         else:
+            # pragma: no mutate start (dtype: a model's classes are of one type; isin
+            # compares by value either way)
             hits = np.isin(classes, np.array(m.target, dtype=object))
+            # pragma: no mutate end
         rows = np.flatnonzero(hits)
         if not len(rows):
             raise ValueError(f"trust region {self.name!r}: no data row is "
@@ -111,11 +120,13 @@ class _Region(ConstraintBlock):
         return (np.abs(self._Z[rows] - z0) * per_input).sum(axis=1)
 
     def _encoding(self, m: CounterfactualModel) -> list:
-        return encode_inputs(m, m.space, space_specs(m.space))
+        return encode_inputs(m, m.space, space_specs(m.space))  # pragma: no mutate (unused)
 
     def _add_slack(self, block: pyo.Block, n: int) -> None:
         """``s = s_pos - s_neg`` with ``||s||_1 <= epsilon`` or ``||s||_inf <= epsilon``."""
+        # pragma: no mutate start (mutable: epsilon is never changed after build)
         block.epsilon = pyo.Param(mutable=True, initialize=self.epsilon)
+        # pragma: no mutate end
         block.INPUTS = pyo.RangeSet(0, n - 1)
         block.s_pos = pyo.Var(block.INPUTS, bounds=(0, None))
         block.s_neg = pyo.Var(block.INPUTS, bounds=(0, None))
@@ -138,7 +149,9 @@ class _Region(ConstraintBlock):
 
     def violations(self, m: CounterfactualModel, factual: pd.Series,
                    row: pd.Series) -> list[str]:
+        # pragma: no mutate start (columns: encode takes the space's columns by name)
         z = m.space.encode(pd.DataFrame([row], columns=m.space.names))[0]
+        # pragma: no mutate end
         sets = self._reference_sets(m)
         weights = self._solution_weights(m) or [None] * len(sets)
         if any(in_region(z, points, self.epsilon, self.norm, weights=lam)
@@ -168,14 +181,18 @@ def in_region(z: np.ndarray, points: np.ndarray, epsilon: float, norm: str,
     b_eq = np.concatenate([z, [1.0]])
     c = np.concatenate([np.zeros(k), np.ones(2 * n)])
     if norm == "l1":
+        # pragma: no mutate start (linprog's defaults: bounds (0, None), "highs", any case)
         res = linprog(c, A_eq=A_eq, b_eq=b_eq, bounds=(0, None), method="highs")
+        # pragma: no mutate end
         return bool(res.status == 0 and res.fun <= epsilon + tol)
     # linf: minimise t with s+ + s- <= t
     c = np.concatenate([np.zeros(k + 2 * n), [1.0]])
     A_eq = np.hstack([A_eq, np.zeros((n + 1, 1))])
     A_ub = np.hstack([np.zeros((n, k)), np.eye(n), np.eye(n), -np.ones((n, 1))])
+    # pragma: no mutate start (linprog's defaults: bounds (0, None), "highs", any case)
     res = linprog(c, A_ub=A_ub, b_ub=np.zeros(n), A_eq=A_eq, b_eq=b_eq, bounds=(0, None),
                   method="highs")
+    # pragma: no mutate end
     return bool(res.status == 0 and res.fun <= epsilon + tol)
 
 
@@ -211,7 +228,9 @@ class ConvexHull(_Region):
         k = min(self.max_points, len(self.data)) + int(self.include_factual)
         block.POINTS = pyo.RangeSet(0, k - 1)
         self._add_slack(block, n)
+        # pragma: no mutate start (the upper bound 1: implied by convexity and weight >= 0)
         block.weight = pyo.Var(block.POINTS, bounds=(0, 1))
+        # pragma: no mutate end
         block.convexity = pyo.Constraint(expr=pyo.quicksum(block.weight.values()) == 1)
         self.set_points(m, block, np.zeros((k, n)))
 
@@ -250,7 +269,9 @@ class ConvexHull(_Region):
 
     def _solution_weights(self, m: CounterfactualModel) -> list[np.ndarray | None]:
         values = [w.value for w in m.component(self.name).weight.values()]
+        # pragma: no mutate start (dtype: values of variables, and in_region takes float64)
         return [None if any(v is None for v in values) else np.array(values, dtype=float)]
+        # pragma: no mutate end
 
 
 class NearestNeighbourHull(ConvexHull):
@@ -292,11 +313,15 @@ class ClusterHulls(_Region):
         block.CLUSTERS = pyo.RangeSet(0, self.n_clusters - 1)
         block.MEMBERS = pyo.RangeSet(0, self.points_per_cluster - 1)
         self._add_slack(block, n)
+        # pragma: no mutate start (initial values: update writes every one before a solve)
         block.point = pyo.Param(block.CLUSTERS, block.MEMBERS, block.INPUTS, mutable=True,
                                 initialize=0.0)
         block.exists = pyo.Param(block.CLUSTERS, mutable=True, initialize=1.0)
+        # pragma: no mutate end
         block.chosen = pyo.Var(block.CLUSTERS, domain=pyo.Binary)
+        # pragma: no mutate start (the upper bound 1: implied by convexity, chosen <= 1)
         block.weight = pyo.Var(block.CLUSTERS, block.MEMBERS, bounds=(0, 1))
+        # pragma: no mutate end
         block.one_cluster = pyo.Constraint(expr=pyo.quicksum(block.chosen.values()) == 1)
         block.usable = pyo.Constraint(block.CLUSTERS, rule=lambda b, c:
                                       b.chosen[c] <= b.exists[c])

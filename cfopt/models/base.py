@@ -125,7 +125,7 @@ class ModelAdapter(ABC):
         default hashes the pickled model (every sklearn, XGBoost and LightGBM model, ONNX
         protos); adapters with a cheaper exact digest override it."""
         try:
-            data = pickle.dumps(self.model, protocol=5)
+            data = pickle.dumps(self.model, protocol=5)  # pragma: no mutate (any: equal for equal)
         except (pickle.PicklingError, TypeError, AttributeError):
             return None
         return hashlib.blake2b(data, digest_size=16).digest()

@@ -266,9 +266,11 @@ class FeatureSpace:
                          if not f.is_onehot and not f.labelled]
         if plain_numbers:  # one conversion for every numeric column
             columns = [sl for _, sl in plain_numbers]
+            # pragma: no mutate start (dtype: numbers, and the true division below is float64)
             shift = np.array([f.shift for f, _ in plain_numbers], dtype=float)
             scale = np.array([f.scale for f, _ in plain_numbers], dtype=float)
             values = frame[[f.name for f, _ in plain_numbers]].to_numpy(dtype=float)
+            # pragma: no mutate end
             out[:, columns] = (values - shift) / scale
         for f, sl in zip(self, self.input_slices().values()):
             if not f.is_onehot and not f.labelled:
@@ -299,14 +301,17 @@ class FeatureSpace:
             codes = np.where((codes > f.upper) & (codes <= f.upper + slack), f.upper, codes)
             codes = np.where((codes < f.lower) & (codes >= f.lower - slack), f.lower, codes)
             data[f.name] = [f.from_code(v) for v in codes]
-        return pd.DataFrame(data, columns=self.names)
+        return pd.DataFrame(data, columns=self.names)  # pragma: no mutate (data is in order)
 
     @staticmethod
     def _codes(f: Feature, values: np.ndarray) -> np.ndarray:
         if f.labelled:
             lookup = {c: i for i, c in enumerate(f.categories)}
+            # pragma: no mutate start (dtype: integer codes, divided as float64 by encode;
+            # the last line: encode calls this for labelled features only)
             return np.array([lookup[plain(v)] for v in values], dtype=float)
         return np.asarray(values, dtype=float)
+        # pragma: no mutate end
 
     # --------------------------------------------------------------- validation
     def validate(self, X: pd.DataFrame | pd.Series | Mapping, *,
@@ -356,7 +361,9 @@ class FeatureSpace:
     def to_json(self, path: str | None = None) -> str:
         text = json.dumps(self.to_dict(), indent=2)
         if path is not None:
+            # pragma: no mutate start (encoding: json.dumps writes ASCII, the same bytes in any)
             with open(path, "w", encoding="utf-8") as fh:
+                # pragma: no mutate end
                 fh.write(text)
         return text
 
