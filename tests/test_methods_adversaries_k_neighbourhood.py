@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import torch
 from sklearn.linear_model import LinearRegression
+from sklearn.tree import DecisionTreeClassifier
 
 from cfopt import Perturbation
 from cfopt.methods.adversaries import k_neighbourhood as kn
@@ -169,3 +170,33 @@ def test_the_step_checks_the_candidate_and_its_cut_is_a_scenario():
     assert added == [(m, {"b": 2, "c": "q"}, "box")]
     found = verdict(None, robust=True, bound=0.25)
     assert step.check(SimpleNamespace(point=answer_point, label=1), deadline).certified
+
+
+# ------------------------------------------------------ labelled levels (ordinals)
+def ordinal_tree():
+    """A tree on an integer ``a`` and an ordinal ``o`` (lo < mid < hi, which may switch
+    to hi): class 0 exactly at o = mid."""
+    space = FeatureSpace([
+        Feature("a", "integer", lower=0, upper=3),
+        Feature("o", "ordinal", categories=("lo", "mid", "hi"),
+                perturbation=Perturbation.to_categories("hi"))])
+    X = np.array([[a, o] for a in range(4) for o in range(3)], float)
+    return space, DecisionTreeClassifier(random_state=0).fit(X, (X[:, 1] != 1).astype(int))
+
+
+def test_an_ordinal_switches_to_its_levels_only_not_those_between():
+    # lo may become hi, not mid: the two points of the neighbourhood are class 1
+    space, tree = ordinal_tree()
+    adv = kn.KAdversary(tree, space, make_solver("highs"), SolverSettings())
+    verdict = adv.check(pd.DataFrame({"a": [0], "o": ["lo"]}),
+                        pd.DataFrame({"a": [2], "o": ["lo"]}), 1)
+    assert verdict.robust is True and verdict.point.iloc[0]["o"] in ("lo", "hi")
+    # the same adversary, next check: a changed o (lo -> mid) stays put, no level kept
+    # from the last check's restriction
+    verdict = adv.check(pd.DataFrame({"a": [0], "o": ["lo"]}),
+                        pd.DataFrame({"a": [2], "o": ["mid"]}), 0)
+    assert verdict.robust is True and verdict.point.iloc[0].to_dict() == {"a": 2, "o": "mid"}
+    # a kept mid may switch to hi, the adjacent level, of class 1
+    verdict = adv.check(pd.DataFrame({"a": [0], "o": ["mid"]}),
+                        pd.DataFrame({"a": [2], "o": ["mid"]}), 0)
+    assert verdict.robust is False and verdict.point.iloc[0].to_dict() == {"a": 2, "o": "hi"}
