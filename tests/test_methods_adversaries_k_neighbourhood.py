@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 from types import SimpleNamespace
 
 import numpy as np
@@ -241,14 +242,43 @@ def test_the_regressor_message():
         kn.KAdversary(model, space, make_solver("highs"), SolverSettings())
 
 
-def test_the_adversarys_components_are_cfopts_own():
+def test_the_adversarys_components_are_cfopts_own(caplog):
     space, tree = ordinal_tree()
     adv = kn.KAdversary(tree, space, make_solver("highs"), SolverSettings())
-    adv.check(pd.DataFrame({"a": [0], "o": ["lo"]}), pd.DataFrame({"a": [2], "o": ["lo"]}), 1)
-    assert len(adv.m.adversary_levels.rows) == 2  # the levels of o
+    with caplog.at_level(logging.WARNING):
+        adv.check(pd.DataFrame({"a": [0], "o": ["lo"]}), pd.DataFrame({"a": [2], "o": ["lo"]}),
+                  1)
+        assert len(adv.m.adversary_levels.rows) == 2  # the levels of o
+        adv.check(pd.DataFrame({"a": [0], "o": ["lo"]}), pd.DataFrame({"a": [2], "o": ["lo"]}),
+                  1)
+    assert caplog.records == []  # the last check's levels deleted, not replaced
     assert all(adv.m.is_own_component(n)
                for n in ("adversary_coef", "adversary_objective", "adversary_levels"))
     assert adv.m.user_components() == []
+
+
+def test_the_least_margin_over_an_ordinals_levels():
+    """logit = 1/2 + o / 4 over o in {lo, mid, hi} = 0, 1, 2, of which a kept lo may
+    become hi (its own level the lowest); a kept mid may become hi: adjacent levels, no
+    restriction."""
+    space = FeatureSpace([
+        Feature("a", "integer", lower=0, upper=3),
+        Feature("o", "ordinal", categories=("lo", "mid", "hi"),
+                perturbation=Perturbation.to_categories("hi"))])
+    layer = torch.nn.Linear(space.n_inputs, 1)
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor([[0.0, 0.25]]))
+        layer.bias.fill_(0.5)
+    adv = kn.KAdversary(torch.nn.Sequential(layer), space, make_solver("highs"),
+                        SolverSettings())
+    verdict = adv.check(pd.DataFrame({"a": [0], "o": ["lo"]}),
+                        pd.DataFrame({"a": [2], "o": ["lo"]}), 1)
+    assert verdict.robust is True and verdict.bound == pytest.approx(0.5, abs=1e-6)
+    assert verdict.point.iloc[0]["o"] == "lo" and len(adv.m.adversary_levels.rows) == 2
+    verdict = adv.check(pd.DataFrame({"a": [0], "o": ["mid"]}),
+                        pd.DataFrame({"a": [2], "o": ["mid"]}), 1)
+    assert verdict.bound == pytest.approx(0.75, abs=1e-6)
+    assert len(adv.m.adversary_levels.rows) == 0
 
 
 def test_the_strongest_other_class_at_the_model_inputs():
