@@ -169,6 +169,7 @@ def test_the_nearest_robust_rows_in_order_and_cached(checker):
     none, report = checker.nearest_robust(Z, np.array([], dtype=int), z0, 2)
     assert none == [] and (report.neighbours, report.candidates, report.screened,
                            report.milp_checks) == (0, 0, 0, 0)
+    assert 0 <= report.seconds < 1
 
 
 def test_undecided_rows_go_to_the_milp(checker, monkeypatch):
@@ -239,3 +240,108 @@ def test_a_cut_at_a_guess_only_when_its_model_misses_the_threshold(checker, mast
     v = ms._margin_value(step.models[0], NEAR, checker.margins(1)[0])
     assert v < 0.1
     step.remove_cuts()
+
+
+# ------------------------------------------------------------------ more by hand
+def test_the_tree_is_kept_for_the_same_rows_and_rebuilt_for_others(checker):
+    Z = np.array([FAR, NEAR, [0.9, 0.1], [0.0, 0.0], EDGE, [0.95, 0.0]])
+    z0 = np.array([1.0, 0.0])
+    first = checker._tree(("d", 1, 6), Z, np.array([0, 2, 5]))
+    assert checker._tree(("d", 1, 6), Z, np.array([0, 2, 5])) is first
+    found, _ = checker.nearest_robust(Z, [0.0, 2.0, 5.0], z0, 3, cache_key="d")
+    assert found == [0, 5, 2]  # rows given as floats are row indices
+    found, _ = checker.nearest_robust(Z, np.array([2, 4]), z0, 1, cache_key="d")
+    assert found == [2]  # the same key, other rows: their own tree
+    assert checker._tree(("d", 1, 6), Z, np.array([2, 4])) is not first
+
+
+def test_the_verdicts_are_cached_per_data_set(checker):
+    Z1 = np.array([FAR, NEAR])
+    Z2 = np.array([NEAR, FAR])
+    assert checker.nearest_robust(Z1, np.array([0, 1]), FAR, 2, cache_key="one")[0] == [0]
+    assert checker.nearest_robust(Z2, np.array([0, 1]), FAR, 2, cache_key="two")[0] == [1]
+    assert checker.nearest_robust(Z1, np.array([0, 1]), FAR, 2, cache_key="one")[0] == [0]
+
+
+def test_the_step_hands_its_box_hull_and_weights_to_each_copy(checker, master, monkeypatch):
+    seen = []
+    monkeypatch.setattr(ms, "add_shifted_copy", lambda *args: seen.append(args) or (
+        SimpleNamespace(active=True), "pred"))
+    box, hull, weights = (np.zeros(2), np.ones(2)), np.eye(2), ["w1", "w2"]
+    step = ms.ModelShiftAdversary(checker, master, 1, 0.1, box, hull=hull,
+                                  hull_weights=weights)
+    assert step.lp_screen is False
+    step.add_cut(Check(certified=False, bound=None, verdict=None, counterexample="p1"))
+    step.add_cut(Check(certified=False, bound=None, verdict=None, counterexample="p2"))
+    assert seen == [(master, "p1", box, "shifted_1", hull, weights),
+                    (master, "p2", box, "shifted_2", hull, weights)]
+    assert step.models == ["p1", "p2"] and step.network_copies(master) == [("pred", None)] * 2
+
+
+def test_the_step_without_a_box_names_why():
+    step = ms.ModelShiftAdversary("checker", "m", 1, 0.1)
+    with pytest.raises(ValueError, match="^this model-shift adversary has no input box for "
+                                         "the copies$"):
+        step.add_cut(Check(certified=False, bound=None, verdict=None, counterexample=[]))
+
+
+def test_the_step_checks_within_the_deadlines_time_left(checker, master):
+    step = ms.ModelShiftAdversary(checker, master, 1, 0.1)
+    seen = []
+    checker.check = lambda *args, **kw: seen.append(kw) or "verdict"
+    point = pd.DataFrame({"a": [1.0], "b": [0.0]})
+    assert step.verdict(point, SimpleNamespace(
+        left=lambda: SimpleNamespace(time_limit=5.0))) == "verdict"
+    assert seen == [{"time_limit": 5.0, "lp_screen": False}]
+
+
+def three_class_net() -> torch.nn.Sequential:
+    """Logits (0.5, z_a, 2 z_b): target 0 keeps y0 - y1 and y0 - y2."""
+    first, last = torch.nn.Linear(2, 2), torch.nn.Linear(2, 3)
+    with torch.no_grad():
+        first.weight.copy_(torch.eye(2))
+        first.bias.zero_()
+        last.weight.copy_(torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]]))
+        last.bias.copy_(torch.tensor([0.5, 0.0, 0.0]))
+    return torch.nn.Sequential(first, torch.nn.ReLU(), last)
+
+
+def test_a_cut_at_a_guess_takes_the_least_margins_model(master):
+    checker = ms.RobustnessChecker(three_class_net(), 0.01)
+    step = ms.ModelShiftAdversary(checker, master, 0, 0.0, (np.zeros(2), np.ones(2)))
+    z = np.array([[0.3, 0.4]])  # margins 0.2 and -0.3 (class 2 wins): given as a row
+    assert step.cut_at(z) is True
+    values = [ms._margin_value(step.models[0], z[0], margin)
+              for margin in checker.margins(0)]
+    assert values[1] < -0.3 and values[1] < values[0]
+    assert step.missed(z, 0.0) == [] and step.missed(z[0], 0.0) == []
+    step.hold(set())
+    assert step.missed(z, 0.0) == [0]
+    step.remove_cuts()
+
+
+def test_each_data_set_has_its_own_tree(checker):
+    Z1 = np.array([FAR, [0.9, 0.1]])
+    Z2 = np.array([[0.9, 0.1], FAR])  # both robust, in the other order
+    assert checker.nearest_robust(Z1, np.array([0, 1]), FAR, 1, cache_key="one")[0] == [0]
+    assert checker.nearest_robust(Z2, np.array([0, 1]), FAR, 1, cache_key="two")[0] == [1]
+
+
+def test_the_search_stops_at_k_past_its_first_batch(checker):
+    rng = np.random.default_rng(0)
+    Z = np.clip(FAR + rng.uniform(-0.05, 0.05, size=(150, 2)), 0, 1)
+    Z[:100] = NEAR  # the 100 nearest to NEAR are not robust
+    found, report = checker.nearest_robust(Z, np.arange(150), NEAR, 3)
+    assert len(found) == 3 and all(r >= 100 for r in found)
+    assert report.screened == 150  # a first batch of 64 rows, then the rest
+    found, _ = checker.nearest_robust(Z, np.arange(150), NEAR, 1)
+    assert len(found) == 1
+
+
+def test_rows_at_equal_distances_are_each_visited_once(checker):
+    # 60 rows at NEAR (not robust), then 10 robust rows at one distance, across the end
+    # of the first batch (64 rows): each found once, none skipped
+    Z = np.array([NEAR] * 60 + [FAR] * 10)
+    found, report = checker.nearest_robust(Z, np.arange(70), NEAR, 16)
+    assert sorted(found) == list(range(60, 70))
+    assert report.neighbours == 10 and report.screened == 70

@@ -276,11 +276,16 @@ class RobustnessChecker:
             return found, RegionReport(0, 0, 0, 0, time.perf_counter() - t0)
         tree = self._tree(key, Z, rows)
         seen = 0
-        batch = max(4 * k, 64)
+        visited = np.zeros(len(Z), dtype=bool)
+        batch = max(4 * k, 64)  # pragma: no mutate (a batch's size: speed only)
         while len(found) < k and seen < len(rows):
             n = min(len(rows), seen + batch)
             _, idx = tree.query(z0, k=n)
-            order = rows[np.atleast_1d(idx)[seen:n]]
+            # the rows not visited yet among the n nearest (not idx[seen:n]: rows at equal
+            # distances may come in another order from one query to the next)
+            order = rows[np.atleast_1d(idx)]
+            order = order[~visited[order]]
+            visited[order] = True
             unknown = order[verdicts[order] == _UNSEEN]
             if len(unknown):
                 lower, upper = self.screen(Z[unknown], target)
