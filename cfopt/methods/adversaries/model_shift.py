@@ -269,7 +269,8 @@ class RobustnessChecker:
         t0 = time.perf_counter()
         rows = np.asarray(rows, dtype=int)
         key = (cache_key, target, len(Z))
-        verdicts = self._verdicts.setdefault(key, np.full(len(Z), _UNSEEN, dtype=np.int8))
+        fresh = np.full(len(Z), _UNSEEN, dtype=np.int8)  # pragma: no mutate (-1 to 2 fit any dtype)
+        verdicts = self._verdicts.setdefault(key, fresh)
         found: list[int] = []
         screened = checks = 0
         if not len(rows):
@@ -388,14 +389,17 @@ class ModelShiftAdversary(Adversary):
         screen's concrete model (:meth:`RobustnessChecker.attack_parameters`, of the
         least margin; no MILP) does; ``True`` when a cut was added. Any model of Δ is
         a valid cut: every Δ-robust point satisfies it."""
-        z = np.asarray(z, dtype=np.float64).reshape(-1)
+        z = np.asarray(z, dtype=np.float64)  # pragma: no mutate (read as floats downstream)
+        z = z.reshape(-1)  # pragma: no mutate (numpy reads any negative size as -1)
         value, params = min(((_margin_value(p, z, margin), p) for margin in
                              self.checker.margins(self.target)
                              for p in [self.checker.attack_parameters(z, margin)]),
                             key=lambda pair: pair[0])
         if value >= self.threshold:
             return False
+        # pragma: no mutate start (add_cut reads the counterexample only)
         self.add_cut(Check(certified=False, bound=None, verdict=None, counterexample=params))
+        # pragma: no mutate end
         return True
 
     def check(self, answer: MasterAnswer, deadline: Deadline) -> Check:
@@ -429,7 +433,8 @@ class ModelShiftAdversary(Adversary):
     def missed(self, z: np.ndarray, level: float) -> list[int]:
         """The indices of the models whose copies the master leaves out and that give
         the model inputs ``z`` a least margin below ``level`` (float64 forward passes)."""
-        z = np.asarray(z, dtype=np.float64).reshape(-1)
+        z = np.asarray(z, dtype=np.float64)  # pragma: no mutate (read as floats downstream)
+        z = z.reshape(-1)  # pragma: no mutate (numpy reads any negative size as -1)
         margins = self.checker.margins(self.target)
         return [i for i, (copy, _) in enumerate(self._copies) if not copy.active and
                 min(_margin_value(self.models[i], z, margin) for margin in margins) < level]
