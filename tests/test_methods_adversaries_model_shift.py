@@ -5,10 +5,13 @@ nearest rows and their cache, and the loop's step (its copies, held or left out)
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
+import pyomo.environ as pyo
 import pytest
 import torch
 
@@ -345,3 +348,50 @@ def test_rows_at_equal_distances_are_each_visited_once(checker):
     found, report = checker.nearest_robust(Z, np.arange(70), NEAR, 16)
     assert sorted(found) == list(range(60, 70))
     assert report.neighbours == 10 and report.screened == 70
+
+
+def test_the_screen_per_row_is_the_least_over_the_margins_and_sound():
+    checker = ms.RobustnessChecker(three_class_net(), 0.05)
+    Z = np.array([[0.1, 0.1], [0.2, 0.05], [0.05, 0.15]])  # class 0: y0 = 0.5 leads
+    lower, upper = checker.screen(Z, 0)
+    assert lower.shape == upper.shape == (3,)
+    for i, z in enumerate(Z):
+        each = [checker._screen(z[None, :], margin) for margin in checker.margins(0)]
+        assert lower[i] == min(lo[0] for lo, _ in each)
+        assert upper[i] == min(up[0] for _, up in each)
+        exact = checker.exact(z, 0)
+        assert lower[i] <= exact.bound + 1e-7 and exact.value <= upper[i] + 1e-7
+
+
+class Recorded:
+    """A backend recording the settings of each solve, reporting ``status`` instead of
+    its own (``None``: its own)."""
+
+    def __init__(self, backend, status=None):
+        self.backend, self.status, self.settings = backend, status, []
+
+    def solve(self, model, settings=None):
+        self.settings.append(settings)
+        outcome = self.backend.solve(model, settings)
+        return outcome if self.status is None else \
+            dataclasses.replace(outcome, status=self.status)
+
+
+def test_the_lp_relaxation_its_verdict_settings_and_proof():
+    checker = ms.RobustnessChecker(three_class_net(), 0.01, mip_gap=1e-3)
+    z = np.array([0.1, 0.1])
+    v = checker.check(z, 0, screen=False, lp_screen=True, time_limit=50.0)
+    assert v.method == "lp" and v.robust is True and v.threshold == 0.0
+    assert type(v.bound) is float and v.competitor == 1 and v.solver_status == "optimal"
+    margin = checker.margins(0)[0]
+    lp, backend = checker._adversaries[(margin, True)]
+    assert not any(var.is_integer() for var in lp.component_data_objects(pyo.Var))
+    recorded = checker._adversaries[(margin, True)] = (lp, Recorded(backend))
+    bound = checker._relaxed(z, margin, 0.0, time.perf_counter(), 50.0).bound
+    (settings,) = recorded[1].settings
+    assert 49 < settings.time_limit <= 50 and settings.mip_gap == 1e-3
+    at = checker._relaxed(z, margin, bound, time.perf_counter(), None)  # at the threshold
+    assert at.robust is True and at.bound == bound and at.threshold == bound
+    assert checker._relaxed(z, margin, bound + 1e-6, time.perf_counter(), None) is None
+    checker._adversaries[(margin, True)] = (lp, Recorded(backend, Status.FEASIBLE))
+    assert checker._relaxed(z, margin, 0.0, time.perf_counter(), None) is None  # no proof
