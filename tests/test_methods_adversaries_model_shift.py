@@ -164,7 +164,8 @@ def test_the_nearest_robust_rows_in_order_and_cached(checker):
     robust = [r for r in rows if checker.exact(Z[r]).robust]
     order = sorted(robust, key=lambda r: np.linalg.norm(Z[r] - z0))
     assert found == order[:2] and report.neighbours == 2 and report.candidates == 5
-    assert report.screened == 5 and report.seconds > 0
+    assert report.screened == 5 and 0 < report.seconds < 10
+    assert report.milp_checks == 0  # the screen is exact on every row here
     again, report = checker.nearest_robust(Z, rows, z0, 2, cache_key="d")
     assert again == found and report.screened == 0 and report.milp_checks == 0
     every, report = checker.nearest_robust(Z, rows, z0, 10, cache_key="e")
@@ -339,6 +340,9 @@ def test_the_search_stops_at_k_past_its_first_batch(checker):
     assert report.screened == 150  # a first batch of 64 rows, then the rest
     found, _ = checker.nearest_robust(Z, np.arange(150), NEAR, 1)
     assert len(found) == 1
+    robust = np.clip(FAR + rng.uniform(-0.05, 0.05, size=(150, 2)), 0, 1)
+    found, _ = checker.nearest_robust(robust, np.arange(150), FAR, 1, cache_key="r")
+    assert len(found) == 1  # found in the first batch: no second one
 
 
 def test_rows_at_equal_distances_are_each_visited_once(checker):
@@ -412,3 +416,17 @@ def test_the_exact_check_within_its_time_limit():
     assert checker.exact(z, 0, time_limit=50.0).robust is True
     v = checker.exact(z, 0, time_limit=1e-12)
     assert v.robust is None and v.solver_status == "no_solution"
+
+
+def test_undecided_rows_are_checked_for_the_target(checker, monkeypatch):
+    Z = np.array([[0.0, 0.0], FAR])  # logits -0.5 and 1: class 0, class 1
+    monkeypatch.setattr(checker, "screen", lambda Z, target: (np.full(len(Z), -1.0),
+                                                              np.full(len(Z), 1.0)))
+    found, report = checker.nearest_robust(Z, np.array([0, 1]), FAR, 1, target=0)
+    assert found == [0] and report.milp_checks == 2
+
+
+def test_an_attack_names_the_margin_it_breaks():
+    checker = ms.RobustnessChecker(three_class_net(), 0.01)
+    v = checker.check(np.array([0.3, 0.4]), 0)  # y0 - y2 = -0.3
+    assert v.robust is False and v.method == "attack" and v.competitor == 2
