@@ -411,11 +411,56 @@ def test_a_bound_at_the_threshold_certifies_and_names_its_competitor():
 
 
 def test_the_exact_check_within_its_time_limit():
-    checker = ms.RobustnessChecker(three_class_net(), 0.01)
+    checker = ms.RobustnessChecker(three_class_net(), 0.01, mip_gap=1e-3)
     z = np.array([0.1, 0.1])
     assert checker.exact(z, 0, time_limit=50.0).robust is True
-    v = checker.exact(z, 0, time_limit=1e-12)
+    v = checker.exact(z, 0, threshold=0.1, time_limit=1e-12)
     assert v.robust is None and v.solver_status == "no_solution"
+    assert (v.method, v.threshold, v.competitor) == ("milp", 0.1, 1)
+    margin = checker.margins(0)[0]
+    model, backend = checker._adversaries[(margin, False)]
+    recorded = checker._adversaries[(margin, False)] = (model, Recorded(backend))
+    checker.exact(z, 0, time_limit=50.0)
+    assert all(49 < s.time_limit <= 50 and s.mip_gap == 1e-3 for s in recorded[1].settings)
+
+
+def test_the_exact_verdicts_by_the_solvers_answer():
+    checker = ms.RobustnessChecker(three_class_net(), 0.01)
+    z = np.array([0.3, 0.4])  # y0 - y2 = -0.3 < 0: refuted by the worst model found
+    v = checker.exact(z, 0)
+    assert v.robust is False and v.competitor == 2 and v.method == "milp"
+    assert v.value == pytest.approx(
+        ms._margin_value(v.parameters, z, checker.margins(0)[1]), abs=1e-12)
+    z = np.array([0.1, 0.1])
+    bound = checker.exact(z, 0).bound
+    assert checker.exact(z, 0, threshold=bound).robust is True  # at the threshold
+    for margin in checker.margins(0):
+        model, backend = checker._adversaries[(margin, False)]
+        checker._adversaries[(margin, False)] = (model, Recorded(backend, Status.INFEASIBLE))
+    v = checker.exact(z, 0)
+    assert v.robust is None and v.bound is None  # an infeasible adversary proves nothing
+    for margin in checker.margins(0):
+        model, backend = checker._adversaries[(margin, False)]
+        checker._adversaries[(margin, False)] = (model, Recorded(backend.backend,
+                                                                 Status.NO_SOLUTION))
+    v = checker.exact(z, 0, threshold=1.0)
+    assert v.robust is None and v.value is None and v.parameters is None
+
+
+def test_a_value_at_or_above_the_threshold_refutes_nothing():
+    # a bound below the threshold (a gap) and the worst model's value at it: unproven
+    checker = ms.RobustnessChecker(net(), 0.05)
+    value = checker.exact(EDGE).value
+    model, backend = checker._adversaries[(checker.margins(1)[0], False)]
+
+    class Gap(Recorded):
+        def solve(self, model, settings=None):
+            outcome = self.backend.solve(model, settings)
+            return dataclasses.replace(outcome, bound=outcome.bound - 1.0)
+
+    checker._adversaries[(checker.margins(1)[0], False)] = (model, Gap(backend))
+    v = checker.exact(EDGE, threshold=value)
+    assert v.robust is None and v.value == value
 
 
 def test_undecided_rows_are_checked_for_the_target(checker, monkeypatch):
