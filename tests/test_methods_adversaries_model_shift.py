@@ -475,3 +475,22 @@ def test_an_attack_names_the_margin_it_breaks():
     checker = ms.RobustnessChecker(three_class_net(), 0.01)
     v = checker.check(np.array([0.3, 0.4]), 0)  # y0 - y2 = -0.3
     assert v.robust is False and v.method == "attack" and v.competitor == 2
+
+
+def test_a_refuted_margin_is_the_worst_even_below_an_unproven_value():
+    # an unproven margin may have a lower value (its model shifted beyond δ)
+    out = ms._combine([verdict(False, -0.5, -0.25, "milp", "optimal", 2),
+                       verdict(None, -0.9, -0.5, "milp", "optimal", 3)], 0.0)
+    assert out.robust is False and out.competitor == 2 and out.value == -0.25
+
+
+def test_a_milp_among_the_margins_names_the_method():
+    out = ms._combine([verdict(True, 0.5, None, "interval", None, 1),
+                       verdict(True, 0.4, None, "milp", "optimal", 2)], 0.0)
+    assert out.method == "milp" and out.competitor == 1
+
+
+def test_the_checkers_own_time_limit():
+    checker = ms.RobustnessChecker(net(), 0.05, time_limit=1e-12)
+    v = checker.exact(EDGE)
+    assert v.robust is None and v.solver_status == "no_solution"
