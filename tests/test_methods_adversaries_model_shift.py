@@ -113,6 +113,10 @@ def test_the_checker_keeps_its_settings():
             c.settings.seed) == (3.0, 1e-3, 1, 0)
     with pytest.raises(ValueError, match="delta"):
         ms.RobustnessChecker(net(), 0.0)
+    # a backend given: one of its own by that name (the persistent solver is not shared)
+    given = cfopt.solvers.make_solver("highs")
+    c = ms.RobustnessChecker(net(), 0.1, solver=given)
+    assert c.backend is not given and c.backend.name == "highs"
 
 
 # ------------------------------------------------------------------ combining margins

@@ -89,14 +89,17 @@ class RobustnessChecker:
         mip_gap: relative gap of the adversary solves.
     """
 
-    def __init__(self, model: Any, delta: float, *, solver: str | SolverBackend = "highs",
+    def __init__(self, model: Any, delta: float, *,
+                 solver: str | SolverBackend = "highs",  # pragma: no mutate (names ignore case)
                  time_limit: float | None = None, mip_gap: float = 1e-6) -> None:
         self.adapter = robust_network(model)
         self.net = self.adapter.structure
         self.delta = check_delta(delta)
         self.backend = make_solver(solver if isinstance(solver, str) else solver.name)
+        # pragma: no mutate start (threads=1, seed=0: SolverSettings' own defaults, spelled out)
         self.settings = SolverSettings(time_limit=time_limit, mip_gap=mip_gap, threads=1,
                                        seed=0)
+        # pragma: no mutate end
         self._verdicts: dict[tuple, np.ndarray] = {}
         self._trees: dict[tuple, tuple[np.ndarray, cKDTree]] = {}
         self._adversaries: dict[tuple[Margin, bool], tuple[AdversaryModel, SolverBackend]] = {}
