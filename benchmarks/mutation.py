@@ -132,6 +132,8 @@ TESTS: dict[str, list[str]] = {
                        "cfopt/space", "cfopt/solvers/cpsat", "cfopt/methods",
                        "cfopt/methods/adversaries", "cfopt/models")},
     "cfopt/solvers/highs_start.py": ["tests/test_highs_start.py"],
+    "cfopt/solvers/options.py": ["tests/test_solvers_options.py"],
+    "cfopt/solvers/pool.py": ["tests/test_solvers_pool.py"],
     "cfopt/methods/cutting_set.py": ["tests/test_cutting_set.py"],
     "cfopt/methods/base.py": ["tests/test_methods_base.py"],
     "cfopt/methods/plausible_region.py": ["tests/test_methods_plausible_region.py"],

@@ -5,6 +5,7 @@ plausible region."""
 
 from __future__ import annotations
 
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -107,6 +108,7 @@ def test_a_point_certified_both_ways():
     assert r.certificate.master_margin == 0.05 and r.certificate.iterations >= 2
     assert r.setback_cost is not None and r.scenarios
     assert set(r.certificate.times) == {"master", "adversary"}
+    assert r.bound == pytest.approx(r.objective, rel=1e-3)
     assert method.scenarios.scenarios == [] and method._build_pending is False
     assert r.details == {}
 
@@ -138,6 +140,7 @@ def test_a_region_without_robust_points_is_infeasible():
     assert r.message == ("no Δ-robust data point (δ=0.5) among the 1 rows predicted as "
                          "the target: the plausible region holds no robust point")
     assert r.details["neighbours"] == 0 and "region" in r.certificate.times
+    assert r.optimal is False and r.bound is None
 
 
 def test_a_point_in_the_plausible_region():
@@ -161,7 +164,8 @@ def test_a_point_in_the_plausible_region():
     ({"ladder": 1}, TypeError, "ladder must be True or False"),
     ({"warm_start": 1}, TypeError, "warm_start must be True or False"),
     ({"lp_screen": 1}, TypeError, "lp_screen must be True or False"),
-    ({"labels": [1]}, ValueError, "labels are those of data; give data")])
+    ({"labels": [1]}, ValueError,
+     r"^labels are those of data; give data \(the plausible region\) too$")])
 def test_bad_options_are_named(options, error, says):
     with pytest.raises(error, match=says):
         cb.CombinedRobustExplainer(net(), space_of(), delta=0.01, **options)
@@ -179,3 +183,60 @@ def test_the_options_are_kept():
     assert method.k_adversary.tolerance == 1e-3 and method.scenarios.min_change == 0.1
     assert method.region is None and method.build_time > 0
     assert method.method == "delta+k"
+
+
+def test_the_defaults():
+    method = cb.CombinedRobustExplainer(net(), space_of(), DATA, delta=0.01)
+    assert (method.sigma, method.tolerance, method.max_iterations) == (0.01, 0.005, 50)
+    assert (method.query_bounds, method.vertex_envelope, method.ladder, method.warm_start,
+            method.lp_screen, method.light_heuristics) == (True, True, True, False, True, True)
+    assert method.region.k == 20 and method.region.labels is None
+    assert method.k_adversary.tolerance == 1e-6
+    assert method.scenarios.min_change == cb.MIN_CHANGE
+    s = method.settings
+    assert (s.time_limit, s.mip_gap, s.threads, s.seed) == (None, 1e-4, 1, 0)
+    assert s.options == method.backend.light_heuristics() and method.backend.name == "highs"
+    assert method.k_adversary.settings is s
+    m = method.milp
+    assert m.bound_tightening.method == "lp" and m.objective_terms == {"l1": 1.0}
+    assert m.change_cap == float("inf") and m.component("setback") is None
+    assert method.k_adversary.m.bound_tightening.method == "lp"
+    assert method.checker is method.region.checker(m)
+
+
+def test_the_options_reach_the_settings_the_region_and_the_models():
+    labels = np.array([1, 1, 1, 0, 0])
+    t = time.perf_counter()
+    method = cb.CombinedRobustExplainer(
+        net(), space_of(), DATA, delta=0.01, labels=labels, setback=True, k=2,
+        light_heuristics=False, time_limit=30.0, threads=2, seed=7, mip_gap=0.01,
+        solver="cbc", solver_options={"seconds": 5}, objective="linf",
+        weights={"a": 2.0, "b": 1.0}, max_changes=1, bound_tightening="interval")
+    elapsed = time.perf_counter() - t
+    assert method.light_heuristics is False
+    s = method.settings
+    assert (s.time_limit, s.mip_gap, s.threads, s.seed, s.options) == \
+        (30.0, 0.01, 2, 7, {"seconds": 5})
+    region = method.region
+    assert list(region.labels) == list(labels) and region.k == 2
+    assert (region.solver, region.name) == ("cbc", "plausible_region")
+    m = method.milp
+    assert m.component("plausible_region") is not None and m.component("setback") is not None
+    assert m.objective_terms == {"linf": 1.0} and m.weights == {"a": 2.0, "b": 1.0}
+    assert m.change_cap == 1 and m.bound_tightening.method == "interval"
+    assert method.k_adversary.m.bound_tightening.method == "interval"
+    assert method.k_adversary.backend is method.backend
+    assert 0 < method.build_time <= elapsed
+
+
+def test_without_a_region_the_checker_is_the_models_own():
+    method = cb.CombinedRobustExplainer(net(), space_of(), delta=0.01, solver="cbc")
+    assert method.checker.backend.name == "cbc" and method.checker.delta == 0.01
+
+
+def test_the_build_time_counts_in_the_first_query_only():
+    method = cb.CombinedRobustExplainer(net(), space_of(), delta=0.01, sigma=0.05,
+                                        tolerance=0.025, max_iterations=1)
+    method.build_time = 1000.0
+    assert method.explain(FACTUAL, 1).total_time >= 1000.0
+    assert method.explain(FACTUAL, 1).total_time < 1000.0

@@ -258,3 +258,20 @@ def test_the_plain_milp_settings_take_every_option(space):
     method = NonRobustMILP(net(), space, delta=0.02, time_limit=9.0, threads=2, seed=5)
     s = method.settings
     assert (s.time_limit, s.threads, s.seed) == (9.0, 2, 5)
+
+
+def test_the_defaults(space):
+    method = MILPR(net(), space, delta=0.01)
+    assert (method.initial_margin, method.growth, method.max_rounds) == (0.01, 2.0, 20)
+    s = method.settings
+    assert (s.time_limit, s.mip_gap, s.threads, s.seed) == (None, 1e-4, 1, 0)
+    plain = NonRobustMILP(net(), space, delta=0.01)
+    assert pyo.value(plain.milp.margin) == 1e-3
+    s = plain.settings
+    assert (s.time_limit, s.mip_gap, s.threads, s.seed) == (None, 1e-4, 1, 0)
+    assert plain.explainer.backend.name == plain.backend.name == "highs"
+
+
+def test_the_checkers_use_the_methods_solver(space):
+    assert MILPR(net(), space, delta=0.01, solver="cbc").checker.backend.name == "cbc"
+    assert NonRobustMILP(net(), space, delta=0.01, solver="cbc").checker.backend.name == "cbc"

@@ -183,7 +183,8 @@ class CombinedRobustExplainer(RobustMethod):
                  vertex_envelope: bool = True, ladder: bool = True, warm_start: bool = False,
                  lp_screen: bool = True,
                  light_heuristics: bool = True, max_iterations: int = 50,
-                 time_limit: float | None = None, solver: str | SolverBackend = "highs",
+                 time_limit: float | None = None,
+                 solver: str | SolverBackend = "highs",  # pragma: no mutate (names ignore case)
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
                  bound_tightening: str | None = "lp", constraints: Sequence[ConstraintBlock] = (),
@@ -303,8 +304,11 @@ class CombinedRobustExplainer(RobustMethod):
     def _answer(self, m: CounterfactualModel, status: RobustStatus, row: pd.DataFrame | None,
                 certificate: RobustnessCertificate, t0: float, k_verdict: KVerdict | None,
                 scenarios: list[dict[str, Any]], *, bound: float | None = None,
-                message: str = "", details: dict[str, Any] | None = None,
-                one_off: float = 0.0, optimal: bool = False) -> CombinedRobustCounterfactual:
+                message: str = "",  # pragma: no mutate (both callers pass it)
+                details: dict[str, Any] | None = None,
+                one_off: float = 0.0,  # pragma: no mutate (both callers pass it)
+                optimal: bool = False,  # pragma: no mutate (its caller without it: INFEASIBLE)
+                ) -> CombinedRobustCounterfactual:
         """The verified result (:meth:`RobustMethod._result`) with the K verdict, the
         scenarios collected and the setback cost of the point."""
         cost = None if row is None else setback_cost(m.space, m.weights, m.factual, row)

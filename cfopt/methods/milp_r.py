@@ -108,7 +108,8 @@ class NonRobustMILP(RobustMethod):
     method = "milp"
 
     def __init__(self, model: Any, space: FeatureSpace, *, delta: float,
-                 solver: str | SolverBackend = "highs", margin: float = 1e-3,
+                 solver: str | SolverBackend = "highs",  # pragma: no mutate (names ignore case)
+                 margin: float = 1e-3,
                  time_limit: float | None = None, mip_gap: float = 1e-4,
                  threads: int | None = 1, seed: int | None = 0, **options: Any) -> None:
         super().__init__(model, space, delta=delta, solver=solver, time_limit=time_limit,
@@ -159,7 +160,8 @@ class MILPR(RobustMethod):
 
     def __init__(self, model: Any, space: FeatureSpace, *, delta: float,
                  initial_margin: float = 0.01, growth: float = 2.0, max_rounds: int = 20,
-                 time_limit: float | None = None, solver: str | SolverBackend = "highs",
+                 time_limit: float | None = None,
+                 solver: str | SolverBackend = "highs",  # pragma: no mutate (names ignore case)
                  objective: str | Mapping[str, float] = "l1",
                  weights: str | Mapping[str, float] = "range", max_changes: int | None = None,
                  bound_tightening: str | None = "lp", constraints: Sequence[ConstraintBlock] = (),

@@ -1,10 +1,10 @@
 r"""The K-adversary (Virgolin & Fracaros 2023, Def. 5-6; the exact search is cfopt's).
 
 Over the K-neighbourhood box of a counterfactual :math:`z` of :math:`x` (changed
-features fixed, kept ones within their perturbation annotations, categoricals over
-their allowed categories) minimise the target's margin — the signed logit
-:math:`s\,y` of a binary model, :math:`y_t - y_j` for every other class :math:`j` of a
-multiclass one. A proven lower bound above the tolerance certifies that no
+features fixed, kept ones within their perturbation annotations, categorical and
+labelled ones over their allowed categories only) minimise the target's margin — the
+signed logit :math:`s\,y` of a binary model, :math:`y_t - y_j` for every other class
+:math:`j` of a multiclass one. A proven lower bound above the tolerance certifies that no
 K-perturbation flips the class (Def. 6); otherwise its minimiser is the counterexample
 (checked by the real model).
 
@@ -69,17 +69,24 @@ class KAdversary:
         m.objective_cutoff.deactivate()
         deactivate_validity(m, m.adapter)
         outputs = m.predictor_constr.outputs
+        # pragma: no mutate start (each check sets every coefficient before it solves)
         m.adversary_coef = pyo.Param(range(len(outputs)), mutable=True, initialize=0.0)
-        m.adversary_objective = pyo.Objective(expr=pyo.quicksum(
-            m.adversary_coef[j] * outputs[j] for j in range(len(outputs))), sense=pyo.minimize)
-        m.adopt("adversary_coef", "adversary_objective")
+        # pragma: no mutate end
+        m.adversary_objective = pyo.Objective(
+            expr=pyo.quicksum(m.adversary_coef[j] * outputs[j] for j in range(len(outputs))),
+            sense=pyo.minimize,  # pragma: no mutate (Pyomo's default sense)
+        )
+        m.adopt("adversary_coef", "adversary_objective", "adversary_levels")
+        # pragma: no mutate start (encode_inputs reads the specs only)
         self._inputs = encode_inputs(m, m.space, m.input_specs)
+        # pragma: no mutate end
 
     def _set_box(self, x: pd.Series, z: pd.Series) -> None:
         """Bound the feature variables to the K-neighbourhood box of ``z`` (module
         docstring), and the encoding to the model inputs that box admits
         (:meth:`~cfopt.formulations.predictors.PredictorConstr.set_input_box`)."""
         m, space = self.m, self.m.space
+        levels: list[tuple[pyo.Var, list[float]]] = []
         for f in space:
             keep = x[f.name] == z[f.name] and f.perturbation is not None
             if f.is_onehot:
@@ -98,26 +105,50 @@ class KAdversary:
                 return (c - offset) / scale
 
             var.unfix()
+            # pragma: no mutate start (every path below bounds or fixes the variable again, and
+            # the solve clears and loads the values of the free ones)
             var.setlb(value(f.lower))
             var.setub(value(f.upper))
             var.set_value(value(code), skip_validation=True)
+            # pragma: no mutate end
             if keep and not f.perturbation.is_numeric:
-                codes = {f.to_code(c) if f.labelled else float(c)
-                         for c in switch_categories(f, z[f.name])}
+                codes = {f.to_code(c) for c in switch_categories(f, z[f.name])}
                 lo, hi = min(codes), max(codes)
+                if len(codes) <= hi - lo:  # integral codes, some level between not allowed
+                    levels.append((var, sorted(value(c) for c in codes)))
             elif keep:
                 lo, hi = numeric_range(f, code)
             else:
-                lo = hi = code
+                lo = hi = code  # pragma: no mutate (only lo == hi is read: fixed at code)
             if lo == hi:
                 var.fix(value(code))
             else:
                 var.setlb(value(lo))
                 var.setub(value(hi))
+        self._set_levels(levels)
+        # pragma: no mutate start (fbbt bounds a constant by itself: the test only skips it)
         box = [compute_bounds_on_expr(e) if not isinstance(e, (int, float)) else (e, e)
                for e in self._inputs]
+        # pragma: no mutate end
         m.predictor_constr.set_input_box(np.array([float(b[0]) for b in box]),
                                          np.array([float(b[1]) for b in box]))
+
+    def _set_levels(self, levels: list[tuple[pyo.Var, list[float]]]) -> None:
+        """Each variable of ``levels`` restricted to its values (the codes a kept
+        labelled feature may switch to, when a level between them is not one: its box
+        alone would admit it), by the block ``m.adversary_levels`` rebuilt at each
+        check."""
+        m = self.m
+        if m.component("adversary_levels") is not None:
+            m.del_component(m.adversary_levels)
+        m.adversary_levels = block = pyo.Block()
+        block.pick = pyo.Var([(k, i) for k, (_, values) in enumerate(levels)
+                              for i in range(len(values))], domain=pyo.Binary)
+        block.rows = pyo.ConstraintList()
+        for k, (var, values) in enumerate(levels):
+            block.rows.add(pyo.quicksum(block.pick[k, i] for i in range(len(values))) == 1)
+            block.rows.add(var == pyo.quicksum(v * block.pick[k, i]
+                                               for i, v in enumerate(values)))
 
     def _pairs(self, target: Any, z: np.ndarray | None = None) -> list[dict[int, float]]:
         """Objective coefficients of the margins to minimise; with the model inputs
@@ -129,7 +160,8 @@ class KAdversary:
             return [{0: 1.0 if t == 1 else -1.0}]
         others = [j for j in range(adapter.n_logits) if j != t]
         if z is not None:
-            scores = np.asarray(adapter.output(np.atleast_2d(z)), dtype=float)[0]
+            scores = adapter.output(np.atleast_2d(z))
+            scores = np.asarray(scores, dtype=float)[0]  # pragma: no mutate (only sorted)
             others.sort(key=lambda j: -scores[j])
         return [{t: 1.0, j: -1.0} for j in others]
 

@@ -89,14 +89,17 @@ class RobustnessChecker:
         mip_gap: relative gap of the adversary solves.
     """
 
-    def __init__(self, model: Any, delta: float, *, solver: str | SolverBackend = "highs",
+    def __init__(self, model: Any, delta: float, *,
+                 solver: str | SolverBackend = "highs",  # pragma: no mutate (names ignore case)
                  time_limit: float | None = None, mip_gap: float = 1e-6) -> None:
         self.adapter = robust_network(model)
         self.net = self.adapter.structure
         self.delta = check_delta(delta)
         self.backend = make_solver(solver if isinstance(solver, str) else solver.name)
+        # pragma: no mutate start (threads=1, seed=0: SolverSettings' own defaults, spelled out)
         self.settings = SolverSettings(time_limit=time_limit, mip_gap=mip_gap, threads=1,
                                        seed=0)
+        # pragma: no mutate end
         self._verdicts: dict[tuple, np.ndarray] = {}
         self._trees: dict[tuple, tuple[np.ndarray, cKDTree]] = {}
         self._adversaries: dict[tuple[Margin, bool], tuple[AdversaryModel, SolverBackend]] = {}
@@ -131,12 +134,14 @@ class RobustnessChecker:
         the exact MILP when they leave it undecided (all within ``time_limit`` seconds
         if given, else the checker's own limit)."""
         t0 = time.perf_counter()
-        z = np.asarray(z, dtype=np.float64).reshape(-1)
+        z = np.asarray(z, dtype=np.float64)  # pragma: no mutate (read as floats downstream)
+        z = z.reshape(-1)  # pragma: no mutate (numpy reads any negative size as -1)
         return _combine([self._check(z, margin, threshold, screen, t0, time_limit, lp_screen)
                          for margin in self.margins(target)], t0)
 
     def _check(self, z: np.ndarray, margin: Margin, threshold: float, screen: bool,
-               t0: float, time_limit: float | None, lp_screen: bool = False
+               t0: float, time_limit: float | None,
+               lp_screen: bool = False  # pragma: no mutate (its one caller passes it)
                ) -> RobustnessVerdict:
         """One margin's verdict (:meth:`check`)."""
         if screen or self.net.is_linear:  # the screen is exact for a linear model
@@ -192,7 +197,8 @@ class RobustnessChecker:
         decide robustness; the worst parameters are recovered and re-evaluated by a
         numpy forward pass, which alone may refute robustness."""
         t0 = time.perf_counter()
-        z = np.asarray(z, dtype=np.float64).reshape(-1)
+        z = np.asarray(z, dtype=np.float64)  # pragma: no mutate (read as floats downstream)
+        z = z.reshape(-1)  # pragma: no mutate (numpy reads any negative size as -1)
         return _combine([self._exact(z, margin, threshold, t0, time_limit)
                          for margin in self.margins(target)], t0)
 
@@ -269,18 +275,24 @@ class RobustnessChecker:
         t0 = time.perf_counter()
         rows = np.asarray(rows, dtype=int)
         key = (cache_key, target, len(Z))
-        verdicts = self._verdicts.setdefault(key, np.full(len(Z), _UNSEEN, dtype=np.int8))
+        fresh = np.full(len(Z), _UNSEEN, dtype=np.int8)  # pragma: no mutate (-1 to 2 fit any dtype)
+        verdicts = self._verdicts.setdefault(key, fresh)
         found: list[int] = []
         screened = checks = 0
         if not len(rows):
             return found, RegionReport(0, 0, 0, 0, time.perf_counter() - t0)
         tree = self._tree(key, Z, rows)
         seen = 0
-        batch = max(4 * k, 64)
+        visited = np.zeros(len(Z), dtype=bool)
+        batch = max(4 * k, 64)  # pragma: no mutate (a batch's size: speed only)
         while len(found) < k and seen < len(rows):
             n = min(len(rows), seen + batch)
             _, idx = tree.query(z0, k=n)
-            order = rows[np.atleast_1d(idx)[seen:n]]
+            # the rows not visited yet among the n nearest (not idx[seen:n]: rows at equal
+            # distances may come in another order from one query to the next)
+            order = rows[np.atleast_1d(idx)]
+            order = order[~visited[order]]
+            visited[order] = True
             unknown = order[verdicts[order] == _UNSEEN]
             if len(unknown):
                 lower, upper = self.screen(Z[unknown], target)
@@ -296,7 +308,7 @@ class RobustnessChecker:
                     if len(found) == k:
                         break
             seen = n
-            batch *= 2
+            batch *= 2  # pragma: no mutate (a batch's size: speed only)
         return found, RegionReport(len(found), len(rows), screened, checks,
                                    time.perf_counter() - t0)
 
@@ -311,7 +323,9 @@ def _combine(verdicts: list[RobustnessVerdict], t0: float) -> RobustnessVerdict:
     one is (its concrete model the worst found), else unproven; the bound is the least
     proven bound (``None`` unless every margin has one)."""
     refuting = [v for v in verdicts if v.robust is False]
+    # pragma: no mutate start (the key below ranks the verdicts without a value last anyway)
     valued = [v for v in verdicts if v.value is not None]
+    # pragma: no mutate end
     worst = min(refuting or valued or verdicts,
                 key=lambda v: math.inf if v.value is None else v.value)
     bounds = [v.bound for v in verdicts]
@@ -383,14 +397,17 @@ class ModelShiftAdversary(Adversary):
         screen's concrete model (:meth:`RobustnessChecker.attack_parameters`, of the
         least margin; no MILP) does; ``True`` when a cut was added. Any model of Δ is
         a valid cut: every Δ-robust point satisfies it."""
-        z = np.asarray(z, dtype=np.float64).reshape(-1)
+        z = np.asarray(z, dtype=np.float64)  # pragma: no mutate (read as floats downstream)
+        z = z.reshape(-1)  # pragma: no mutate (numpy reads any negative size as -1)
         value, params = min(((_margin_value(p, z, margin), p) for margin in
                              self.checker.margins(self.target)
                              for p in [self.checker.attack_parameters(z, margin)]),
                             key=lambda pair: pair[0])
         if value >= self.threshold:
             return False
+        # pragma: no mutate start (add_cut reads the counterexample only)
         self.add_cut(Check(certified=False, bound=None, verdict=None, counterexample=params))
+        # pragma: no mutate end
         return True
 
     def check(self, answer: MasterAnswer, deadline: Deadline) -> Check:
@@ -424,7 +441,8 @@ class ModelShiftAdversary(Adversary):
     def missed(self, z: np.ndarray, level: float) -> list[int]:
         """The indices of the models whose copies the master leaves out and that give
         the model inputs ``z`` a least margin below ``level`` (float64 forward passes)."""
-        z = np.asarray(z, dtype=np.float64).reshape(-1)
+        z = np.asarray(z, dtype=np.float64)  # pragma: no mutate (read as floats downstream)
+        z = z.reshape(-1)  # pragma: no mutate (numpy reads any negative size as -1)
         margins = self.checker.margins(self.target)
         return [i for i, (copy, _) in enumerate(self._copies) if not copy.active and
                 min(_margin_value(self.models[i], z, margin) for margin in margins) < level]
