@@ -69,14 +69,14 @@ def test_regressor_reproduces_predict(german_regression, family):
 
 
 @pytest.mark.parametrize("family", list(REGRESSORS))
-def test_thirty_regression_counterfactuals(german_regression, family):
+def test_fifteen_regression_counterfactuals(german_regression, family):
     X, y, space = german_regression
     model = REGRESSORS[family]().fit(space.transform(X), y)
     explainer = cfopt.Explainer(model, space, time_limit=60)
     predictions = model.predict(space.transform(X))
     low = float(np.quantile(predictions, 0.75))
-    rows = np.flatnonzero(predictions < low)[:30]
-    assert len(rows) == 30
+    rows = np.flatnonzero(predictions < low)[:15]
+    assert len(rows) == 15
     for i in rows:
         ce = explainer.explain(X.iloc[[i]], target=(low, None))
         assert ce.status is cfopt.Status.OPTIMAL and ce.verified

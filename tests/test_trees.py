@@ -100,13 +100,12 @@ def test_continuous_inputs_and_multiclass(continuous_data, family, formulation):
                                     formulation=formulation)
     assert predictor.get_error(np.vstack([Z[:20], R[:20]])) <= 1e-9  # two solves per row
     explainer = cfopt.Explainer(model, space, time_limit=60, tree_formulation=formulation)
-    for i in range(2):
-        x = frame.iloc[[i]]
-        current = explainer.milp.predict(x)[0]
-        for target in {0, 1, 2} - {current}:
-            ce = explainer.explain(x, target=target)
-            assert ce.verified
-            assert model.predict(space.transform(ce.counterfactual))[0] == target
+    x = frame.iloc[[0]]  # each of the other two classes
+    current = explainer.milp.predict(x)[0]
+    for target in {0, 1, 2} - {current}:
+        ce = explainer.explain(x, target=target)
+        assert ce.verified
+        assert model.predict(space.transform(ce.counterfactual))[0] == target
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
