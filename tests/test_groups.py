@@ -541,3 +541,42 @@ def test_the_enumeration_limit_is_on_the_checks_and_a_continuous_feature_hands_o
     for k, a in enumerate(every):
         one, cost, _ = grid.covers(a)
         assert (ok[k] == one).all() and np.allclose(costs[k], cost)
+
+
+@pytest.mark.parametrize("max_changes", [1, 2])
+def test_a_copys_layer_bounds_hold_every_point_of_few_changes_and_beat_the_box(max_changes):
+    """The pricing copies' layer bounds (GroupSearch.row_layer_bounds) contain the
+    pre-activations of the row with every admissible change of at most ``max_changes``
+    features (grid enumeration) and, at one change, are tighter than the box's."""
+    from cfopt.groups.request import check_group_request
+    from cfopt.groups.solve import GroupSearch
+    from cfopt.query.restrictions.trees import query_input_box
+
+    explainer, space, _, rows = group(2, "net")
+    request = check_group_request(explainer, rows, 1, max_changes=max_changes,
+                                  objective="count", n_actions=None, max_cost=None,
+                                  method="column_generation", time_limit=None,
+                                  row_time_limit=None, max_iterations=10)
+    search = GroupSearch(explainer, request, 0.0)
+    net = explainer.milp.adapter.structure
+    levels = {"a": range(5), "b": range(4), "c": ["x", "y", "z"], "d": range(3)}
+    tighter = False
+    for i in range(len(request.X)):
+        row = request.X.iloc[i]
+        bounds = search.row_layer_bounds(i)
+        m = request.capped.milp
+        box = net.box_bounds(*query_input_box(m), within=m.global_layer_bounds)
+        points = []
+        for changed in itertools.combinations(levels, max_changes):
+            for values in itertools.product(*(levels[f] for f in changed)):
+                point = row.copy()
+                for f, v in zip(changed, values):
+                    point[f] = v
+                if point["b"] >= row["b"]:  # b is increase-only
+                    points.append(point)
+        z = space.transform(pd.DataFrame(points))
+        for (lo, hi), pre in zip(bounds, net.pre_activations(z)):
+            assert (pre >= lo - 1e-9).all() and (pre <= hi + 1e-9).all()
+        tighter |= any((hi < bh - 1e-6).any() or (lo > bl + 1e-6).any()
+                       for (lo, hi), (bl, bh) in zip(bounds, box))
+    assert tighter or max_changes > 1

@@ -98,7 +98,7 @@ def test_continuous_inputs_and_multiclass(continuous_data, family, formulation):
     predictor = cfopt.formulations.add_predictor(m, model, input_bounds=bounds, input_grids=grids,
                                     input_rounding=space.input_rounding(),
                                     formulation=formulation)
-    assert predictor.get_error(np.vstack([Z[:20], R[:20]])) <= 1e-9  # two solves per row
+    assert predictor.get_error(np.vstack([Z[:10], R[:10]])) <= 1e-9  # two solves per row
     explainer = cfopt.Explainer(model, space, time_limit=60, tree_formulation=formulation)
     x = frame.iloc[[0]]  # each of the other two classes
     current = explainer.milp.predict(x)[0]

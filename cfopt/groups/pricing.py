@@ -22,10 +22,13 @@ row's level: exact for every action), the target with margin μ only when
 :math:`y_i = 1` (:func:`~cfopt.formulations.validity.add_switched_validity`), and, with
 ``max_cost``, the row's weighted L1 cost
 :math:`\sum_f w_f |\delta_f| + \sum_{f\ \text{cat.}} w_f (c_f - \lambda_{f,r^i})` at most
-the cap when :math:`y_i = 1`. When :math:`y_i = 0` the copy is free in the box, so every
-constraint of the copy can be met; when :math:`y_i = 1` the copy sees exactly
-:math:`x^i \oplus a`. Each copy's layer bounds are the model's global ones (valid over the
-whole box).
+the cap when :math:`y_i = 1`. When :math:`y_i = 0` the copy's numeric inputs are free in
+the box, so every constraint of the copy can be met (at :math:`v^i = x^i`); when
+:math:`y_i = 1` the copy sees exactly :math:`x^i \oplus a`. Either way its input is the row
+with at most ``max_changes`` features changed, each within its actionable range, so a
+network copy's layer bounds are those of that set
+(:meth:`~cfopt.models.network.ReLUNetwork.sparse_bounds` at the row, the first layer
+exact), within those over the row's actionable box.
 
 **Pricing** (one slot): maximise :math:`\sum_i \pi_i y_i` for the master's duals
 :math:`\pi` (Lodi & Ramírez-Ayerbe's pricing problem: the column of most negative
@@ -50,6 +53,7 @@ import pyomo.environ as pyo
 from ..formulations.features import encode_inputs
 from ..formulations.predictors import add_predictor
 from ..formulations.validity import add_switched_validity
+from ..models.network import LayerBounds
 from ..space.encoding import spec_bounds, spec_grids, spec_rounding
 from .actions import Action, GroupRows
 
@@ -65,18 +69,18 @@ class ActionModel:
         members: positions of the rows the model holds (the others cannot be covered).
         slots: ``None`` for pricing (one slot, prices set by :meth:`set_prices`); a
             number of slots for the direct MILP.
-        box_of: row position → the box of model inputs every action may give that row
-            (actionability, and the cost cap as a radius: e.g.
-            :func:`~cfopt.query.restrictions.trees.query_input_box`); a network copy's layer bounds
-            are then those over it (valid: the copy sees the row's point when it is
-            covered and is free to stay inside it when not), else the global ones.
+        bounds_of: row position → a network copy's layer bounds for that row (e.g.
+            :meth:`cfopt.groups.solve.GroupSearch.row_layer_bounds`), valid for every input
+            the copy can see: the row with an action applied when it is covered, and,
+            when it is not, the row's numeric values (its inputs are free then) with the
+            action's categorical changes; default: the model's global bounds.
     """
 
     def __init__(self, rows: GroupRows, milp: Any, target_indices: Sequence[int],
                  members: Sequence[int], slots: int | None = None,
-                 box_of: Callable[[int], tuple[np.ndarray, np.ndarray]] | None = None,
+                 bounds_of: Callable[[int], LayerBounds] | None = None,
                  costed: bool = False) -> None:
-        self.rows, self.milp, self.box_of = rows, milp, box_of
+        self.rows, self.milp, self.bounds_of = rows, milp, bounds_of
         self.costed = costed
         self.members = list(members)
         space = rows.space
@@ -172,9 +176,8 @@ class ActionModel:
                              input_rounding=spec_rounding(space, specs),
                              library_input=milp.library_input,
                              formulation=milp.tree_formulation)
-        if milp.global_layer_bounds and self.box_of is not None:
-            pred.set_layer_bounds(milp.adapter.structure.box_bounds(
-                *self.box_of(i), within=milp.global_layer_bounds))
+        if milp.global_layer_bounds and self.bounds_of is not None:
+            pred.set_layer_bounds(self.bounds_of(i))
         elif milp.global_layer_bounds:
             pred.set_layer_bounds(milp.global_layer_bounds)
         add_switched_validity(copy, pred.outputs, pred.output_bounds(), milp.adapter,

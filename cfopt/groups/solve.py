@@ -45,6 +45,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InfeasibleError
+from ..models.network import LayerBounds
+from ..query.restrictions.relu import radius_bounds
 from ..query.restrictions.trees import query_input_box
 from ..results.status import Status
 from ..solvers.backends import make_solver
@@ -137,7 +139,7 @@ class GroupSearch:
             return self.greedy(rows, members)
         model = ActionModel(rows, req.milp, req.target_indices, range(len(members)),
                             slots=self.slot_count(rows) if req.method == "direct_milp" else None,
-                            box_of=lambda j: self.row_box(members[j]),
+                            bounds_of=lambda j: self.row_layer_bounds(members[j]),
                             costed=req.objective == "cost")
         backend = make_solver(self.explainer.backend.name)
         if req.method == "direct_milp":
@@ -184,17 +186,23 @@ class GroupSearch:
         self.reachable = {i for j, i in enumerate(candidates) if moved[j]} | set(self.first)
         return kept
 
-    def row_box(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """The model-input box of every point an action may give row ``i``: its
-        actionable box, within the cost cap's reach when the objective is the cost's L1
-        (:func:`~cfopt.query.restrictions.trees.query_input_box` at the row as factual)."""
+    def row_layer_bounds(self, i: int) -> LayerBounds:
+        """A network copy's layer bounds for row ``i`` (:class:`.pricing.ActionModel`):
+        over the row with at most ``max_changes`` features moved within their actionable
+        ranges (:func:`~cfopt.query.restrictions.relu.radius_bounds` at the row as
+        factual, no radius: the first layer exact, then back-substituted), within those
+        over its actionable box, cut to the cost cap's reach when the objective is the
+        cost's L1 (:func:`~cfopt.query.restrictions.trees.query_input_box`)."""
         req = self.request
         m = req.capped.milp
         m.set_factual(req.X.iloc[[i]])
+        m.set_max_changes(req.max_changes)
         radius = math.inf
         if req.max_cost is not None and req.objective_is_l1:
             radius = req.max_cost * m.objective_terms["l1"]
-        return query_input_box(m, radius=radius)
+        box = m.adapter.structure.box_bounds(*query_input_box(m, radius=radius),
+                                             within=m.global_layer_bounds)
+        return radius_bounds(m, math.inf, within=box)
 
     def slot_count(self, rows: GroupRows) -> int:
         """Slots of the direct MILP: the actions the greedy cover by the first columns
