@@ -371,7 +371,7 @@ def test_result_serialises_and_renders():
 
 
 def test_greedy_cover_by_hand():
-    from cfopt.groups.solve import greedy_cover
+    from cfopt.groups.master import greedy_cover
 
     masks = [np.array(m, dtype=bool) for m in ([1, 1, 0, 0, 0], [0, 1, 1, 1, 0],
                                                 [1, 0, 0, 0, 0], [0, 0, 0, 0, 1])]

@@ -11,7 +11,11 @@ and the margin), in chunks, and the master over *all* of them
 Ramírez-Ayerbe (2024, arXiv 2402.09473, §3): its integer optimum, proven by HiGHS, is the
 optimum over every action, and a row no action covers is proven out of reach. Column
 generation's pricing MILPs are the way when the actions are too many (a continuous
-feature, wide ranges, many changes).
+feature, wide ranges, many changes); even then, the actions on the features of fewest
+options are enumerated the same way (:func:`partial_grid`) and enter its master at once,
+and the pricing is left the actions changing another feature: for set-cover duals
+:math:`\pi \ge 0` the largest :math:`\sum_i \pi_i A_{ia}` over every action is the larger
+of the two parts'.
 """
 
 from __future__ import annotations
@@ -33,10 +37,11 @@ ENUMERATION_LIMIT = 4_000_000
 CHUNK = 200_000
 
 
-def action_grid(rows: GroupRows, max_changes: int) -> list[Action] | None:
-    """Every admissible action (module docstring), or ``None`` when a movable numeric
-    feature is continuous or there are more than :data:`ENUMERATION_LIMIT` checks."""
-    options: dict[str, list[tuple[str, object]]] = {}
+def feature_options(rows: GroupRows) -> dict[str, list[tuple[str, object]] | None]:
+    """Per movable feature every change an action may make to it (module docstring):
+    ``("level", l)`` per level of a categorical, ``("shift", d)`` per nonzero integer
+    shift of an integral numeric; ``None`` for a continuous one (too many)."""
+    options: dict[str, list[tuple[str, object]] | None] = {}
     for f in rows.space:
         if f.immutable:
             continue
@@ -46,22 +51,56 @@ def action_grid(rows: GroupRows, max_changes: int) -> list[Action] | None:
         low, high = rows.shift_range(f.name)
         if (low, high) == (0.0, 0.0):
             continue
-        if not f.is_integral:
-            return None
-        options[f.name] = [("shift", float(d)) for d in
-                           range(math.ceil(low), math.floor(high) + 1) if d != 0]
-    combos = [c for k in range(1, max_changes + 1)
-              for c in itertools.combinations(options, k)]
-    if sum(math.prod(len(options[n]) for n in c) for c in combos) * rows.n > \
-            ENUMERATION_LIMIT:
-        return None
+        options[f.name] = None if not f.is_integral else [
+            ("shift", float(d)) for d in range(math.ceil(low), math.floor(high) + 1) if d != 0]
+    return options
+
+
+def _combos(names: list[str], max_changes: int) -> list[tuple[str, ...]]:
+    return [c for k in range(1, max_changes + 1) for c in itertools.combinations(names, k)]
+
+
+def _count(options: dict, names: list[str], max_changes: int) -> int:
+    """The actions changing only features of ``names``."""
+    return sum(math.prod(len(options[n]) for n in c) for c in _combos(names, max_changes))
+
+
+def _grid(options: dict, names: list[str], max_changes: int) -> list[Action]:
     actions = []
-    for combo in combos:
+    for combo in _combos(names, max_changes):
         for choice in itertools.product(*(options[n] for n in combo)):
             shifts = {n: v for n, (kind, v) in zip(combo, choice) if kind == "shift"}
             levels = {n: v for n, (kind, v) in zip(combo, choice) if kind == "level"}
             actions.append(Action(shifts, levels))
     return actions
+
+
+def action_grid(rows: GroupRows, max_changes: int) -> list[Action] | None:
+    """Every admissible action (module docstring), or ``None`` when a movable numeric
+    feature is continuous or there are more than :data:`ENUMERATION_LIMIT` checks."""
+    options = feature_options(rows)
+    names = list(options)
+    if any(options[n] is None for n in names) or \
+            _count(options, names, max_changes) * rows.n > ENUMERATION_LIMIT:
+        return None
+    return _grid(options, names, max_changes)
+
+
+def partial_grid(rows: GroupRows, max_changes: int) -> tuple[list[Action], list[str]]:
+    """The actions on the movable features of fewest options only — the features taken
+    in that order while every action on them checked on every row stays within
+    :data:`ENUMERATION_LIMIT` checks — and the features left out (continuous ones, wide
+    integer ranges): every other action changes one of those."""
+    options = feature_options(rows)
+    order = sorted(options, key=lambda n: (options[n] is None,
+                                           len(options[n] or ()), n))
+    few: list[str] = []
+    for name in order:
+        if options[name] is None or \
+                _count(options, few + [name], max_changes) * rows.n > ENUMERATION_LIMIT:
+            break
+        few.append(name)
+    return _grid(options, few, max_changes), [n for n in order if n not in few]
 
 
 def cover_sets(rows: GroupRows, actions: list[Action],
@@ -130,3 +169,28 @@ def solve_enumerated(search: Any, candidates: list[int]) -> GroupCounterfactuals
         search.notes.append("the integer master hit the time limit")
     return search.finish(chosen, members, value=value, bound=bound, proven=ip.optimal,
                          rows=rows, uncovered=ip.uncovered)
+
+
+def enumerated_columns(search: Any, master: CoverMaster, rows: GroupRows, model: Any,
+                       seen: set) -> np.ndarray | None:
+    """Column generation's first columns besides the rows' own (for ``search``, a
+    :class:`~cfopt.groups.solve.GroupSearch`): every action on the features of fewest
+    options (:func:`partial_grid`), checked on every row, enters the master at once, and
+    the pricing MILP is left only the actions that change another feature
+    (:meth:`~cfopt.groups.pricing.ActionModel.require_change`). Returns their cover sets
+    (actions × rows): the largest priced cover among them and the MILP's bound together
+    bound every action; ``None`` when there are none or no time to check them."""
+    actions, wide = partial_grid(rows, search.request.max_changes)
+    found = cover_sets(rows, actions, search.left) if actions else None
+    if found is None:
+        return None
+    masks, kept = found
+    for mask, action in zip(masks, kept):
+        if action.key() not in seen:
+            seen.add(action.key())
+            master.add(mask)
+            search.column_actions.append(action)
+    model.require_change(wide)
+    search.notes.append(f"{len(actions)} actions changing none of "
+                        f"{', '.join(wide) or 'the features'} checked on every row")
+    return np.array(masks, dtype=float).reshape(len(masks), rows.n)

@@ -284,3 +284,20 @@ class CostMaster:
     def lower_bound(self, lp: MasterSolution, pricing_bound: float) -> float:
         """:math:`\\sum_i \\pi_i - k \\max(\\nu, P)` (class docstring)."""
         return float(lp.prices.sum() - self.budget * max(lp.budget_price, pricing_bound))
+
+
+def greedy_cover(masks: list[np.ndarray], n: int, budget: int | None = None
+                 ) -> tuple[list[int], np.ndarray]:
+    """Set-cover greedy: repeatedly the mask with most rows not yet covered (the first
+    on ties), until none adds a row or ``budget`` masks are chosen. Returns the chosen
+    masks' positions and the rows left uncovered."""
+    left = np.ones(n, dtype=bool)
+    chosen: list[int] = []
+    while left.any() and masks and (budget is None or len(chosen) < budget):
+        gains = [int((mask & left).sum()) for mask in masks]
+        best = int(np.argmax(gains))
+        if gains[best] == 0:
+            break
+        chosen.append(best)
+        left &= ~masks[best]
+    return chosen, left

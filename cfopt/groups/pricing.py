@@ -250,6 +250,17 @@ class ActionModel:
                 self.prices[i] * slot.covers[i] for i in self.members) - pyo.quicksum(
                 slot.copies[i].paid for i in sorted(on)), sense=pyo.maximize)
 
+    def require_change(self, names: Sequence[str] | None) -> None:
+        r"""Price only actions that change at least one feature of ``names``
+        (:math:`\sum_{f \in \text{names}} c_f \ge 1`: the others are enumerated,
+        :func:`~cfopt.groups.enumeration.partial_grid`); ``None`` lifts it."""
+        if self.model.find_component("required_change") is not None:
+            self.model.del_component("required_change")
+        if names:
+            changed = self.slots[0].changed
+            self.model.required_change = pyo.Constraint(
+                expr=pyo.quicksum(changed[n] for n in names) >= 1)
+
     def assigned(self) -> np.ndarray:
         """The rows the pricing's point assigns to its action (:math:`y_i = 1`), a mask
         over ``members``' positions."""

@@ -16,7 +16,10 @@ exactly (:mod:`.enumeration`, no pricing); otherwise
    not of a row an earlier row's action already moves (it is reachable; the pricing
    finds what else it needs); a row whose query is proven infeasible cannot be covered
    by any action (an action on one row *is* such a counterfactual) and leaves the
-   group, proven;
+   group, proven; every action on the features of fewest options (categorical ones,
+   narrow integer ranges) is checked on every row and enters too
+   (:func:`.enumeration.enumerated_columns`), so the pricing MILP is asked only for
+   actions changing one of the other features;
 2. the restricted master's LP (:mod:`.master`) gives duals :math:`\pi`; the pricing MILP
    (:mod:`.pricing`) finds the action of largest :math:`\sum_i \pi_i y_i`; its cover set
    is re-computed by the real model (:meth:`.actions.GroupRows.covers`) and enters when
@@ -54,8 +57,8 @@ from ..solvers.base import SolveOutcome, SolverSettings
 from .actions import Action, GroupRows
 from .branching import BranchAndPrice, Priced
 from .costs import least_cost
-from .enumeration import solve_enumerated
-from .master import CoverMaster, MasterSolution
+from .enumeration import enumerated_columns, solve_enumerated
+from .master import CoverMaster, MasterSolution, greedy_cover
 from .pricing import ActionModel
 from .request import GroupRequest, check_group_request
 from .result import GroupCounterfactuals
@@ -238,6 +241,7 @@ class GroupSearch:
         seen: set = set()
         for i, action in self.first.items():
             self.add_column(master, rows, action, seen)
+        enumerated = enumerated_columns(self, master, rows, model, seen)
         bound: float | None = None
         if np.any(master.columns, axis=0).all():
             # one action for every row, or every row covered, needs no pricing: the
@@ -261,6 +265,8 @@ class GroupSearch:
                 break
             proven = 0.0 if outcome.status is Status.INFEASIBLE else \
                 outcome.bound if outcome.status.has_solution else None
+            if proven is not None and enumerated is not None:  # every action's bound
+                proven = max(proven, float((enumerated @ lp.prices).max(initial=0.0)))
             if proven is not None and not (req.objective == "count" and lp.uncovered):
                 bound = self.best_bound(bound, self.lp_bound(master, lp, proven))
             claimed = outcome.objective if outcome.objective is not None else 0.0
@@ -335,6 +341,7 @@ class GroupSearch:
             self.notes.append("the integer master hit the time limit")
         if req.objective == "count" and limit is not None and not proven and \
                 not ip.uncovered and bound is not None:
+            model.require_change(None)  # a node's assignments may be any subsets
             tree = BranchAndPrice(master.active, ActionPricer(self, model, backend, rows),
                                   self.column_actions, master.columns, sorted(ip.chosen),
                                   bound, self.left).run()
@@ -479,20 +486,3 @@ class ActionPricer:
 
     def key(self, action: Action) -> Hashable:
         return action.key()
-
-
-def greedy_cover(masks: list[np.ndarray], n: int, budget: int | None = None
-                 ) -> tuple[list[int], np.ndarray]:
-    """Set-cover greedy: repeatedly the mask with most rows not yet covered (the first
-    on ties), until none adds a row or ``budget`` masks are chosen. Returns the chosen
-    masks' positions and the rows left uncovered."""
-    left = np.ones(n, dtype=bool)
-    chosen: list[int] = []
-    while left.any() and masks and (budget is None or len(chosen) < budget):
-        gains = [int((mask & left).sum()) for mask in masks]
-        best = int(np.argmax(gains))
-        if gains[best] == 0:
-            break
-        chosen.append(best)
-        left &= ~masks[best]
-    return chosen, left

@@ -150,6 +150,7 @@ def spec_rounding(space: FeatureSpace, specs: list[InputSpec]) -> list[float]:
 def encode(space: FeatureSpace, specs: list[InputSpec], frame: pd.DataFrame) -> np.ndarray:
     """Model inputs of valid raw rows under ``specs``."""
     out = np.zeros((len(frame), len(specs)))
+    positions: dict[str, np.ndarray] = {}  # a categorical's level positions, once
     for k, s in enumerate(specs):
         if s.kind == "constant":
             out[:, k] = s.b
@@ -157,14 +158,20 @@ def encode(space: FeatureSpace, specs: list[InputSpec], frame: pd.DataFrame) -> 
         f = space[s.feature]
         values = frame[s.feature].to_numpy()
         if s.kind == "indicator":
-            out[:, k] = [float(v == s.level) for v in values]
+            if f.name not in positions:
+                positions[f.name] = f.level_positions(values)
+            out[:, k] = positions[f.name] == f.level_positions([s.level])[0]
         elif s.kind == "levels":
             value_of = s.values()
-            out[:, k] = [value_of[v] for v in values]
-        else:
-            codes = np.array([f.to_code(v) for v in values],
-                             dtype=float)  # pragma: no mutate (to_code returns floats)
+            codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+            out[:, k] = np.array([value_of[v] for v in uniques], dtype=float)[codes]
+        elif f.labelled:  # a label's code is its position
+            codes = f.level_positions(values)
+            if (codes < 0).any():
+                f.to_code(values[int(np.argmax(codes < 0))])  # raises, naming the value
             out[:, k] = s.a * codes + s.b
+        else:  # a number's code is itself
+            out[:, k] = s.a * np.asarray(values, dtype=float) + s.b
     return out
 
 

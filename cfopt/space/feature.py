@@ -281,6 +281,16 @@ class Feature:
             return lo, x0
         return lo, hi
 
+    def level_positions(self, values: Any) -> np.ndarray:
+        """Each raw value's position among :attr:`categories` (``-1`` for none), by
+        Python equality: each distinct value looked up once (``pandas.factorize``)."""
+        import pandas as pd
+
+        codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+        lookup = {level: k for k, level in enumerate(self.categories)}
+        at = np.array([lookup.get(plain(u), -1) for u in uniques] + [-1], dtype=int)
+        return at[codes]  # a missing value's code -1 reads the last entry, -1
+
     def to_code(self, value: Any) -> float:
         """Numeric code of a raw value (label position for ordinals / labelled binaries)."""
         if self.is_onehot:

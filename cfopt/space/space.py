@@ -277,8 +277,9 @@ class FeatureSpace:
                 continue
             values = frame[f.name].to_numpy()
             if f.is_onehot:
-                for k, level in enumerate(f.categories):
-                    out[:, sl.start + k] = [float(plain(v) == level) for v in values]
+                at = f.level_positions(values)
+                hit = np.flatnonzero(at >= 0)
+                out[hit, sl.start + at[hit]] = 1.0
             else:
                 out[:, sl.start] = (self._codes(f, values) - f.shift) / f.scale
         return out
