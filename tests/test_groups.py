@@ -33,6 +33,10 @@ def path(request, monkeypatch):
     chosen = getattr(request, "param", "priced")
     if chosen == "priced":
         monkeypatch.setattr(enumeration, "ENUMERATION_LIMIT", 0)
+    if chosen == "partial":  # a's changes left to the pricing MILP, the others enumerated
+        options = enumeration.feature_options
+        monkeypatch.setattr(enumeration, "feature_options",
+                            lambda rows: {**options(rows), "a": None})
     return chosen
 
 
@@ -152,8 +156,10 @@ CASES = [(seed, kind, k) for seed, kind in [(1, "lr"), (2, "net"), (3, "rf"), (4
          for k in (1, 2)]
 
 
-@pytest.mark.parametrize("seed,kind,max_changes", CASES)
-@BOTH
+@pytest.mark.parametrize("seed,kind,max_changes,path", [
+    (*case, path) for case in CASES for path in ("priced", "enumerated", "partial")
+    if path != "partial" or case[1:] in (("net", 2), ("lr", 2), ("rf", 1))],
+    indirect=["path"])
 def test_fewest_actions_match_brute_force(seed, kind, max_changes, path):
     explainer, space, scores, rows = group(seed, kind)
     target = {1}
@@ -164,7 +170,9 @@ def test_fewest_actions_match_brute_force(seed, kind, max_changes, path):
     assert got.status is cfopt.Status.OPTIMAL, got.message
     assert got.value == best == got.bound
     assert ("no pricing" in got.message) == (path == "enumerated")
-    assert (got.iterations == 0) or path == "priced"
+    assert ("checked on every row" in got.message) == (path != "priced")
+    assert ("changing none of a checked" in got.message) == (path == "partial")
+    assert (got.iterations == 0) or path != "enumerated"
     covered = {rows.index.get_loc(i) for i in rows.index[got.assignment.to_numpy() >= 0]}
     assert covered == coverable
     proven_out = {rows.index.get_loc(i) for i, r in got.reasons.items()
@@ -580,3 +588,36 @@ def test_a_copys_layer_bounds_hold_every_point_of_few_changes_and_beat_the_box(m
         tighter |= any((hi < bh - 1e-6).any() or (lo > bl + 1e-6).any()
                        for (lo, hi), (bl, bh) in zip(bounds, box))
     assert tighter or max_changes > 1
+
+
+def test_the_partial_grid_takes_the_features_of_fewest_options_within_the_limit(monkeypatch):
+    """Features in order of their count of changes (b: 3 shifts up, c: 3 levels, d: 4
+    shifts, a: 8), each taken while every action on those taken, checked on every row,
+    stays within the limit (exactly on it: taken); a continuous one is never taken."""
+    from cfopt.groups import enumeration
+    from cfopt.groups.actions import GroupRows
+
+    explainer, space, _, rows = group(1, "lr")
+    rows = rows.assign(a=([0, 4] * len(rows))[:len(rows)], b=0,
+                       d=([0, 2] * len(rows))[:len(rows)])
+    grid = GroupRows(space, explainer.milp.adapter, explainer.milp.input_specs,
+                     rows.reset_index(drop=True), (1,), MARGIN, explainer.milp.weights, 2, None)
+    n = grid.n
+    bc = 3 + 3 + 3 * 3  # b alone, c alone, both
+    monkeypatch.setattr(enumeration, "ENUMERATION_LIMIT", bc * n)
+    actions, wide = enumeration.partial_grid(grid, 2)
+    assert len(actions) == bc and wide == ["d", "a"]
+    assert all(set(a.features) <= {"b", "c"} for a in actions)
+    monkeypatch.setattr(enumeration, "ENUMERATION_LIMIT", bc * n - 1)
+    actions, wide = enumeration.partial_grid(grid, 2)
+    assert len(actions) == 3 and wide == ["c", "d", "a"]
+    monkeypatch.setattr(enumeration, "ENUMERATION_LIMIT", 10**9)
+    actions, wide = enumeration.partial_grid(grid, 2)
+    assert wide == [] and len(actions) == len(enumeration.action_grid(grid, 2))
+    floats = rows.assign(a=rows.a.astype(float))
+    continuous = cfopt.FeatureSpace.from_frame(floats, kinds={"d": "integer",
+                                                              "a": "continuous"})
+    continuous.increase_only("b")
+    g2 = GroupRows(continuous, explainer.milp.adapter, explainer.milp.input_specs,
+                   floats.reset_index(drop=True), (1,), MARGIN, explainer.milp.weights, 2, None)
+    assert enumeration.partial_grid(g2, 2)[1] == ["a"]

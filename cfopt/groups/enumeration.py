@@ -13,9 +13,8 @@ optimum over every action, and a row no action covers is proven out of reach. Co
 generation's pricing MILPs are the way when the actions are too many (a continuous
 feature, wide ranges, many changes); even then, the actions on the features of fewest
 options are enumerated the same way (:func:`partial_grid`) and enter its master at once,
-and the pricing is left the actions changing another feature: for set-cover duals
-:math:`\pi \ge 0` the largest :math:`\sum_i \pi_i A_{ia}` over every action is the larger
-of the two parts'.
+and the pricing is left the actions changing another feature
+(:func:`enumerated_columns`).
 """
 
 from __future__ import annotations
@@ -172,20 +171,21 @@ def solve_enumerated(search: Any, candidates: list[int]) -> GroupCounterfactuals
 
 
 def enumerated_columns(search: Any, master: CoverMaster, rows: GroupRows, model: Any,
-                       seen: set) -> np.ndarray | None:
-    """Column generation's first columns besides the rows' own (for ``search``, a
+                       seen: set) -> None:
+    r"""Column generation's first columns besides the rows' own (for ``search``, a
     :class:`~cfopt.groups.solve.GroupSearch`): every action on the features of fewest
     options (:func:`partial_grid`), checked on every row, enters the master at once, and
     the pricing MILP is left only the actions that change another feature
-    (:meth:`~cfopt.groups.pricing.ActionModel.require_change`). Returns their cover sets
-    (actions × rows): the largest priced cover among them and the MILP's bound together
-    bound every action; ``None`` when there are none or no time to check them."""
+    (:meth:`~cfopt.groups.pricing.ActionModel.require_change`). Its bound :math:`P` still
+    bounds every action where the master's bounds use it: an action in the master has a
+    reduced cost of at least 0 at the LP's optimum (:math:`\sum_i \pi_i A_{ia} \le 1`,
+    or :math:`\le \nu`), and Farley's bound takes :math:`\max(1, P)`, the coverage's
+    :math:`\max(\nu, P)`. Nothing is done when the time is up before they are checked."""
     actions, wide = partial_grid(rows, search.request.max_changes)
     found = cover_sets(rows, actions, search.left) if actions else None
     if found is None:
-        return None
-    masks, kept = found
-    for mask, action in zip(masks, kept):
+        return
+    for mask, action in zip(*found):
         if action.key() not in seen:
             seen.add(action.key())
             master.add(mask)
@@ -193,4 +193,3 @@ def enumerated_columns(search: Any, master: CoverMaster, rows: GroupRows, model:
     model.require_change(wide)
     search.notes.append(f"{len(actions)} actions changing none of "
                         f"{', '.join(wide) or 'the features'} checked on every row")
-    return np.array(masks, dtype=float).reshape(len(masks), rows.n)

@@ -241,7 +241,7 @@ class GroupSearch:
         seen: set = set()
         for i, action in self.first.items():
             self.add_column(master, rows, action, seen)
-        enumerated = enumerated_columns(self, master, rows, model, seen)
+        enumerated_columns(self, master, rows, model, seen)
         bound: float | None = None
         if np.any(master.columns, axis=0).all():
             # one action for every row, or every row covered, needs no pricing: the
@@ -265,8 +265,6 @@ class GroupSearch:
                 break
             proven = 0.0 if outcome.status is Status.INFEASIBLE else \
                 outcome.bound if outcome.status.has_solution else None
-            if proven is not None and enumerated is not None:  # every action's bound
-                proven = max(proven, float((enumerated @ lp.prices).max(initial=0.0)))
             if proven is not None and not (req.objective == "count" and lp.uncovered):
                 bound = self.best_bound(bound, self.lp_bound(master, lp, proven))
             claimed = outcome.objective if outcome.objective is not None else 0.0
