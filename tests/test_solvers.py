@@ -205,6 +205,58 @@ def test_a_cutoff_prunes_but_never_claims(monkeypatch):
         backend.solve(m, SolverSettings(), cutoff=100.0)
 
 
+def test_an_infeasibility_is_confirmed_without_presolve(monkeypatch):
+    """HiGHS's "infeasible" is solved again with presolve off (differential seed 162554:
+    its presolve alone proved a feasible query infeasible): a point found then is the
+    answer; a second "infeasible" stands. Not when the first solve ran without presolve,
+    nor when its time is up; the next solve has presolve back."""
+    import dataclasses
+
+    import pyomo.environ as pyo
+
+    backend = make_solver("highs")
+    m = _knapsack()
+    calls: list[dict] = []
+    solve = backend._solve
+
+    def recording(model, settings, *args):
+        calls.append(dict(settings.options))
+        return solve(model, settings, *args)
+
+    monkeypatch.setattr(backend, "_solve", recording)
+    m.cover.set_value(pyo.quicksum(w * m.x[i] for i, w in enumerate([6, 4, 7, 8, 3])) >= 29)
+    out = backend.solve(m, SolverSettings())
+    assert out.status is cfopt.Status.INFEASIBLE and calls == [{}, {"presolve": "off"}]
+    assert out.wall_time > 0
+    calls.clear()
+    off = backend.solve(m, SolverSettings(options={"presolve": "off"}))
+    assert off.status is cfopt.Status.INFEASIBLE and calls == [{"presolve": "off"}]
+    m.cover.set_value(pyo.quicksum(w * m.x[i] for i, w in enumerate([6, 4, 7, 8, 3])) >= 10)
+    calls.clear()
+    ok = backend.solve(m, SolverSettings())
+    assert ok.status is cfopt.Status.OPTIMAL and ok.objective == pytest.approx(7)
+    assert calls == [{}]
+    assert backend._instance()._solver_model.getOptionValue("presolve")[-1] == "choose"
+
+    def presolve_claims_infeasible(model, settings, *args):  # HiGHS's wrong proof, mocked
+        calls.append(dict(settings.options))
+        out = solve(model, settings, *args)
+        if settings.options.get("presolve") == "off":
+            return out
+        return dataclasses.replace(out, status=cfopt.Status.INFEASIBLE, objective=None,
+                                   bound=None)
+
+    monkeypatch.setattr(backend, "_solve", presolve_claims_infeasible)
+    calls.clear()
+    rescued = backend.solve(m, SolverSettings(time_limit=60))
+    assert rescued.status is cfopt.Status.OPTIMAL and rescued.objective == pytest.approx(7)
+    assert calls == [{}, {"presolve": "off"}]
+    monkeypatch.setattr(cfopt.solvers.highs, "time_left", lambda settings, t0: None)
+    calls.clear()
+    late = backend.solve(m, SolverSettings(time_limit=60))  # no time left to confirm
+    assert late.status is cfopt.Status.INFEASIBLE and calls == [{}]
+
+
 def test_fixing_a_variable_changes_its_bounds_not_its_constraints(monkeypatch):
     """On the loaded HiGHS model, fixing and unfixing a binary (as the cutoff's linear
     pieces do for every ReLU binary of a master) changes its column's bounds only: no
