@@ -1,0 +1,335 @@
+"""CP-SAT's model of a tree-ensemble query and its backend (:mod:`cfopt.solvers.cpsat.model`,
+:mod:`cfopt.solvers.cpsat.backend`), fast: forests of three small trees on an all-discrete
+space whose grid is enumerated, the optimum of every objective (weights, actionability,
+a cap on changes, binary, multiclass and regression targets) against the grid's, the
+actionability read from the model's components, and the solver's settings and
+statuses. ``tests/test_cpsat.py`` has the slower end-to-end checks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pyomo.environ as pyo
+import pytest
+from sklearn.ensemble import (
+    GradientBoostingClassifier,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+
+import cfopt
+from cfopt.models import parse_model
+from cfopt.solvers import SolverSettings
+from cfopt.solvers.cpsat.backend import CpSatBackend
+from cfopt.solvers.cpsat.model import Actionability
+
+from .conftest import grid, grid_norms
+
+pytest.importorskip("ortools")
+
+MARGIN = 1e-3
+WEIGHTS = {"a": 1.0, "b": 2.5, "c": 0.75, "d": 1.25}
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    n = 300
+    frame = pd.DataFrame({"a": rng.integers(0, 5, n), "b": rng.integers(0, 4, n),
+                          "c": rng.choice(["red", "green", "blue"], n),
+                          "d": rng.integers(0, 2, n)})
+    score = frame.a - 1.5 * frame.b + 2.0 * (frame.c == "red") - frame.d
+    noisy = score + rng.normal(0, 1, n)
+    space = cfopt.FeatureSpace.from_frame(frame)
+    Z = space.transform(frame)
+    binary = RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0).fit(
+        Z, (noisy > 0.5).astype(int))
+    three = RandomForestClassifier(n_estimators=3, max_depth=3, random_state=1).fit(
+        Z, np.digitize(noisy, [-1.0, 1.5]))
+    boost = GradientBoostingClassifier(n_estimators=3, max_depth=2, random_state=0).fit(
+        Z, (noisy > 0.5).astype(int))
+    regressor = RandomForestRegressor(n_estimators=3, max_depth=3, random_state=0).fit(
+        Z, score.to_numpy(float))
+    points = grid(space)
+    return frame, space, binary, three, regressor, points, boost
+
+
+def brute(m, points, ok, norm):
+    """The least ``norm`` distance from ``m``'s factual over the grid points ``ok``."""
+    costs = grid_norms(m, points[ok].reset_index(drop=True))[norm]
+    return float(costs.min()) if len(costs) else math.inf
+
+
+def acts(points, x0, immutable=(), increase=(), decrease=(), cap=None, m=None):
+    """The grid points within the actionability."""
+    ok = np.ones(len(points), dtype=bool)
+    for f in immutable:
+        ok &= (points[f] == x0[f]).to_numpy()
+    for f in increase:
+        ok &= (points[f] >= x0[f]).to_numpy()
+    for f in decrease:
+        ok &= (points[f] <= x0[f]).to_numpy()
+    if cap is not None:
+        ok &= grid_norms(m, points)["l0"] <= cap
+    return ok
+
+
+def check(explainer, x, target, valid, norm, points, **rules):
+    """The CP answer is the grid's optimum (or infeasible when the grid has none)."""
+    m = explainer.milp
+    m.set_factual(x)
+    expected = brute(m, points, valid & acts(points, x.iloc[0], m=m, **rules), norm)
+    if not math.isfinite(expected):
+        with pytest.raises(cfopt.InfeasibleError):
+            explainer.explain(x, target=target)
+        return None
+    ce = explainer.explain(x, target=target)
+    assert ce.status is cfopt.Status.OPTIMAL and ce.verified
+    assert ce.objective == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    assert ce.bound <= ce.objective + 1e-12 and ce.bound == pytest.approx(expected, abs=1e-6)
+    return ce
+
+
+@pytest.mark.parametrize("norm", ["l1", "linf", {"l1": 1.0, "l0": 0.5, "linf": 2.0}])
+def test_binary_optimum_under_actionability_and_weights(data, norm):
+    frame, space, binary, _, _, points = data[:6]
+    space = cfopt.FeatureSpace.from_frame(frame)
+    space.immutable("d").increase_only("b")
+    explainer = cfopt.Explainer(binary, space, solver="cpsat", objective=norm, margin=MARGIN,
+                                mip_gap=0.0, weights=WEIGHTS)
+    valid = valid_for(binary, space, points)
+    pred = binary.predict(space.transform(frame))
+    terms = norm if isinstance(norm, dict) else {norm: 1.0}
+    found = 0
+    for i in np.flatnonzero(pred == 0)[:2]:
+        m = explainer.milp
+        m.set_factual(frame.iloc[[i]])
+        x0 = frame.iloc[i]
+        ok = valid & acts(points, x0, immutable=["d"], increase=["b"])
+        norms = grid_norms(m, points[ok].reset_index(drop=True))
+        expected = min(sum(w * norms[k] for k, w in terms.items()), default=math.inf)
+        ce = explainer.explain(frame.iloc[[i]], target=1)
+        assert ce.status is cfopt.Status.OPTIMAL and ce.verified
+        assert ce.objective == pytest.approx(expected, rel=1e-9, abs=1e-9)
+        assert ce.bound == pytest.approx(expected, rel=1e-6, abs=1e-9)
+        after = ce.counterfactual.iloc[0]
+        assert after["d"] == x0["d"] and after["b"] >= x0["b"]
+        found += 1
+    assert found == 2
+
+
+def valid_for(model, space, points, targets=(1,)):
+    """The grid points the model's structure gives one of the target classes (indices)
+    by the margin."""
+    adapter = parse_model(model)
+    logits = adapter.structure.logits(space.transform(points))
+    if adapter.decision == "sign":
+        assert len(targets) == 1
+        return (1.0 if targets[0] == 1 else -1.0) * logits[:, 0] >= MARGIN
+    beats = [np.all(np.delete(logits, t, axis=1) <= logits[:, [t]] - MARGIN, axis=1)
+             for t in targets]
+    return np.any(beats, axis=0)
+
+
+def test_a_cap_on_changes_and_a_decrease_only_feature(data):
+    frame, *_, points, binary = data
+    space = cfopt.FeatureSpace.from_frame(frame)
+    space.decrease_only("b")
+    explainer = cfopt.Explainer(binary, space, solver="cpsat", max_changes=1, margin=MARGIN,
+                                mip_gap=0.0)
+    valid = valid_for(binary, space, points)
+    pred = binary.predict(space.transform(frame))
+    answers = [check(explainer, frame.iloc[[i]], 1, valid, "l1", points, decrease=["b"],
+                     cap=1) for i in np.flatnonzero(pred == 0)[:3]]
+    assert any(ce is not None for ce in answers)
+    assert all(ce.distances["l0"] <= 1 for ce in answers if ce is not None)
+
+
+def test_multiclass_one_target_and_a_set_of_targets(data):
+    frame, space, _, three, _, points = data[:6]
+    explainer = cfopt.Explainer(three, space, solver="cpsat", margin=MARGIN, mip_gap=0.0)
+    pred = three.predict(space.transform(frame))
+    checked = 0
+    for i in (np.flatnonzero(pred == 0)[:1].tolist() + np.flatnonzero(pred == 2)[:1].tolist()):
+        own = int(pred[i])
+        for target in ([2 - own], [1, 2 - own]):
+            valid = valid_for(three, space, points, target)
+            ce = check(explainer, frame.iloc[[i]], target, valid, "l1", points)
+            if ce is not None:
+                assert three.predict(space.transform(ce.counterfactual))[0] in target
+                checked += 1
+    assert checked >= 3
+
+
+def test_regression_intervals(data):
+    frame, space, _, _, regressor, points = data[:6]
+    explainer = cfopt.Explainer(regressor, space, solver="cpsat", margin=MARGIN, mip_gap=0.0)
+    values = regressor.predict(space.transform(points))
+    checked = 0
+    for i in range(1):
+        x = frame.iloc[[i]]
+        y0 = float(regressor.predict(space.transform(x))[0])
+        for low, high in ((None, y0 - 1.0), (y0 + 0.5, y0 + 2.0), (y0 + 0.5, None)):
+            valid = (values <= (math.inf if high is None else high - MARGIN)) & \
+                (values >= (-math.inf if low is None else low + MARGIN))
+            ce = check(explainer, x, (low, high), valid, "l1", points)
+            checked += ce is not None
+    assert checked >= 2
+
+
+def test_actionability_read_from_the_models_components(data):
+    frame, _, binary, _, _, _ = data[:6]
+    space = cfopt.FeatureSpace.from_frame(frame)
+    space.immutable("d").increase_only("b").decrease_only("a")
+    explainer = cfopt.Explainer(binary, space, solver="cpsat", max_changes=2)
+    m = explainer.milp
+    m.set_factual(frame.iloc[[0]])
+    rules = Actionability.of(m)
+    assert rules == Actionability({"d"}, {"a": "decrease", "b": "increase"}, 2, False)
+    m.increase_only["b"].deactivate()
+    m.immutable["d"].deactivate()
+    rules = Actionability.of(m)
+    assert rules == Actionability(set(), {"a": "decrease", "b": "any"}, 2, True)
+    m.increase_only["b"].activate()
+    m.immutable["d"].activate()
+    m.max_changes.deactivate()
+    assert Actionability.of(m) == Actionability({"d"}, {"a": "decrease", "b": "increase"},
+                                                None, True)
+    free = cfopt.Explainer(binary, cfopt.FeatureSpace.from_frame(frame), solver="cpsat")
+    free.milp.set_factual(frame.iloc[[0]])
+    assert Actionability.of(free.milp) == Actionability(set(), {"a": "any", "b": "any",
+                                                               "d": "any"}, None, False)
+
+
+def query(explainer, x, target=1):
+    m = explainer.milp
+    m.set_factual(x)
+    m.set_target(target)
+    return m
+
+
+def test_a_relaxed_probe_solves_without_the_relaxed_rule(data):
+    """A diagnosis deactivates a rule: the CP model drops it too (no pruning by radius)."""
+    frame, *_, points, binary = data
+    space = cfopt.FeatureSpace.from_frame(frame)
+    space.immutable("a", "b", "c")
+    explainer = cfopt.Explainer(binary, space, solver="cpsat", margin=MARGIN, mip_gap=0.0)
+    valid = valid_for(binary, space, points)
+    pred = binary.predict(space.transform(frame))
+    backend = CpSatBackend()
+    for i in np.flatnonzero(pred == 0)[:3]:
+        m = query(explainer, frame.iloc[[i]])
+        x0 = frame.iloc[i]
+        for f in ("a", "b"):
+            m.immutable[f].deactivate()
+        outcome, row = backend.solve_query(m, SolverSettings(mip_gap=0.0), radius=1e-9)
+        expected = brute(m, points, valid & acts(points, x0, immutable=["c"]), "l1")
+        for f in ("a", "b"):
+            m.immutable[f].activate()
+        if not math.isfinite(expected):
+            assert outcome.status is cfopt.Status.INFEASIBLE and row is None
+            continue
+        assert outcome.status is cfopt.Status.OPTIMAL
+        assert outcome.objective == pytest.approx(expected, rel=1e-9, abs=1e-9)
+        assert row.iloc[0]["c"] == x0["c"]
+        assert grid_norms(m, row)["l1"][0] == pytest.approx(expected, abs=1e-9)
+
+
+def test_a_radius_too_small_falls_back_to_the_whole_query(data):
+    frame, space, binary, _, _, points = data[:6]
+    explainer = cfopt.Explainer(binary, space, solver="cpsat", margin=MARGIN, mip_gap=0.0)
+    valid = valid_for(binary, space, points)
+    i = int(np.flatnonzero(binary.predict(space.transform(frame)) == 0)[0])
+    m = query(explainer, frame.iloc[[i]])
+    expected = brute(m, points, valid, "l1")
+    backend = CpSatBackend()
+    outcome, row = backend.solve_query(m, SolverSettings(mip_gap=0.0), radius=1e-9)
+    assert outcome.status is cfopt.Status.OPTIMAL and row is not None
+    assert outcome.objective == pytest.approx(expected, abs=1e-9)
+    assert outcome.bound == pytest.approx(expected, abs=1e-6)
+    # within a radius above the optimum: the same optimum, its bound at most the radius
+    outcome, _ = backend.solve_query(m, SolverSettings(mip_gap=0.0), radius=expected + 0.5,
+                                     hint=row)
+    assert outcome.objective == pytest.approx(expected, abs=1e-9)
+    assert outcome.bound <= expected + 0.5
+    assert outcome.termination == "OPTIMAL" and outcome.message == ""
+    assert outcome.solver_time is not None and outcome.wall_time >= outcome.solver_time * 0
+
+
+def test_settings_reach_cp_sat(data, monkeypatch):
+    frame, space, binary, _, _, _ = data[:6]
+    explainer = cfopt.Explainer(binary, space, solver="cpsat")
+    i = int(np.flatnonzero(binary.predict(space.transform(frame)) == 0)[0])
+    m = query(explainer, frame.iloc[[i]])
+    from ortools.sat.python import cp_model
+
+    seen = []
+    solve = cp_model.CpSolver.solve
+
+    def recording(self, model, *args):
+        seen.append(self.parameters)
+        return solve(self, model, *args)
+
+    monkeypatch.setattr(cp_model.CpSolver, "solve", recording)
+    backend = CpSatBackend()
+    backend.solve_query(m, SolverSettings(time_limit=50.0, mip_gap=0.25, threads=3, seed=11,
+                                          options={"linearization_level": 2}))
+    p = seen[-1]
+    assert 45.0 < p.max_time_in_seconds <= 50.0
+    assert (p.relative_gap_limit, p.num_workers, p.random_seed, p.linearization_level) == \
+        (0.25, 3, 11, 2)
+    assert p.log_search_progress is False
+    backend.solve_query(m, SolverSettings(threads=None, seed=None, verbose=True))
+    p = seen[-1]
+    default = cp_model.CpSolver().parameters
+    assert p.num_workers == 0 and p.random_seed == default.random_seed
+    assert p.max_time_in_seconds == default.max_time_in_seconds
+    assert p.log_search_progress is True
+
+
+def test_statuses_of_a_refused_model_and_of_no_time(data, monkeypatch):
+    frame, space, binary, _, _, _ = data[:6]
+    explainer = cfopt.Explainer(binary, space, solver="cpsat")
+    i = int(np.flatnonzero(binary.predict(space.transform(frame)) == 0)[0])
+    m = query(explainer, frame.iloc[[i]])
+    backend = CpSatBackend()
+    from ortools.sat.python import cp_model
+
+    monkeypatch.setattr(cp_model.CpSolver, "status_name", lambda self, code: "MODEL_INVALID")
+    outcome, row = backend.solve_query(m, SolverSettings())
+    assert outcome.status is cfopt.Status.ERROR and row is None
+    assert outcome.bound is None and outcome.objective is None
+    assert outcome.message.startswith("CP-SAT refused its model (")
+    assert outcome.message.endswith("); nothing is claimed")
+    monkeypatch.setattr(cp_model.CpSolver, "status_name", lambda self, code: "UNKNOWN")
+    outcome, row = backend.solve_query(m, SolverSettings())
+    assert outcome.status is cfopt.Status.NO_SOLUTION and row is None
+    assert outcome.bound is not None and outcome.objective is None
+    monkeypatch.undo()
+    # the time is up before CP-SAT starts: no solution, no bound
+    from cfopt.solvers.cpsat import backend as module
+
+    clock = iter([0.0] + [100.0] * 1000)
+    monkeypatch.setattr(module, "time", type("T", (), {"perf_counter": staticmethod(
+        lambda: next(clock))}))
+    outcome, row = backend.solve_query(m, SolverSettings(time_limit=5.0))
+    assert (outcome.status, outcome.bound, outcome.termination, row) == \
+        (cfopt.Status.NO_SOLUTION, None, "maxTimeLimit", None)
+
+
+def test_the_forest_index_is_built_once_per_model(data):
+    frame, space, binary, _, _, _ = data[:6]
+    explainer = cfopt.Explainer(binary, space, solver="cpsat", tighten_per_query=False)
+    m = query(explainer, frame.iloc[[int(np.flatnonzero(
+        binary.predict(space.transform(frame)) == 0)[0])]])
+    backend = CpSatBackend()
+    if m.predictor_constr.block.per_query:
+        pytest.skip("this model's block indexes its own splits")
+    first = backend._forest_index(m)
+    assert backend._forest_index(m) is first
+    backend.reset()
+    assert backend._forest_index(m) is not first
+    assert backend.available() and backend.name == "cpsat"
+    assert pyo.value(m.margin) >= 0
