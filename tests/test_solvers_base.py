@@ -40,7 +40,7 @@ class Scripted(SolverBackend):
 
     def __init__(self, script=(), clock=None, cost=0.0, cut=True) -> None:
         self.script, self.calls, self.clock, self.cost = list(script), [], clock, cost
-        self.cut = cut
+        self.cut, self.models = cut, []
 
     def available(self) -> bool:
         return True
@@ -50,6 +50,7 @@ class Scripted(SolverBackend):
         return self._answer(model)
 
     def _answer(self, model):
+        self.models.append(model)
         if self.clock is not None:
             self.clock.now += self.cost
         step = self.script.pop(0)
@@ -60,8 +61,10 @@ class Scripted(SolverBackend):
 
 
 class Starting(Scripted):
+    """Takes MIP starts: its calls with a start are ``(settings, start, "from")``."""
+
     def _solve_from(self, model, settings, start):
-        self.calls.append((settings, start))
+        self.calls.append((settings, start, "from"))
         return self._answer(model)
 
 
@@ -153,12 +156,15 @@ def test_a_start_goes_to_solve_from_and_by_default_is_dropped():
     start = pyo.ComponentMap()
     m = tiny()
     start[m.x] = 1.0
-    backend = Starting([outcome()])
-    backend.solve(m, start=start)
-    assert backend.calls[0][1] is start
+    settings = SolverSettings(time_limit=4.0)
+    backend = Starting([outcome(), outcome()])
+    backend.solve(m, settings, start=start)
+    assert backend.calls[0] == (settings, start, "from") and backend.models == [m]
+    backend.solve(m, settings)  # no start: the plain solve
+    assert backend.calls[1] == (settings, None) and backend.models == [m, m]
     plain = Scripted([outcome()])
-    plain.solve(m, start=start)
-    assert plain.calls[0][1] is None  # SolverBackend._solve_from: _solve
+    plain.solve(m, settings, start=start)
+    assert plain.calls == [(settings, None)] and plain.models == [m]  # _solve_from: _solve
 
 
 def test_a_cutoff_above_the_incumbent_is_one_solve(clock):
@@ -182,7 +188,9 @@ def test_no_point_below_the_cutoff_solves_again_without_it(clock, bounded):
     final = outcome(objective=1.5, wall=0.125)
     backend = Scripted([bounded, final], clock, cost=2.0)
     settings = SolverSettings(time_limit=10.0, options={"threads": 1})
-    got = backend.solve(tiny(), settings, start=None, cutoff=2.5)
+    m = tiny()
+    got = backend.solve(m, settings, start=None, cutoff=2.5)
+    assert backend.models == [m, m]
     assert [c[0].options for c in backend.calls] == [
         {"threads": 1, "objective_bound": 2.5}, {"threads": 1}]
     assert backend.calls[1][0].time_limit == pytest.approx(8.0)
@@ -195,7 +203,8 @@ def test_the_second_solve_keeps_the_start(clock):
     start = pyo.ComponentMap([(m.x, 2.0)])
     backend = Starting([outcome(Status.INFEASIBLE, None, None), outcome()], clock)
     backend.solve(m, cutoff=0.5, start=start)
-    assert [c[1] for c in backend.calls] == [start, start]
+    assert [c[1:] for c in backend.calls] == [(start, "from"), (start, "from")]
+    assert backend.models == [m, m]
 
 
 def test_no_time_left_after_the_cutoff_solve_is_no_solution(clock):
@@ -222,6 +231,13 @@ def test_a_cutoff_of_a_maximisation_is_refused():
     assert backend.calls == []
     # no cutoff, or a backend that does not use one: nothing to refuse
     assert Scripted([outcome()]).solve(tiny(pyo.maximize)).status is Status.OPTIMAL
+    # the sense is the active objective's
+    m = tiny()
+    m.first = pyo.Objective(expr=m.x, sense=pyo.maximize)
+    m.first.deactivate()
+    m.del_component(m.obj)
+    m.obj = pyo.Objective(expr=m.y)
+    assert Scripted([outcome(objective=0.5)]).solve(m, cutoff=1.0).objective == 0.5
     unused = Scripted([outcome(objective=9.0)], cut=False)
     assert unused.solve(tiny(pyo.maximize), cutoff=1.0).objective == 9.0
     assert unused.calls[0][0].options == {}
@@ -248,7 +264,9 @@ def test_ranges_solve_each_side_of_each_variable_with_its_own_objective_set_asid
         return outcome(status, objective=value)
 
     backend = Scripted([side] * 4)
-    found = backend.ranges(m, [m.x, m.y], SolverSettings())
+    settings = SolverSettings(time_limit=7.0)
+    found = backend.ranges(m, [m.x, m.y], settings)
+    assert [c for c in backend.calls] == [(settings, None)] * 4 and backend.models == [m] * 4
     assert found == [(0.5, 4.5), (-0.5, None)]
     assert seen == [("x", pyo.minimize), ("x", pyo.maximize), ("y", pyo.minimize),
                     ("y", pyo.maximize)]
@@ -294,6 +312,7 @@ def test_time_left(clock):
     settings = SolverSettings(time_limit=10.0, threads=2)
     left = time_left(settings, clock.now - 3.0)
     assert left.time_limit == pytest.approx(7.0) and left.threads == 2
+    assert time_left(settings, clock.now - 9.5).time_limit == pytest.approx(0.5)
     assert time_left(settings, clock.now - 10.0) is None
     assert time_left(settings, clock.now - 11.0) is None
 
