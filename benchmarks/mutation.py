@@ -140,6 +140,7 @@ TESTS: dict[str, list[str]] = {
     "cfopt/solvers/backends.py": ["tests/test_solvers_backends.py"],
     "cfopt/solvers/highs.py": ["tests/test_solvers_highs.py"],
     "cfopt/solvers/contrib.py": ["tests/test_solvers_contrib.py", "tests/test_solvers_backends.py"],
+    "cfopt/solvers/isolated.py": ["tests/test_solvers_isolated.py"],
     "cfopt/solvers/options.py": ["tests/test_solvers_options.py"],
     "cfopt/solvers/pool.py": ["tests/test_solvers_pool.py"],
     "cfopt/methods/cutting_set.py": ["tests/test_cutting_set.py"],
