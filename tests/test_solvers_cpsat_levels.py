@@ -176,21 +176,26 @@ def test_breaks_of_a_decreasing_input():
 
 
 def test_breaks_of_an_integer_feature_are_whole_codes():
-    idx = index([3.5, 5.9999999])
-    idx.cut_sure_left[:] = [3.4, 5.9999999]
+    idx = index([3.5, 6.5])
+    idx.cut_sure_left[:] = [3.4, 6 - 1e-13]  # within float64 rounding of 6
     lv = numeric_levels(K, [(0, 1.0, 0.0)], [0, 1], idx, 4.0, (0.0, 9.0), 1.0,
                         np.array([4.0]))
     assert [(b.low_end, b.high_start, b.sure_low_end, b.sure_high_start) for b in lv.breaks] \
         == [(3, 4, 3, 4), (6, 7, 6, 7)]
     assert lv.own == 1
-    # the tolerance is relative to the code's magnitude
-    big = Feature("n", "integer", 0, 10 ** 4)
-    idx = index([1000.5])
-    for end, last in ((1000 - 5e-5, 1000), (1000 - 5e-4, 999)):
+    # an end within float64 rounding of the feature's magnitude of a code is that code
+    # (a relative tolerance of 1e-7 put the break of a split of codes near 5e7 five codes
+    # up: the CP model then sent codes the library sends right to the low side)
+    for top, end, last in ((1e4, 1000 - 1e-12, 1000), (1e4, 1000 - 1e-6, 999),
+                           (1e8, 50000004.0, 50000004), (1e8, 50000004.0 - 1e-6, 50000004),
+                           (1e8, 50000004.5, 50000004), (1e8, 50000004.0 - 1e-3, 50000003),
+                           (1.0, 1 - 1e-13, 1), (1.0, 1 - 1e-9, 0)):
+        big = Feature("n", "integer", 0, top)
+        idx = index([end + 0.5])
         idx.cut_sure_left[:] = [end]
-        lv = numeric_levels(big, [(0, 1.0, 0.0)], [0], idx, 4.0, (0.0, 1e4), 1.0,
-                            np.array([4.0]))
-        assert lv.breaks[0].low_end == last
+        lv = numeric_levels(big, [(0, 1.0, 0.0)], [0], idx, 0.0, (0.0, top), 1.0,
+                            np.array([0.0]))
+        assert (lv.breaks[0].low_end, lv.breaks[0].high_start) == (last, last + 1), end
 
 
 def test_categories_sides_and_actionability():

@@ -333,3 +333,31 @@ def test_the_forest_index_is_built_once_per_model(data):
     assert backend._forest_index(m) is not first
     assert backend.available() and backend.name == "cpsat"
     assert pyo.value(m.margin) >= 0
+
+
+def test_an_integer_feature_of_large_codes_crosses_its_split_at_the_least_code():
+    """Codes near 5e7 (a split the library's float32 puts at 50000004.5): the CP optimum is
+    the least code the tree sends right, 50000005. A tolerance of 1e-7 relative to the
+    codes put the break at 50000009: CP-SAT proved 50000010 optimal, where HiGHS proves
+    50000005."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    rng = np.random.default_rng(0)
+    n = np.concatenate([rng.integers(4 * 10 ** 7, 6 * 10 ** 7, 200),
+                        [49999990, 49999999, 50000000, 50000010]])
+    frame = pd.DataFrame({"n": n, "a": rng.uniform(0, 1, len(n))})
+    space = cfopt.FeatureSpace.from_frame(frame)
+    model = DecisionTreeClassifier(max_depth=1).fit(space.transform(frame),
+                                                    (frame.n >= 5 * 10 ** 7).astype(int))
+    explainer = cfopt.Explainer(model, space, solver="cpsat", mip_gap=0.0)
+    x = frame.iloc[[-4]]  # 49999990, class 0
+    m = query(explainer, x)
+    codes = pd.DataFrame({"n": np.arange(49999990, 50000020), "a": x.iloc[0]["a"]})
+    least = int(codes.n[model.predict(space.transform(codes)) == 1].min())
+    assert least == 50000005
+    expected = grid_norms(m, codes[codes.n == least])["l1"][0]
+    outcome, row = CpSatBackend().solve_query(m, SolverSettings(mip_gap=0.0))
+    assert outcome.status is cfopt.Status.OPTIMAL and row.iloc[0]["n"] == least
+    # the CP objective is the costs rounded down: a lower bound of the point's own
+    assert expected * (1 - 1e-3) <= outcome.objective <= expected
+    assert outcome.bound <= expected
