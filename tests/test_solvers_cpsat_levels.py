@@ -70,6 +70,8 @@ def test_admissible_levels_lie_on_their_side_of_the_factual():
     # [2.99, 3.0] is not empty, but a point of it is above the factual's code
     assert levels(x0=3.0, own=0, hi=3.0).admissible() == [0]
     assert levels(x0=3.0, own=1, lo=3.0).admissible() == [1, 2]
+    # admissible by the MILP's sides, where the library's leave nothing
+    assert levels(x0=3.0, own=0, hi=3.01).admissible() == [0, 1]
     # a level of one code is admissible
     ints = levels(5, 1, 0, 7, 1.0, K, [Break(3, 4, 3, 4), Break(6, 7, 6, 7)])
     assert ints.admissible() == [0, 1, 2]
@@ -114,6 +116,9 @@ def test_decoding_between_close_splits_and_in_a_narrow_level():
     assert close.decode(1) == 3.03 - INSIDE * 10.0
     close = levels(x0=1.0, own=0, breaks=[B3, Break(3.03, 3.0, 3.0, 3.04)])
     assert close.decode(1) == 2.99 + INSIDE * 10.0
+    # the library's sides leave one point: that point
+    one = levels(x0=5.0, own=2, breaks=[B3, Break(3.03, 3.0, 3.02, 3.04)])
+    assert one.decode(1) == 3.02
     # a level narrower than the margin: its middle
     big = Feature("v", "continuous", 0.0, 1e9)
     lv = NumericLevels(big, 0.0, 0, 0.0, 1e9, 1.0,
@@ -161,6 +166,17 @@ def test_breaks_of_an_increasing_input():
     assert (lv.own, lv.x0, lv.lo, lv.hi, lv.w, lv.feature) == (1, 4.0, 0.0, 10.0, 0.5, U)
     assert numeric_levels(U, [(0, 2.0, 1.0)], [0, 1], idx, 8.0, (0.0, 10.0), 1.0,
                           np.array([17.0])).own == 2
+
+
+def test_breaks_of_two_inputs_of_one_feature_in_code_order():
+    """Input 0 = 2 code + 1 (cuts at codes 3 and 6), input 1 = code / 2 - 1 (a cut at
+    code 5): the breaks in the order of their codes."""
+    idx = index([7.0, 13.0, 1.5])
+    idx.cut_input[:] = [0, 0, 1]
+    lv = numeric_levels(U, [(0, 2.0, 1.0), (1, 0.5, -1.0)], [0, 1, 2], idx, 4.0, (0.0, 10.0),
+                        1.0, np.array([9.0, 1.0]))
+    assert [b.cuts for b in lv.breaks] == [[(0, 0, True)], [(2, 1, True)], [(1, 0, True)]]
+    assert lv.breaks[1].low_end == pytest.approx(5.04) and lv.own == 1
 
 
 def test_breaks_of_a_decreasing_input():

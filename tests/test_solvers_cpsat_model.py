@@ -361,3 +361,112 @@ def test_an_integer_feature_of_large_codes_crosses_its_split_at_the_least_code()
     # the CP objective is the costs rounded down: a lower bound of the point's own
     assert expected * (1 - 1e-3) <= outcome.objective <= expected
     assert outcome.bound <= expected
+
+
+#: numeric moves dear: the optimum switches the category where it can
+DEAR = {"a": 6.0, "b": 6.0, "c": 0.75, "d": 6.0}
+
+
+@pytest.mark.parametrize("norm", ["l1", {"l0": 0.5, "linf": 2.0}])
+def test_category_switches_cost_their_weight(data, norm):
+    frame, space, binary, _, _, points = data[:6]
+    explainer = cfopt.Explainer(binary, space, solver="cpsat", objective=norm, margin=MARGIN,
+                                mip_gap=0.0, weights=DEAR)
+    valid = valid_for(binary, space, points)
+    terms = norm if isinstance(norm, dict) else {norm: 1.0}
+    pred = binary.predict(space.transform(frame))
+    switched = 0
+    for i in np.flatnonzero((pred == 0) & (frame.c != "red").to_numpy())[:2]:
+        m = explainer.milp
+        m.set_factual(frame.iloc[[i]])
+        norms = grid_norms(m, points[valid].reset_index(drop=True))
+        expected = min(sum(w * norms[k] for k, w in terms.items()))
+        ce = explainer.explain(frame.iloc[[i]], target=1)
+        assert ce.status is cfopt.Status.OPTIMAL
+        assert ce.objective == pytest.approx(expected, rel=1e-9, abs=1e-9)
+        switched += ce.counterfactual.iloc[0]["c"] != frame.iloc[i]["c"]
+    assert switched
+
+
+def test_an_immutable_category_stays(data):
+    frame, _, binary, _, _, points = data[:6]
+    space = cfopt.FeatureSpace.from_frame(frame)
+    space.immutable("c")
+    explainer = cfopt.Explainer(binary, space, solver="cpsat", margin=MARGIN, mip_gap=0.0,
+                                weights=DEAR)
+    valid = valid_for(binary, space, points)
+    pred = binary.predict(space.transform(frame))
+    for i in np.flatnonzero((pred == 0) & (frame.c != "red").to_numpy())[:2]:
+        ce = check(explainer, frame.iloc[[i]], 1, valid, "l1", points, immutable=["c"])
+        if ce is not None:
+            assert ce.counterfactual.iloc[0]["c"] == frame.iloc[i]["c"]
+
+
+def test_an_ordinal_encoded_category_behind_a_pipeline(data):
+    """The category's input is its OrdinalEncoder code ("levels"): a split sends the
+    categories of codes on its side, one of them or several."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import OrdinalEncoder
+
+    frame, space, *_, points, _ = data
+    y = ((frame.a - 1.5 * frame.b + 2.0 * (frame.c == "red") + 1.0 * (frame.c == "blue")
+          - frame.d) > 0.5).astype(int)
+    pre = ColumnTransformer([("cat", OrdinalEncoder(categories=[["green", "red", "blue"]]),
+                              ["c"])], remainder="passthrough", sparse_threshold=0)
+    model = Pipeline([("pre", pre), ("rf", RandomForestClassifier(
+        n_estimators=3, max_depth=3, random_state=2))]).fit(frame, y)
+    explainer = cfopt.Explainer(model, space, solver="cpsat", margin=MARGIN, mip_gap=0.0,
+                                weights=DEAR)
+    proba = model.predict_proba(points)
+    valid = proba[:, 1] - proba[:, 0] >= MARGIN
+    pred = model.predict(frame)
+    switched = 0
+    for i in np.flatnonzero(pred == 0)[:3]:
+        ce = check(explainer, frame.iloc[[i]], 1, valid, "l1", points)
+        switched += ce is not None and ce.counterfactual.iloc[0]["c"] != frame.iloc[i]["c"]
+    assert switched
+
+
+def test_the_hint_is_the_points_levels_and_category(data, monkeypatch):
+    from ortools.sat.python import cp_model
+
+    from cfopt.solvers.cpsat import backend as module
+
+    frame, space, binary, *_ = data
+    explainer = cfopt.Explainer(binary, space, solver="cpsat")
+    i = int(np.flatnonzero(binary.predict(space.transform(frame)) == 0)[0])
+    m = query(explainer, frame.iloc[[i]])
+    built, hints = [], []
+    build = module.build
+
+    def keep(*args):
+        built.append(build(*args))
+        return built[-1]
+
+    solve = cp_model.CpSolver.solve
+
+    def read(self, model, *args):
+        proto = model.Proto()
+        hints.append(dict(zip(proto.solution_hint.vars, proto.solution_hint.values)))
+        return solve(self, model, *args)
+
+    monkeypatch.setattr(module, "build", keep)
+    monkeypatch.setattr(cp_model.CpSolver, "solve", read)
+    row = frame.iloc[[i + 1]].copy()
+    row["c"] = "blue" if row.iloc[0]["c"] != "blue" else "green"
+    CpSatBackend().solve_query(m, SolverSettings(), hint=row)
+    q, hint = built[-1], hints[-1]
+    index = CpSatBackend()._forest_index(m)
+    inputs = m.adapter.model_inputs(space, row)[0]
+    assert q.numeric and q.categorical
+    for levels, var in q.numeric:
+        assert hint[var.Index()] == levels.level_of(inputs, index)
+    for levels, bools in q.categorical:
+        chosen = [levels.feature.categories[k] for k, b in zip(levels.allowed, bools)
+                  if hint[b.Index()] == 1]
+        assert chosen == [row.iloc[0]["c"]]
+        assert sum(hint[b.Index()] for b in bools) == 1
+    # the objective's scale: a power of two, the largest objective near 2**34
+    assert math.log2(q.cost_scale).is_integer()
+    assert 2.0 ** 33 < q.cost_scale * m.max_objective <= 2.0 ** 34

@@ -180,7 +180,7 @@ def numeric_levels(f: Feature, inputs: list[tuple[int, float, float]], cuts: lis
             magnitude = max(1.0, abs(f.lower), abs(f.upper))
             last = math.floor(ends[2] + _CODE_ROUNDING * magnitude)
             ends = [last, last + 1, last, last + 1]
-            key = (last, 0.0)
+            key = (last, 0.0)  # pragma: no mutate (any constant dedups and sorts alike)
         brk = breaks.setdefault(key, Break(*ends))
         brk.cuts.append((c, k, a > 0))
     levels = NumericLevels(f, x0, 0, range_[0], range_[1], w,
