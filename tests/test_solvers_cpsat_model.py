@@ -470,3 +470,30 @@ def test_the_hint_is_the_points_levels_and_category(data, monkeypatch):
     # the objective's scale: a power of two, the largest objective near 2**34
     assert math.log2(q.cost_scale).is_integer()
     assert 2.0 ** 33 < q.cost_scale * m.max_objective <= 2.0 ** 34
+
+
+@pytest.mark.parametrize("norm", ["l1", "linf", "l0"])
+def test_the_cp_optimum_itself_is_the_grids(data, norm):
+    """CP-SAT's own answer, no heuristic around it: its decoded point is a grid optimum
+    (immutable d, increase-only b, weights), its objective that optimum's costs rounded
+    down (within 1e-6), its bound at most the optimum."""
+    frame, _, binary, _, _, points = data[:6]
+    space = cfopt.FeatureSpace.from_frame(frame)
+    space.immutable("d").increase_only("b")
+    explainer = cfopt.Explainer(binary, space, solver="cpsat", objective=norm, margin=MARGIN,
+                                weights=DEAR)
+    valid = valid_for(binary, space, points)
+    pred = binary.predict(space.transform(frame))
+    backend = CpSatBackend()
+    for i in np.flatnonzero(pred == 0)[:2]:
+        m = query(explainer, frame.iloc[[i]])
+        x0 = frame.iloc[i]
+        expected = brute(m, points, valid & acts(points, x0, immutable=["d"],
+                                                 increase=["b"]), norm)
+        outcome, row = backend.solve_query(m, SolverSettings(mip_gap=0.0))
+        assert outcome.status is cfopt.Status.OPTIMAL
+        assert grid_norms(m, row)[norm][0] == pytest.approx(expected, rel=1e-12)
+        assert row.iloc[0]["d"] == x0["d"] and row.iloc[0]["b"] >= x0["b"]
+        assert expected * (1 - 1e-6) <= outcome.objective <= expected
+        assert outcome.bound <= expected
+
