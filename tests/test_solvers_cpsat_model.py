@@ -497,3 +497,4 @@ def test_the_cp_optimum_itself_is_the_grids(data, norm):
         assert expected * (1 - 1e-6) <= outcome.objective <= expected
         assert outcome.bound <= expected
 
+

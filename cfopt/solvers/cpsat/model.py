@@ -261,7 +261,8 @@ def _element(cp: cp_model.CpModel, var: Any, table: list[int]) -> Any:
     """An integer variable equal to ``table[var]`` (a constant when it is)."""
     if len(set(table)) == 1:
         return table[0]
-    target = cp.new_int_var(min(table), max(table), "")
+    target = cp.new_int_var(min(table), max(table),
+                            "")  # pragma: no mutate (a name: no effect on solutions)
     cp.add_element(var, table, target)
     return target
 
@@ -288,7 +289,7 @@ def _trees(cp: cp_model.CpModel, ensemble: TreeEnsemble, regions: Sequence[TreeR
             cp.add_bool_or([])
             out.append(([], []))
             continue
-        ys = [cp.new_bool_var("") for _ in region.leaves]
+        ys = [cp.new_bool_var("") for _ in region.leaves]  # pragma: no mutate (names)
         ref: dict[int, Any] = dict(zip(region.leaves, ys))
         for node, c, lkept, rkept in region.nodes:  # children precede parents
             left, right = ref.get(int(tree.left[node])), ref.get(int(tree.right[node]))
@@ -298,7 +299,7 @@ def _trees(cp: cp_model.CpModel, ensemble: TreeEnsemble, regions: Sequence[TreeR
             if rkept:
                 cp.add_implication(right, lit.Not())
             if lkept and rkept:
-                ref[node] = cp.new_bool_var("")
+                ref[node] = cp.new_bool_var("")  # pragma: no mutate (a name)
                 cp.add(ref[node] == left + right)
             else:
                 ref[node] = left if lkept else right
