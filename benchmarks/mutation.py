@@ -138,7 +138,15 @@ TESTS: dict[str, list[str]] = {
     "cfopt/solvers/cpsat/model.py": ["tests/test_solvers_cpsat_model.py"],
     "cfopt/solvers/cpsat/backend.py": ["tests/test_solvers_cpsat_model.py"],
     "cfopt/solvers/backends.py": ["tests/test_solvers_backends.py"],
-    "cfopt/solvers/highs.py": ["tests/test_solvers_highs.py"],
+    "cfopt/solvers/highs.py": [
+        "tests/test_solvers_highs.py",
+        *(f"tests/test_solvers.py::{name}" for name in (
+            "test_a_cutoff_prunes_but_never_claims",
+            "test_fixing_a_variable_changes_its_bounds_not_its_constraints",
+            "test_removing_constraints_never_names_them",
+            "test_adding_a_block_sends_its_columns_at_once_and_keeps_the_model",
+            "test_removing_a_block_drops_its_columns_at_once_and_keeps_the_model",
+            "test_ranges_are_the_optima_of_each_side_and_keep_the_models_objective"))],
     "cfopt/solvers/contrib.py": ["tests/test_solvers_contrib.py", "tests/test_solvers_backends.py"],
     "cfopt/solvers/isolated.py": ["tests/test_solvers_isolated.py"],
     "cfopt/solvers/options.py": ["tests/test_solvers_options.py"],

@@ -66,6 +66,12 @@ def test_cbc_options_defaults_and_the_users():
     glpk = LegacyBackend("glpk")
     assert glpk._options(SolverSettings(time_limit=3.0, threads=4, seed=2)) == \
         {"tmlim": 3.0, "mipgap": 1e-4}
+    settings = SolverSettings(time_limit=3.0, mip_gap=0.5, threads=4, seed=2)
+    assert LegacyBackend("cplex")._options(settings) == {
+        "timelimit": 3.0, "mip_tolerances_mipgap": 0.5, "threads": 4, "randomseed": 2}
+    assert LegacyBackend("scip")._options(settings) == {
+        "limits/time": 3.0, "limits/gap": 0.5, "parallel/maxnthreads": 4,
+        "randomization/randomseedshift": 2}
 
 
 def test_an_unknown_classic_solver_takes_its_options_raw():
