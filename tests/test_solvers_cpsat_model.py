@@ -498,3 +498,52 @@ def test_the_cp_optimum_itself_is_the_grids(data, norm):
         assert outcome.bound <= expected
 
 
+
+
+@pytest.mark.parametrize("target", [0])  # (no grid point scores above its least positive)
+def test_the_margin_of_a_signed_score(data, target):
+    """Boosting's signed score: the margin set just above the cheapest point that gets
+    the target (its score 2/3 of the margin), which the CP optimum must then pass by."""
+    frame, space, *_, points, boost = data
+    explainer = cfopt.Explainer(boost, space, solver="cpsat", mip_gap=0.0)
+    score = parse_model(boost).structure.logits(space.transform(points))[:, 0]
+    sign = 1.0 if target == 1 else -1.0
+    i = int(np.flatnonzero(boost.predict(space.transform(frame)) != target)[0])
+    m = query(explainer, frame.iloc[[i]], target)
+    costs = grid_norms(m, points)["l1"]
+    gets = (sign * score > 0) & (sign * score < (sign * score).max() / 1.5)
+    cheapest = np.flatnonzero(gets)[np.argmin(costs[gets])]
+    margin = 1.5 * sign * score[cheapest]
+    m.margin = margin
+    valid = sign * score >= margin
+    expected = float(costs[valid].min())
+    assert expected > costs[cheapest] + 1e-6
+    outcome, row = CpSatBackend().solve_query(m, SolverSettings(mip_gap=0.0))
+    assert outcome.status is cfopt.Status.OPTIMAL
+    assert grid_norms(m, row)["l1"][0] == pytest.approx(expected, rel=1e-9)
+    assert outcome.bound <= expected
+
+
+def test_a_regression_interval_by_its_margin(data):
+    """Interval ends at the predictions of the cheapest points beyond them: those points
+    miss the interval by the margin; the CP optimum is the next cheapest."""
+    frame, space, _, _, regressor, points = data[:6]
+    explainer = cfopt.Explainer(regressor, space, solver="cpsat", margin=MARGIN, mip_gap=0.0)
+    values = regressor.predict(space.transform(points))
+    own = regressor.predict(space.transform(frame))
+    x = frame.iloc[[int(np.argmin(np.abs(own - np.median(values))))]]
+    y0 = float(regressor.predict(space.transform(x))[0])
+    backend = CpSatBackend()
+    for side in ("low", "high"):
+        m = query(explainer, x, (y0 + 0.5, None) if side == "low" else (None, y0 - 0.5))
+        costs = grid_norms(m, points)["l1"]
+        beyond = (values > y0 + 0.5) & (values < values.max() - MARGIN) if side == "low" \
+            else (values < y0 - 0.5) & (values > values.min() + MARGIN)
+        end = float(values[np.flatnonzero(beyond)[np.argmin(costs[beyond])]])
+        target = (end, None) if side == "low" else (None, end)
+        m = query(explainer, x, target)
+        valid = values >= end + MARGIN if side == "low" else values <= end - MARGIN
+        expected = float(costs[valid].min())
+        outcome, row = backend.solve_query(m, SolverSettings(mip_gap=0.0))
+        assert outcome.status is cfopt.Status.OPTIMAL, side
+        assert grid_norms(m, row)["l1"][0] == pytest.approx(expected, rel=1e-9), side
