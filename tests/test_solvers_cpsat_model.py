@@ -8,6 +8,7 @@ statuses. ``tests/test_cpsat.py`` has the slower end-to-end checks."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -553,3 +554,60 @@ def test_a_regression_interval_by_its_margin(data):
         outcome, row = backend.solve_query(m, SolverSettings(mip_gap=0.0))
         assert outcome.status is cfopt.Status.OPTIMAL, side
         assert grid_norms(m, row)["l1"][0] == pytest.approx(expected, rel=1e-9), side
+
+
+def test_the_backend_interface_and_a_missing_ortools(data, monkeypatch):
+    from ortools.sat.python import cp_model
+
+    frame, space, binary, _, _, points = data[:6]
+    explainer = cfopt.Explainer(binary, space, solver="cpsat", margin=MARGIN)
+    i = int(np.flatnonzero(binary.predict(space.transform(frame)) == 0)[0])
+    m = query(explainer, frame.iloc[[i]])
+    expected = brute(m, points, valid_for(binary, space, points), "l1")
+    runs = []
+    solve = cp_model.CpSolver.solve
+    monkeypatch.setattr(cp_model.CpSolver, "solve",
+                        lambda self, model, *a: runs.append(1) or solve(self, model, *a))
+    backend = CpSatBackend()
+    outcome = backend.solve(m, SolverSettings(mip_gap=0.0))
+    assert outcome.status is cfopt.Status.OPTIMAL
+    assert expected * (1 - 1e-6) <= outcome.objective <= expected
+    assert 0 <= outcome.solver_time <= outcome.wall_time < 60
+    # within a radius above the optimum: one solve, not a second of the whole query
+    runs.clear()
+    outcome, _ = backend.solve_query(m, SolverSettings(mip_gap=0.0), radius=expected + 1.0)
+    assert outcome.status is cfopt.Status.OPTIMAL and runs == [1]
+    monkeypatch.setattr(CpSatBackend, "available", lambda self: False)
+    with pytest.raises(cfopt.SolverNotAvailableError, match=re.escape(
+            "solver 'cpsat' is not available: install it with `pip install cfopt[cpsat]` "
+            "(OR-Tools)")):
+        backend.solve_query(m, SolverSettings())
+
+
+def test_what_the_cp_model_does_not_encode_is_refused(data):
+    from sklearn.linear_model import LogisticRegression
+
+    from cfopt.solvers.cpsat.backend import check_supported
+
+    frame, space, binary, *_ = data
+    linear = LogisticRegression().fit(space.transform(frame), binary.predict(
+        space.transform(frame)))
+    with pytest.raises(cfopt.UnsupportedModelError, match=re.escape(
+            "solver='cpsat' solves tree ensembles only; the ") + ".* model is not one: "
+            "use solver='highs'"):
+        cfopt.Explainer(linear, space, solver="cpsat")
+    rules = [cfopt.LinearConstraint({"a": 1.0, "b": 1.0}, "<=", 6.0, name="cap"),
+             cfopt.LinearConstraint({"a": 1.0}, ">=", 1.0, name="floor")]
+    with pytest.raises(ValueError, match=re.escape(
+            "solver='cpsat' does not encode declared constraint blocks (cap, floor); use "
+            "solver='highs'")):
+        cfopt.Explainer(binary, space, solver="cpsat", constraints=rules)
+    m = cfopt.Explainer(binary, space, solver="cpsat").milp
+    check_supported(m)
+    m.my_rule = pyo.Constraint(expr=m.x["a"] <= 3)
+    m.other = pyo.Constraint(expr=m.x["b"] <= 3)
+    with pytest.raises(ValueError, match=re.escape(
+            "solver='cpsat' does not see what was added to the Pyomo model (Pyomo component "
+            "'my_rule', Pyomo component 'other'); "
+            "use solver='highs'")):
+        check_supported(m)
