@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -311,16 +312,26 @@ def test_statuses_of_a_refused_model_and_of_no_time(data, monkeypatch):
     outcome, row = backend.solve_query(m, SolverSettings())
     assert outcome.status is cfopt.Status.NO_SOLUTION and row is None
     assert outcome.bound is not None and outcome.objective is None
+    monkeypatch.setattr(cp_model.CpSolver, "status_name", lambda self, code: "NEW_STATUS")
+    outcome, row = backend.solve_query(m, SolverSettings())
+    assert outcome.status is cfopt.Status.ERROR and outcome.termination == "NEW_STATUS"
+    assert outcome.message.startswith("CP-SAT refused its model (")
     monkeypatch.undo()
-    # the time is up before CP-SAT starts: no solution, no bound
+    # the time is up (to the clock's tick) before CP-SAT starts: no solution, no bound;
+    # half a second left: CP-SAT runs
+    import time
+
     from cfopt.solvers.cpsat import backend as module
 
-    clock = iter([0.0] + [100.0] * 1000)
-    monkeypatch.setattr(module, "time", type("T", (), {"perf_counter": staticmethod(
-        lambda: next(clock))}))
-    outcome, row = backend.solve_query(m, SolverSettings(time_limit=5.0))
-    assert (outcome.status, outcome.bound, outcome.termination, row) == \
-        (cfopt.Status.NO_SOLUTION, None, "maxTimeLimit", None)
+    for later, expected in ((5.0, cfopt.Status.NO_SOLUTION), (4.5, cfopt.Status.OPTIMAL)):
+        base = time.perf_counter()
+        ticks = iter([base] + [base + later] * 1000)
+        monkeypatch.setattr(module, "time", SimpleNamespace(perf_counter=lambda: next(ticks)))
+        outcome, row = backend.solve_query(m, SolverSettings(time_limit=5.0))
+        assert outcome.status is expected
+        if expected is cfopt.Status.NO_SOLUTION:
+            assert (outcome.bound, outcome.termination, row) == (None, "maxTimeLimit", None)
+        assert outcome.wall_time == later
 
 
 def test_the_forest_index_is_built_once_per_model(data):
