@@ -112,8 +112,25 @@ def test_values_of_an_earlier_solve_do_not_survive():
     m.unused.set_value(0.5)
     m.pinned = pyo.Var(bounds=(0, 3))
     m.pinned.fix(2.0)
+    m.sub = pyo.Block()
+    m.sub.unused = pyo.Var(bounds=(0, 1))
+    m.sub.unused.set_value(1.0)
     assert b.solve(m, SolverSettings()).status is Status.OPTIMAL
-    assert m.unused.value is None and m.pinned.value == 2.0
+    assert m.unused.value is None and m.pinned.value == 2.0 and m.sub.unused.value is None
+
+
+def test_the_objectives_variables_left_without_a_value():
+    b = cbc()
+    m = knapsack()
+    m.pinned = pyo.Var(bounds=(0, 3))
+    m.pinned.fix(2.0)
+    m.obj.expr = m.obj.expr + m.pinned
+    results = b._opt.solve(m, load_solutions=False)
+    assert backends._load_complete(m, results, m.obj) == []
+    results = b._opt.solve(m, load_solutions=False)
+    results.solution(0).variable.clear()  # the solver's answer has no values
+    assert backends._load_complete(m, results, m.obj) == [f"x[{i}]" for i in range(5)]
+    assert m.pinned.value == 2.0
 
 
 def test_missing_values_of_the_objective_are_an_error(monkeypatch):
@@ -132,7 +149,8 @@ def scripted(monkeypatch, b, tc, status=SolverStatus.ok, lower=None, upper=None,
         solver=SimpleNamespace(termination_condition=tc, status=status, **solver),
         solution=[], problem=SimpleNamespace(lower_bound=lower, upper_bound=upper))
     monkeypatch.setattr(b, "available", lambda: True)
-    monkeypatch.setattr(b._opt, "solve", lambda *a, **k: results)
+    b.calls = []
+    monkeypatch.setattr(b._opt, "solve", lambda *a, **k: b.calls.append(k) or results)
 
 
 @pytest.mark.parametrize("tc, status, expected", [
@@ -151,7 +169,9 @@ def scripted(monkeypatch, b, tc, status=SolverStatus.ok, lower=None, upper=None,
 def test_statuses_without_a_solution(monkeypatch, tc, status, expected):
     b = LegacyBackend("cbc")
     scripted(monkeypatch, b, tc, status, lower=2.5, upper=9.0, wallclock_time=1.25)
-    got = b.solve(knapsack(), SolverSettings())
+    got = b.solve(knapsack(), SolverSettings(verbose=tc == TC.other))
+    assert b.calls == [dict(load_solutions=False, tee=tc == TC.other,
+                            options=b._options(SolverSettings()))]
     assert got.status is expected and got.objective is None
     assert got.termination == str(tc) and got.solver_time == 1.25
     assert got.bound == (None if expected is Status.ERROR else 2.5)
@@ -190,6 +210,8 @@ def test_a_crashed_or_failing_solver(monkeypatch):
                            "solver or other solver_options")
 
     def logged(*args, **kwargs):  # the solver's log, on one line, at most 200 characters
+        logging.getLogger("pyomo.opt").warning("a warning")
+        logging.getLogger("pyomo.core").error("another module's error")
         logging.getLogger("pyomo.opt").error("segfault   at\nwrite " + "x" * 300)
         raise ApplicationError("no solution file")
 
@@ -238,13 +260,17 @@ def test_gurobi_options_and_errors():
         {"OutputFlag": 1, "IntFeasTol": 1e-7, "OptimalityTol": 1e-9}
     assert g._solver_time(SimpleNamespace(timing_info=SimpleNamespace(gurobi_time=2.5))) == 2.5
     assert g._solver_time(SimpleNamespace(timing_info=SimpleNamespace())) is None
-    size = Exception("Model too large for size-limited license")
+    size = Exception("Model too large")
     size.errno = 10010
     err = g._translate_error(size)
     assert isinstance(err, SolverLicenseError)
     assert str(err) == ("Gurobi refused the model: its licence is size-limited (Model too "
-                        "large for size-limited license). Use solver='highs', reduce the "
-                        "model, or install a full Gurobi licence")
+                        "large). Use solver='highs', reduce the model, or install a full "
+                        "Gurobi licence")
+    assert g._translate_error(Exception("no errno")) is None
+    near = Exception("Model too large")
+    near.errno = 10011
+    assert g._translate_error(near) is None
     assert isinstance(g._translate_error(Exception("a size-limited licence")),
                       SolverLicenseError)
     for errno in (10009, 10032):
