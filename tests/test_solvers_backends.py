@@ -93,9 +93,38 @@ def test_cbc_optimum_and_the_bound_of_its_gap():
     assert got.bound == pytest.approx(7 - 0.07) and got.termination == "optimal"
     assert got.solver_time is not None and got.wall_time > 0 and got.message == ""
     assert pyo.value(m.obj) == pytest.approx(7)
+    assert got.wall_time < 60
     m = knapsack(pyo.maximize)
     got = b.solve(m, SolverSettings(mip_gap=0.0))
-    assert got.objective == pytest.approx(-7) and got.bound == pytest.approx(-7 + 1e-10)
+    assert got.objective == pytest.approx(-7) and got.bound == got.objective + 1e-10
+    # the active objective's value, not an inactive one's declared before it
+    m = pyo.ConcreteModel()
+    m.x = pyo.Var(range(2), domain=pyo.Binary)
+    m.old = pyo.Objective(expr=10 * m.x[0] + 10 * m.x[1], sense=pyo.maximize)
+    m.old.deactivate()
+    m.pick = pyo.Constraint(expr=m.x[0] + m.x[1] >= 1)
+    m.obj = pyo.Objective(expr=2 * m.x[0] + 3 * m.x[1])
+    got = b.solve(m, SolverSettings(mip_gap=0.0))
+    assert got.objective == pytest.approx(2) and got.bound == got.objective - 1e-10
+
+
+@pytest.mark.parametrize("tc, status", [(TC.maxTimeLimit, Status.FEASIBLE),
+                                        (TC.unbounded, Status.ERROR)])
+def test_statuses_with_a_solution(monkeypatch, tc, status):
+    """CBC's real answer, its termination changed: a point at a limit is FEASIBLE with
+    CBC's own bound; a point of an error is not loaded."""
+    b = cbc()
+    m = knapsack()
+    results = b._opt.solve(m, load_solutions=False)
+    results.solver.termination_condition = tc
+    results.problem.lower_bound = 6.5
+    monkeypatch.setattr(b._opt, "solve", lambda *a, **k: results)
+    got = b.solve(m, SolverSettings())
+    assert got.status is status
+    if status is Status.FEASIBLE:
+        assert got.objective == pytest.approx(7) and got.bound == 6.5
+    else:
+        assert got.objective is None and got.bound is None
 
 
 def test_cbc_infeasible():
@@ -173,7 +202,7 @@ def test_statuses_without_a_solution(monkeypatch, tc, status, expected):
     assert b.calls == [dict(load_solutions=False, tee=tc == TC.other,
                             options=b._options(SolverSettings()))]
     assert got.status is expected and got.objective is None
-    assert got.termination == str(tc) and got.solver_time == 1.25
+    assert got.termination == str(tc) and got.solver_time == 1.25 and 0 <= got.wall_time < 60
     assert got.bound == (None if expected is Status.ERROR else 2.5)
 
 
@@ -186,6 +215,8 @@ def test_the_bound_of_a_maximisation_and_the_solvers_time(monkeypatch):
     scripted(monkeypatch, b, TC.maxTimeLimit, lower=float("-inf"), time="undefined")
     got = b.solve(knapsack(), SolverSettings())
     assert got.bound is None and got.solver_time is None
+    scripted(monkeypatch, b, TC.maxTimeLimit, wallclock_time=None)  # no time at all
+    assert b.solve(knapsack(), SolverSettings()).solver_time is None
 
 
 def test_a_caught_ctrl_c_is_raised(monkeypatch):
@@ -206,6 +237,7 @@ def test_a_crashed_or_failing_solver(monkeypatch):
     got = b.solve(knapsack(), SolverSettings())
     assert (got.status, got.objective, got.bound, got.solver_time, got.termination) == \
         (Status.ERROR, None, None, None, "crashed")
+    assert 0 <= got.wall_time < 60
     assert got.message == ("cbc crashed (no solution file); nothing is claimed: try another "
                            "solver or other solver_options")
 
