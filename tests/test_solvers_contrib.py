@@ -74,6 +74,7 @@ class Scripted(ContribBackend):
         self._overhead = 0.0
 
     def _translate_error(self, exc):
+        self.errors = getattr(self, "errors", []) + [exc]
         return self.translated
 
 
@@ -172,6 +173,7 @@ def test_failures_are_solver_errors_and_forget_the_model():
     with pytest.raises(SolverLicenseError, match="licence") as info:
         b.solve(tiny(), SolverSettings())
     assert isinstance(info.value.__cause__, RuntimeError) and b.resets == 1
+    assert b.errors == [info.value.__cause__]
 
 
 def test_ctrl_c_caught_by_the_solver_is_raised():
@@ -207,3 +209,17 @@ def test_finite():
     for bad in (None, "undefined", float("inf"), float("-inf"), float("nan"), object()):
         assert finite(bad) is None
     assert INSTALL_HINTS["cbc"].startswith("install it with `apt-get install coinor-cbc`")
+
+
+def test_the_pyomo_solver_is_made_once_until_a_reset():
+    class Highs(ContribBackend):
+        name = "highs"
+        _pyomo_name = "highs"
+
+    b = Highs()
+    solver = b._instance()
+    assert type(solver).__name__ == "Highs" and b._instance() is solver
+    b.reset()
+    assert b._solver is None and b._instance() is not solver
+    b._solver = object()  # a solver that holds no model yet
+    assert b.overhead(tiny()) == 0.0
