@@ -388,3 +388,19 @@ def test_the_pool_is_the_improving_incumbents():
     m.none = pyo.Constraint(expr=sum(m.x.values()) <= 1)
     outcome, members = b.solve_pool(m, HERE, 3)
     assert outcome.status is Status.INFEASIBLE and members == []
+
+
+def test_a_real_child_solve_and_its_streamed_pool():
+    if not module.isolation_available():
+        pytest.skip("child solves run on Linux only")
+    b = HighsBackend(isolate=True)
+    m = knapsack()
+    got = b.solve(m, SolverSettings(time_limit=30.0, mip_gap=0.0))
+    assert got.status is Status.OPTIMAL and got.objective == pytest.approx(7)
+    assert pyo.value(m.obj) == pytest.approx(7)
+    outcome, members = b.solve_pool(knapsack(), SolverSettings(time_limit=30.0, mip_gap=0.0),
+                                    5)
+    assert outcome.status is Status.OPTIMAL and members
+    objectives = [obj for obj, _ in members]
+    assert objectives[0] == pytest.approx(7) and objectives == sorted(objectives)
+    assert all(isinstance(values, dict) or hasattr(values, "items") for _, values in members)
