@@ -286,28 +286,49 @@ def test_a_child_solve_read_back(monkeypatch):
     here; no process to be had: solved here."""
     b = HighsBackend(isolate=True)
     m = knapsack()
-    calls = []
+    calls, seen = [], []
 
     def child(highs, deadline, minimize, run):
         calls.append((deadline, minimize, highs.getOptionValue("time_limit")[1]))
+        seen.append({"rows": highs.getNumRow(), "cols": highs.getNumCol(),
+                     **{k: highs.getOptionValue(k)[1] for k in ("mip_rel_gap", "threads")}})
         x = np.zeros(highs.getNumCol())
         x[:2] = 1.0
         return ChildRun("kOptimal", 7.0, 6.5, x, 3, 1e-6, [(8.0, x), (7.0, x)])
 
     monkeypatch.setattr(module, "solve_in_child", child)
     monkeypatch.setattr(module, "isolation_available", lambda: True)
-    got = b.solve(m, SolverSettings(time_limit=20.0, threads=1))
+    got = b.solve(m, SolverSettings(time_limit=20.0, threads=1, mip_gap=0.25))
     assert got.status is Status.OPTIMAL and got.objective == 7.0 and got.bound == 6.5
+    assert seen[-1] == {"rows": 1, "cols": 5, "mip_rel_gap": 0.25, "threads": 1}
+    assert 0 <= got.wall_time < 60
     assert [m.x[i].value for i in range(5)] == [1.0, 1.0, 0.0, 0.0, 0.0]
     assert calls[0][1] is True and 19.0 < calls[0][2] <= 20.0
     assert [obj for obj, _ in b._streamed] == [8.0, 7.0]
     assert b._overhead == got.wall_time - 1e-6 and got.solver_time == 1e-6
+    m.more = pyo.Constraint(expr=m.x[0] + m.x[1] >= 1)  # sent to the loaded model
+    b.solve(m, SolverSettings(time_limit=0.5, threads=1))  # half a second: a child still
+    assert seen[-1]["rows"] == 2 and len(calls) == 2
     b.solve(knapsack(pyo.maximize), SolverSettings(time_limit=20.0))
     assert calls[-1][1] is False
+    top = knapsack()
+    top.first = pyo.Objective(expr=top.z, sense=pyo.maximize)  # inactive: not the sense
+    top.first.deactivate()
+    top.del_component(top.obj)
+    top.obj = pyo.Objective(expr=sum(top.x.values()))
+    b.solve(top, SolverSettings(time_limit=20.0))
+    assert calls[-1][1] is True
+    wide = knapsack()  # 500 columns: a child
+    wide.many = pyo.Var(range(495), bounds=(0, 1))
+    wide.use = pyo.Constraint(expr=sum(wide.many.values()) <= 3)
+    n = len(calls)
+    HighsBackend().solve(wide, SolverSettings(time_limit=20.0))
+    assert len(calls) == n + 1 and seen[-1]["cols"] == 500
     small = HighsBackend()  # isolate None: 6 columns are solved here
+    n = len(calls)
     assert small.solve(knapsack(), SolverSettings(time_limit=20.0)).objective == \
         pytest.approx(7)
-    assert len(calls) == 2
+    assert len(calls) == n
 
     def no_fork(*args):
         raise ForkError("no process")
