@@ -425,3 +425,34 @@ def test_a_real_child_solve_and_its_streamed_pool():
     objectives = [obj for obj, _ in members]
     assert objectives[0] == pytest.approx(7) and objectives == sorted(objectives)
     assert all(isinstance(values, dict) or hasattr(values, "items") for _, values in members)
+
+
+def test_values_loaded_are_those_the_model_uses(monkeypatch):
+    b = HighsBackend(isolate=False)
+    m = knapsack()
+    m.w = pyo.Var(bounds=(1, 2))  # in the objective only
+    m.s = pyo.Var(bounds=(0, 5))  # in a constraint only
+    m.obj.expr = m.obj.expr + m.w
+    m.link = pyo.Constraint(expr=m.s >= 3 * m.x[0])
+    m.z.set_value(0.25)
+    got = b.solve(m, HERE)
+    assert got.objective == pytest.approx(8)
+    assert m.w.value == pytest.approx(1) and m.s.value is not None and m.z.value == 0.25
+    assert b._instance()._solver_model.HandleKeyboardInterrupt is True
+
+
+def test_ctrl_c_in_a_run_here_is_raised_and_forgets_the_model(monkeypatch):
+    import contextlib
+
+    b = HighsBackend(isolate=False)
+    m = knapsack()
+    b.solve(m, HERE)
+
+    @contextlib.contextmanager
+    def caught():
+        yield lambda: True
+
+    monkeypatch.setattr(module, "sigint_watch", caught)
+    with pytest.raises(KeyboardInterrupt, match=r"highs: the solve was interrupted \(Ctrl-C\)"):
+        b.solve(m, HERE)
+    assert b._solver is None
