@@ -130,9 +130,12 @@ def test_the_overhead_of_a_loaded_model_is_measured():
     m = knapsack()
     b.solve(m, HERE)
     assert b._overhead == 0.0 and b.overhead(m) == 0.0
-    b.solve(m, HERE)
-    assert b._overhead > 0.0 and b.overhead(m) == b._overhead
+    got = b.solve(m, HERE)
+    assert 0.0 < b._overhead < min(got.wall_time, 1.0) and b.overhead(m) == b._overhead
     assert b.overhead(knapsack()) == 0.0
+    b._overhead = 5.0  # deducted from the next limit of the loaded model
+    b.solve(m, SolverSettings(time_limit=10.0))
+    assert options(b)("time_limit") == pytest.approx(5.0)
 
 
 def test_errors_forget_the_loaded_model(monkeypatch):
@@ -248,7 +251,7 @@ def test_highs_answers(name, termination, with_point, without):
     got = b._outcome(ChildRun(name, 2.5, 2.0, x, 12, 0.75), 1.5)
     assert (got.status, got.termination, got.objective, got.bound, got.solver_time,
             got.wall_time) == (with_point, termination, 2.5, 2.0, 0.75, 1.5)
-    got = b._outcome(ChildRun(name, None, float("-inf"), None, 12, 0.75), 1.5)
+    got = b._outcome(ChildRun(name, 2.5, float("-inf"), None, 12, 0.75), 1.5)
     assert (got.status, got.objective, got.bound) == (without, None, None)
 
 
@@ -272,8 +275,8 @@ def test_a_killed_or_dead_child():
     got = b._outcome(ChildRun(bound=2.0, killed=True), 9.0)
     assert got.status is Status.NO_SOLUTION and got.objective is None
     got = b._outcome(ChildRun(objective=3.0, bound=2.0, x=x, crashed="signal 11"), 9.0)
-    assert (got.status, got.objective, got.bound, got.termination) == \
-        (Status.FEASIBLE, 3.0, None, "crashed")
+    assert (got.status, got.objective, got.bound, got.termination, got.wall_time) == \
+        (Status.FEASIBLE, 3.0, None, "crashed", 9.0)
     assert got.message == "HiGHS's process died (signal 11); its last incumbent is kept, no bound"
     got = b._outcome(ChildRun(bound=2.0, crashed="exit code 3"), 9.0)
     assert (got.status, got.objective, got.bound) == (Status.ERROR, None, None)
@@ -456,3 +459,17 @@ def test_ctrl_c_in_a_run_here_is_raised_and_forgets_the_model(monkeypatch):
     with pytest.raises(KeyboardInterrupt, match=r"highs: the solve was interrupted \(Ctrl-C\)"):
         b.solve(m, HERE)
     assert b._solver is None
+
+
+def test_starts_and_ranges_see_the_models_changes():
+    b = HighsBackend(isolate=False)
+    m = knapsack()
+    assert b.solve(m, HERE).objective == pytest.approx(7)
+    m.x[3].fix(1)  # cost 6 in: 6 + 2 = 8 at least
+    start = pyo.ComponentMap([(m.x[i], 1.0) for i in range(5)])
+    assert b.solve(m, HERE, start=start).objective == pytest.approx(8)
+    m.x[3].unfix()
+    m.x[0].setub(0)
+    m.x[1].setub(0)
+    lo, hi = b.ranges(m, [m.x[0]], SolverSettings())[0]
+    assert (lo, hi) == (0.0, 0.0)
