@@ -94,6 +94,16 @@ def test_no_completion_of_a_start_outside_the_model(tmp_path):
     assert named(h, completed_start(h, *start(h, x=3)))["y"] == pytest.approx(0.5)
 
 
+def test_the_completion_is_silent_and_within_its_seconds(tmp_path, capfd):
+    """The completion LP prints no log (cfopt's own solve decides what is shown) and
+    gives up after its ``seconds``: no completion without time for it."""
+    h = highs_of(SMALL, tmp_path)
+    capfd.readouterr()
+    assert named(h, completed_start(h, *start(h, x=4)))["y"] == pytest.approx(1.5)
+    assert capfd.readouterr().out == ""
+    assert completed_start(h, *start(h, x=4), seconds=0.0) is None
+
+
 def test_an_empty_start_offers_nothing(tmp_path):
     h = highs_of(SMALL, tmp_path)
     calls = []

@@ -190,8 +190,10 @@ class SolverBackend(ABC):
         start is not passed on (a backend that takes MIP starts overrides this)."""
         return self._solve(model, settings)
 
+    # pragma: no mutate start (the defaults of a method that raises whatever they are)
     def solve_pool(self, model: pyo.Block, settings: SolverSettings, size: int, *,
                    mode: int = 2, gap: float | None = None) -> tuple[SolveOutcome, list]:
+        # pragma: no mutate end
         """Solve once and harvest up to ``size`` solutions of the solver's own pool, best
         first, as ``(objective, {var: value})`` (see :mod:`cfopt.solvers.pool`)."""
         from ..errors import SolverError

@@ -433,8 +433,10 @@ class HighsBackend(ContribBackend):
             opts["random_seed"] = settings.seed
         return opts
 
+    # pragma: no mutate start (mode and gap: not applicable to HiGHS, whatever they are)
     def solve_pool(self, model: pyo.Block, settings: SolverSettings, size: int, *,
                    mode: int = 2, gap: float | None = None) -> tuple[SolveOutcome, list]:
+        # pragma: no mutate end
         """The last ``size`` improving incumbents of one solve (``mode``, ``gap``: not
         applicable to HiGHS; a child's are those it streamed)."""
         solver, settings = self._loaded(model, settings)

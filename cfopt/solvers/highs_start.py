@@ -33,15 +33,19 @@ def completed_start(highs: Any, index: np.ndarray, values: np.ndarray,
     column, or that LP has no optimum within ``seconds`` (the start is not a point of the
     model)."""
     lp = highs.getLp()
+    # pragma: no mutate start (an empty integrality_ and zeros alike: no integer column)
     integral = np.asarray(lp.integrality_, dtype=int) if len(lp.integrality_) else \
         np.zeros(lp.num_col_, dtype=int)
+    # pragma: no mutate end
     integers = np.flatnonzero(integral != 0)
     if not len(integers) or not np.isin(integers, index).all():
         return None
     import highspy
 
+    # pragma: no mutate start (HiGHS's column bounds are doubles: float64 either way)
     lower = np.asarray(lp.col_lower_, dtype=float)
     upper = np.asarray(lp.col_upper_, dtype=float)
+    # pragma: no mutate end
     at = dict(zip(index.tolist(), values.tolist()))
     fixed = np.clip(np.round([at[j] for j in integers]), lower[integers], upper[integers])
     lower[integers] = upper[integers] = fixed
@@ -52,14 +56,16 @@ def completed_start(highs: Any, index: np.ndarray, values: np.ndarray,
     completion.setOptionValue("time_limit", seconds)
     # the MIP takes a start within its feasibility tolerance (cfopt's: 1e-8); after
     # presolve, the Adult MLP's completion broke a row by 9e-8 (without: 3e-15)
-    completion.setOptionValue("presolve", "off")
+    completion.setOptionValue("presolve", "off")  # pragma: no mutate (HiGHS reads "OFF" as "off")
     # the process's one thread scheduler refuses another thread count
     completion.setOptionValue("threads", highs.getOptionValue("threads")[1])
     completion.passModel(lp)
     completion.run()
     if completion.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None
+    # pragma: no mutate start (HiGHS's column values are doubles: float64 either way)
     return np.asarray(completion.getSolution().col_value, dtype=float)
+    # pragma: no mutate end
 
 
 @contextlib.contextmanager

@@ -38,8 +38,13 @@ import numpy as np
 from ...formulations.tree_regions import ForestIndex
 from ...space.feature import Feature
 
-#: an interval end this close (relative) to an integer code is that code
+#: an interval end this close to an integer code is that code
 _INTEGRAL = 1e-7
+#: a split's end in codes this close, relative to the feature's magnitude, to an integer
+#: code is that code (float64 rounding of the affine inputs; 1e-7 relative to the end
+#: reached whole codes above 1e7: a split of codes near 5e7 put five codes the library
+#: sends right on the low side)
+_CODE_ROUNDING = 1e-12
 #: a decoded continuous point stays this many ulps of the feature's magnitude inside a
 #: level whose end is a split (mapping the sure side back to a code may round by an ulp)
 INSIDE = 64 * float(np.finfo(np.float64).eps)
@@ -172,9 +177,10 @@ def numeric_levels(f: Feature, inputs: list[tuple[int, float, float]], cuts: lis
         key = ((switch - b) / a, math.copysign(1.0, a) * switch)  # then in inputs, whose
         # resolution separates points closer than a code's ulp (LightGBM's zero band)
         if f.is_integral:
-            last = math.floor(ends[2] + _INTEGRAL * max(1.0, abs(ends[2])))
+            magnitude = max(1.0, abs(f.lower), abs(f.upper))
+            last = math.floor(ends[2] + _CODE_ROUNDING * magnitude)
             ends = [last, last + 1, last, last + 1]
-            key = (last, 0.0)
+            key = (last, 0.0)  # pragma: no mutate (any constant dedups and sorts alike)
         brk = breaks.setdefault(key, Break(*ends))
         brk.cuts.append((c, k, a > 0))
     levels = NumericLevels(f, x0, 0, range_[0], range_[1], w,

@@ -114,7 +114,9 @@ class QueryModel:
         for levels, bools in self.categorical:
             chosen = next(i for i, b in zip(levels.allowed, bools) if solver.boolean_value(b))
             row[levels.feature.name] = levels.feature.categories[chosen]
+        # pragma: no mutate start (row's keys are the space's names, in order)
         return pd.DataFrame([row], columns=self.space.names)
+        # pragma: no mutate end
 
     def hint(self, m: CounterfactualModel, index: ForestIndex, row: pd.DataFrame) -> None:
         """Hint CP-SAT with a raw point (the verified heuristic's)."""
@@ -137,8 +139,8 @@ def build(m: CounterfactualModel, index: ForestIndex, regions: Sequence[TreeRegi
 
     cp = cp_model.CpModel()
     q = QueryModel(cp, m.space)
-    q.cost_scale = 2.0 ** math.floor(math.log2(_OBJECTIVE_MAGNITUDE / max(m.max_objective,
-                                                                           1e-12)))
+    q.cost_scale = 2.0 ** math.floor(math.log2(_OBJECTIVE_MAGNITUDE / max(
+        m.max_objective, 1e-12)))  # pragma: no mutate (max_objective >= 1: 1 + a bound)
     literal = _features(m, index, regions, rules, q)
     ensemble: TreeEnsemble = m.adapter.structure
     leaves = _trees(cp, ensemble, regions, literal)
@@ -162,7 +164,7 @@ def _features(m: CounterfactualModel, index: ForestIndex, regions: Sequence[Tree
     """The feature variables, their costs (objective set on ``q.cp``) and the literal of
     every used cut (cut id -> literal: the input goes left)."""
     cp, specs = q.cp, m.input_specs
-    true = cp.new_bool_var("true")
+    true = cp.new_bool_var("true")  # pragma: no mutate (a name: no effect on solutions)
     cp.add(true == 1)
     by_input: dict[int, list[int]] = {}
     for c in sorted({c for r in regions for _, c, _, _ in r.nodes}):
@@ -185,7 +187,8 @@ def _features(m: CounterfactualModel, index: ForestIndex, regions: Sequence[Tree
     terms, C = m.objective_terms, q.cost_scale
     objective = sum(costs.l1) + math.floor(C * terms.get("l0", 0.0)) * sum(costs.changes)
     if terms.get("linf", 0.0) > 0:
-        largest = cp.new_int_var(0, costs.top, "linf")
+        largest = cp.new_int_var(0, costs.top,
+                                 "linf")  # pragma: no mutate (a name: no effect on solutions)
         for t in costs.moves:
             cp.add(largest >= t)
         objective = objective + largest
@@ -258,7 +261,8 @@ def _element(cp: cp_model.CpModel, var: Any, table: list[int]) -> Any:
     """An integer variable equal to ``table[var]`` (a constant when it is)."""
     if len(set(table)) == 1:
         return table[0]
-    target = cp.new_int_var(min(table), max(table), "")
+    target = cp.new_int_var(min(table), max(table),
+                            "")  # pragma: no mutate (a name: no effect on solutions)
     cp.add_element(var, table, target)
     return target
 
@@ -271,7 +275,7 @@ def _sum_literal(cp: cp_model.CpModel, bools: list[Any], n: int, true: Any) -> A
         return true
     if len(bools) == 1:
         return bools[0]
-    b = cp.new_bool_var("")
+    b = cp.new_bool_var("")  # pragma: no mutate (a name: no effect on solutions)
     cp.add(b == sum(bools))
     return b
 
@@ -285,7 +289,7 @@ def _trees(cp: cp_model.CpModel, ensemble: TreeEnsemble, regions: Sequence[TreeR
             cp.add_bool_or([])
             out.append(([], []))
             continue
-        ys = [cp.new_bool_var("") for _ in region.leaves]
+        ys = [cp.new_bool_var("") for _ in region.leaves]  # pragma: no mutate (names)
         ref: dict[int, Any] = dict(zip(region.leaves, ys))
         for node, c, lkept, rkept in region.nodes:  # children precede parents
             left, right = ref.get(int(tree.left[node])), ref.get(int(tree.right[node]))
@@ -295,7 +299,7 @@ def _trees(cp: cp_model.CpModel, ensemble: TreeEnsemble, regions: Sequence[TreeR
             if rkept:
                 cp.add_implication(right, lit.Not())
             if lkept and rkept:
-                ref[node] = cp.new_bool_var("")
+                ref[node] = cp.new_bool_var("")  # pragma: no mutate (a name)
                 cp.add(ref[node] == left + right)
             else:
                 ref[node] = left if lkept else right

@@ -1,0 +1,260 @@
+"""HiGHS in a child process (:mod:`cfopt.solvers.isolated`), fast: the parent's reading of
+scripted messages (incumbents, bounds of either sense, the answer, an error, the end of
+the pipe, the deadline), the child's stream, wait statuses in words, and a few real
+children of a tiny model: an answer, one killed at its deadline, one that raises, one
+that dies, no fork to be had, Ctrl-C. ``tests/test_highs_isolation.py`` has the slow
+end-to-end checks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from multiprocessing import Pipe
+from types import SimpleNamespace
+
+import highspy
+import numpy as np
+import pytest
+
+from cfopt.solvers import isolated as iso
+from cfopt.solvers.isolated import (
+    ChildRun,
+    ForkError,
+    _collect,
+    _describe,
+    _Stream,
+    isolation_available,
+    run_on_thread,
+    solve_in_child,
+)
+
+pytestmark = pytest.mark.skipif(not isolation_available(), reason="Linux only")
+
+
+def collect(messages, minimize=True, close=True, wait=5.0):
+    reader, writer = Pipe(duplex=False)
+    for message in messages:
+        writer.send(message)
+    if close:
+        writer.close()
+    result = ChildRun()
+    answered = _collect(reader, result, time.perf_counter() + wait, minimize)
+    reader.close()
+    return answered, result
+
+
+def test_incumbents_and_the_best_bound_of_either_sense():
+    x1, x2 = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    messages = [("bound", -np.inf), ("solution", 9.0, 1.0, x1), ("bound", 3.0),
+                ("bound", 2.0), ("solution", 7.0, np.inf, x2)]
+    answered, r = collect(messages)
+    assert answered and r.status is None and r.crashed is None
+    assert r.objective == 7.0 and np.array_equal(r.x, x2)
+    assert [obj for obj, _ in r.solutions] == [9.0, 7.0]
+    assert r.bound == 3.0  # minimisation: the greatest bound
+    _, r = collect(messages, minimize=False)
+    assert r.bound == 1.0  # maximisation: the least
+    _, r = collect([("bound", 4.0)])
+    assert r.bound == 4.0 and r.objective is None and r.solutions == []
+
+
+def test_the_answer_ends_the_reading():
+    x = np.array([2.0])
+    answered, r = collect([("bound", 1.0), ("done", "kOptimal", 2.0, 1.5, 4, 0.5, x),
+                           ("bound", 9.0)], close=False)
+    assert answered
+    assert (r.status, r.objective, r.bound, r.node_count, r.run_time) == \
+        ("kOptimal", 2.0, 1.5, 4, 0.5)
+    assert np.array_equal(r.x, x)
+    _, r = collect([("solution", 3.0, 1.0, x), ("done", "kTimeLimit", None, -np.inf, 7, 0.5,
+                                                  None)])
+    assert (r.status, r.objective, r.x, r.bound) == ("kTimeLimit", None, None, None)
+    assert type(collect([("done", "kOptimal", 2.0, 1, 0, 0.1, x)])[1].bound) is float
+
+
+def test_an_error_then_the_end_of_the_pipe():
+    trace = "Traceback (most recent call last):\n  File x\nRuntimeError: injected\n\n"
+    answered, r = collect([("error", trace)])
+    assert answered and r.crashed == "it raised: RuntimeError: injected"
+
+
+def test_the_deadline_ends_the_reading():
+    t0 = time.perf_counter()
+    answered, r = collect([("bound", 1.0)], close=False, wait=0.3)
+    assert not answered and r.bound == 1.0
+    assert 0.3 <= time.perf_counter() - t0 < 0.3 + 2 * iso.POLL + 0.5
+    assert collect([], close=False, wait=-1.0)[0] is False
+
+
+def test_the_child_streams_incumbents_and_bounds_now_and_then(monkeypatch):
+    sent = []
+    stream = _Stream(SimpleNamespace(send=sent.append))
+    out = SimpleNamespace(objective_function_value=5, mip_dual_bound=2,
+                          mip_solution=[1, 0, 1])
+    stream.solution(SimpleNamespace(data_out=out))
+    kind, objective, bound, x = sent[0]
+    assert (kind, objective, bound, x.tolist()) == ("solution", 5.0, 2.0, [1.0, 0.0, 1.0])
+    assert type(objective) is float and type(bound) is float and x.dtype == float
+    now = SimpleNamespace(t=1.0)
+    monkeypatch.setattr(iso, "time", SimpleNamespace(monotonic=lambda: now.t))
+
+    def bound(value):
+        stream.bound(SimpleNamespace(data_out=SimpleNamespace(mip_dual_bound=value)))
+
+    bound(2)
+    bound(3)  # too soon
+    now.t += iso.BOUND_EVERY
+    bound(2)  # unchanged
+    bound(3)
+    now.t += 1.0
+    bound(3.5)
+    assert sent[1:] == [("bound", 2.0), ("bound", 3.0), ("bound", 3.5)]
+    assert type(sent[1][1]) is float
+
+
+def test_a_child_whose_parent_is_gone_exits():
+    pid = os.fork()
+    if pid == 0:  # the child: a send that fails ends it with code 3
+        def broken(message):
+            raise BrokenPipeError
+
+        _Stream(SimpleNamespace(send=broken))._send(("bound", 1.0))
+        os._exit(0)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 3
+
+
+def test_wait_statuses_in_words():
+    assert _describe(signal.SIGKILL) == "killed by signal 9 (SIGKILL)"
+    assert _describe(signal.SIGSEGV) == "killed by signal 11 (SIGSEGV)"
+    assert _describe(5 << 8) == "exited with code 5 without an answer"
+    assert _describe(0) == "exited with code 0 without an answer"
+
+
+def test_run_on_a_thread_of_its_own():
+    seen = []
+    highs = SimpleNamespace(run=lambda: seen.append(threading.current_thread().name))
+    run_on_thread(highs)
+    assert seen == ["highs"]
+
+    def fail():
+        raise ValueError("in HiGHS")
+
+    with pytest.raises(ValueError, match="in HiGHS"):
+        run_on_thread(SimpleNamespace(run=fail))
+
+
+def test_reaping():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(4)
+    assert os.waitstatus_to_exitcode(iso._reap(pid, time.perf_counter() + 5)) == 4
+    assert iso._reap(pid, time.perf_counter() + 5) == 0  # reaped already
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    t0 = time.perf_counter()
+    status = iso._reap(pid, time.perf_counter() + 0.2)
+    assert os.WTERMSIG(status) == signal.SIGKILL and time.perf_counter() - t0 < 2
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    iso._UNREAPED.append(pid)
+    time.sleep(0.05)
+    iso._reap_finished()
+    assert pid not in iso._UNREAPED
+    iso._UNREAPED.append(pid)  # reaped elsewhere
+    iso._reap_finished()
+    assert pid not in iso._UNREAPED
+
+
+# -- real children ------------------------------------------------------------------------
+
+
+def small_highs(sense=1):
+    """max 5a + 4b + 3c over binaries with 2a + 3b + c <= 5 (as min of the negation)."""
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    inf = highspy.kHighsInf
+    for cost in (-5.0, -4.0, -3.0):
+        h.addVar(0.0, 1.0)
+        h.changeColCost(h.getNumCol() - 1, sense * cost)
+    h.changeColsIntegrality(3, np.arange(3, dtype=np.int32),
+                            np.array([highspy.HighsVarType.kInteger] * 3))
+    h.addRow(-inf, 5.0, 3, np.arange(3, dtype=np.int32), np.array([2.0, 3.0, 1.0]))
+    if sense == -1:
+        h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    return h
+
+
+def test_a_child_answers():
+    before = threading.active_count()
+    r = solve_in_child(small_highs(), time.perf_counter() + 30, True)
+    assert (r.status, r.objective, r.killed, r.crashed) == ("kOptimal", -9.0, False, None)
+    assert r.x.tolist() == [1.0, 1.0, 0.0] and r.bound == -9.0 and r.run_time >= 0
+    assert threading.active_count() == before
+    r = solve_in_child(small_highs(-1), time.perf_counter() + 30, False)
+    assert (r.status, r.objective) == ("kOptimal", 9.0)
+
+
+def test_a_child_past_its_deadline_is_killed():
+    def hang(highs):
+        time.sleep(60)
+
+    t0 = time.perf_counter()
+    r = solve_in_child(small_highs(), time.perf_counter() + 0.1, True, hang)
+    assert r.killed and r.crashed is None and r.status is None
+    assert time.perf_counter() - t0 < 0.1 + iso.GRACE + iso.EXIT_WAIT + 1.0
+
+
+def test_a_child_that_raises_or_dies():
+    def fail(highs):
+        raise RuntimeError("injected")
+
+    r = solve_in_child(small_highs(), time.perf_counter() + 30, True, fail)
+    assert (r.status, r.killed) == (None, False)
+    assert r.crashed == "it raised: RuntimeError: injected"
+
+    def die(highs):
+        os._exit(6)
+
+    r = solve_in_child(small_highs(), time.perf_counter() + 30, True, die)
+    assert r.crashed == "exited with code 6 without an answer" and not r.killed
+
+
+def test_no_fork_to_be_had(monkeypatch):
+    def refuse():
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(iso.os, "fork", refuse)
+    with pytest.raises(ForkError, match="no child process: .*Resource temporarily"):
+        solve_in_child(small_highs(), time.perf_counter() + 30, True)
+
+
+def test_ctrl_c_kills_the_child_and_is_raised(monkeypatch):
+    killed = []
+    kill = iso._kill
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(iso, "_collect", interrupted)
+    monkeypatch.setattr(iso, "_kill", lambda pid: killed.append(pid) or kill(pid))
+
+    def hang(highs):
+        time.sleep(60)
+
+    with pytest.raises(KeyboardInterrupt):
+        solve_in_child(small_highs(), time.perf_counter() + 30, True, hang)
+    assert len(killed) == 1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(killed[0], os.WNOHANG)
+
+
+def test_isolation_is_for_linux(monkeypatch):
+    monkeypatch.setattr(iso.sys, "platform", "darwin")
+    assert isolation_available() is False
+    monkeypatch.setattr(iso.sys, "platform", "linux")
+    assert isolation_available() is True
