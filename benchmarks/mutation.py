@@ -146,7 +146,14 @@ TESTS: dict[str, list[str]] = {
             "test_removing_constraints_never_names_them",
             "test_adding_a_block_sends_its_columns_at_once_and_keeps_the_model",
             "test_removing_a_block_drops_its_columns_at_once_and_keeps_the_model",
-            "test_ranges_are_the_optima_of_each_side_and_keep_the_models_objective"))],
+            "test_ranges_are_the_optima_of_each_side_and_keep_the_models_objective",
+            "test_an_infeasibility_is_confirmed_without_presolve"))],
+    "cfopt/solvers/highs_persistent.py": [
+        *(f"tests/test_solvers.py::{name}" for name in (
+            "test_fixing_a_variable_changes_its_bounds_not_its_constraints",
+            "test_removing_constraints_never_names_them",
+            "test_adding_a_block_sends_its_columns_at_once_and_keeps_the_model",
+            "test_removing_a_block_drops_its_columns_at_once_and_keeps_the_model"))],
     "cfopt/solvers/contrib.py": ["tests/test_solvers_contrib.py", "tests/test_solvers_backends.py"],
     "cfopt/solvers/isolated.py": ["tests/test_solvers_isolated.py"],
     "cfopt/solvers/options.py": ["tests/test_solvers_options.py"],

@@ -107,7 +107,8 @@ def test_each_run_gets_its_options_and_the_users_win():
     assert b._solver_options(SolverSettings(seed=None, verbose=True)) == {
         "output_flag": True, "mip_feasibility_tolerance": 1e-8, "mip_allow_restart": False,
         "objective_bound": math.inf, "mip_heuristic_run_root_reduced_cost": False,
-        "mip_heuristic_run_rins": False, "mip_heuristic_run_rens": False}
+        "mip_heuristic_run_rins": False, "mip_heuristic_run_rens": False,
+        "presolve": "choose"}
 
 
 def test_a_new_thread_count_restarts_highs_scheduler(monkeypatch):
