@@ -96,3 +96,8 @@ def test_points_on_the_thresholds_go_where_sklearn_sends_them():
     forest.estimators_features_ = [f[::-1] for f in forest.estimators_features_]
     a = IsolationForestAdapter(forest)
     assert np.abs(a.output_from_logits(a.structure.logits(Z)) - a.output(Z)).max() <= 1e-12
+    for est in forest.estimators_:  # thresholds that are float32 values: x <= t, not x < t
+        est.tree_.threshold[:] = est.tree_.threshold.astype(np.float32)
+    a = IsolationForestAdapter(forest)
+    Z = Z.astype(np.float32).astype(np.float64)
+    assert np.abs(a.output_from_logits(a.structure.logits(Z)) - a.output(Z)).max() <= 1e-12

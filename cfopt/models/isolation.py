@@ -101,8 +101,9 @@ class IsolationForestAdapter(ModelAdapter):
         return np.asarray(self.model.predict(np.atleast_2d(Z)))
 
     def output(self, Z: np.ndarray) -> np.ndarray:
-        return np.asarray(self.model.score_samples(np.atleast_2d(Z)),
-                          dtype=np.float64).reshape(-1, 1)  # pragma: no mutate (float64 already)
+        scores = np.asarray(self.model.score_samples(np.atleast_2d(Z)),
+                            dtype=np.float64)  # pragma: no mutate (float64 already)
+        return scores.reshape(-1, 1)  # pragma: no mutate (numpy reads any negative as -1)
 
     def output_from_logits(self, logits: np.ndarray) -> np.ndarray:
         return -(2.0 ** (-np.atleast_2d(logits) / self.normalizer))
