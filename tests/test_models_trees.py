@@ -72,7 +72,8 @@ def test_class_fractions_and_a_constant_prior():
     assert _class_fractions(tree).tolist() == [[0.25, 0.75], [0.0, 0.0], [1.0, 0.0]]
     init = np.array([[1.0, 2.0], [1.0 + 5e-10, 2.0]])
     assert _check_constant_init("M", init).tolist() == [1.0, 2.0]
-    for bad in (np.array([[1.0], [1.5]]), np.array([[0.0], [2e-9]])):
+    for bad in (np.array([[1.0], [1.5]]), np.array([[0.0], [2e-9]]),
+                np.array([[1e6], [1e6 + 1.0]]), np.array([[0.0], [0.8e-9], [1.6e-9]])):
         with pytest.raises(UnsupportedModelError, match=r"^M has an init estimator whose "
                                                         r"score depends on the input; only "
                                                         r"constant priors \(the default, or "

@@ -26,8 +26,8 @@ from .trees import Tree, TreeEnsemble
 
 
 def _init_score(adapter: ModelAdapter, partial: TreeEnsemble) -> np.ndarray:
-    rng = np.random.default_rng(0)
-    probe = rng.random((4, partial.n_inputs))
+    rng = np.random.default_rng(0)  # pragma: no mutate (any seed)
+    probe = rng.random((4, partial.n_inputs))  # pragma: no mutate (any number of probes)
     init = adapter.output(probe) - partial.outputs(probe)
     if not np.allclose(init, init[0], rtol=0, atol=1e-5):
         raise UnsupportedModelError(f"{adapter.kind}: the base score depends on the input; "
@@ -53,7 +53,7 @@ class _BoosterAdapter(ModelAdapter):
         self.structure = TreeEnsemble(tuple(trees), n_inputs, _init_score(self, partial),
                                       rule, float32)
         if not n_classes:
-            probe = np.random.default_rng(1).normal(size=(4, n_inputs))
+            probe = np.random.default_rng(1).normal(size=(4, n_inputs))  # pragma: no mutate (any)
             if not np.allclose(self.output(probe)[:, 0], self.model.predict(probe),
                                rtol=1e-6, atol=1e-6):
                 raise UnsupportedModelError(f"{self.kind}'s objective predicts through a "
