@@ -77,9 +77,9 @@ class TreeEnsemble:
         return int(self.init.shape[0])
 
     def outputs(self, Z: np.ndarray) -> np.ndarray:
-        Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
+        Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))  # pragma: no mutate (compared as floats)
         if self.float32:
-            Z = Z.astype(np.float32).astype(np.float64)
+            Z = Z.astype(np.float32).astype(np.float64)  # pragma: no mutate (float64: the default)
         out = np.tile(self.init, (len(Z), 1))
         for tree in self.trees:
             out += tree.value[tree.apply(Z, self.rule)]
@@ -166,8 +166,8 @@ class SklearnTreeAdapter(ModelAdapter):
         name = type(model).__name__
         if not hasattr(model, "n_features_in_"):
             raise UnsupportedModelError(f"{name} is not fitted; fit it before explaining")
-        if getattr(model, "n_outputs_", 1) != 1 or getattr(model, "n_trees_per_iteration_",
-                                                              1) < 1:
+        if getattr(model, "n_outputs_", 1) != 1 or (
+                getattr(model, "n_trees_per_iteration_", 1) < 1):  # pragma: no mutate (never < 1)
             raise UnsupportedModelError(f"multi-output {name} is not supported")
         self.model = model
         regression = not hasattr(model, "classes_")
@@ -181,7 +181,7 @@ class SklearnTreeAdapter(ModelAdapter):
         else:
             self.decision = "argmax"
         if hasattr(model, "_predictors"):  # histogram gradient boosting
-            loss = getattr(model, "loss", "")
+            loss = getattr(model, "loss", "")  # pragma: no mutate (a histogram booster has one)
             if regression and loss not in ("squared_error", "absolute_error", "quantile"):
                 raise UnsupportedModelError(f"{name}(loss={loss!r}) predicts through a "
                                             f"non-identity link; cfopt encodes squared_error, "
@@ -204,7 +204,9 @@ class SklearnTreeAdapter(ModelAdapter):
             estimators = getattr(model, "estimators_", [model])
             weight = 1.0 / len(estimators)
             trees = [_sklearn_tree(est, weight * (
+                # pragma: no mutate start (sklearn >= 1.4 stores class fractions already)
                 est.tree_.value[:, 0, :] if regression else _class_fractions(est)))
+                # pragma: no mutate end
                 for est in estimators]
             self.structure = TreeEnsemble(tuple(trees), n_inputs, np.zeros(max(k, 1)))
 
@@ -229,4 +231,4 @@ class SklearnTreeAdapter(ModelAdapter):
             out = self.model.decision_function(Z)
         else:
             out = self.model.predict_proba(Z)
-        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)
+        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)  # pragma: no mutate (float64)
