@@ -93,7 +93,7 @@ def test_xgboost_reads_a_sparse_zero_as_missing():
     margin = model.predict(sparse.csr_matrix(Z), output_margin=True)
     assert np.allclose(a.output(Z)[:, 0], margin, rtol=0, atol=0)
     assert np.allclose(a.structure.outputs(Z)[:, 0], margin, rtol=0, atol=1e-6)
-    assert a.structure.rule == "lt" and a.structure.float32
+    assert a.structure.rule == "lt" and a.structure.float32 and a.structure.n_inputs == 3
     assert a.structure.init.tolist() == XGBoostAdapter(model).structure.init.tolist()
 
 
@@ -108,35 +108,32 @@ def sparse_reading(tree: Tree, default_left: np.ndarray, z: np.ndarray) -> float
 
 
 def test_zero_as_missing_on_every_kind_of_node():
-    """Nodes on binary inputs 0..3, each with its default way and threshold; a node on
-    input 4 (not binary) where 0 and missing part ways is returned; where they agree it
-    is not."""
-    #            0: x0 < 2 (default right)
-    #     1: x1 < 0.7 (d. right)     2: x2 < 0.5 (d. left)
-    #   3: x3 < -1 (d. left)  4   5: x4 < 1 (d. left)   6
-    #   7   8                      9   10
-    feature = np.array([0, 1, 2, 3, -1, 4, -1, -1, -1, -1, -1])
-    threshold = np.array([2.0, 0.7, 0.5, -1.0, 0, 1.0, 0, 0, 0, 0, 0])
-    left = np.array([1, 3, 5, 7, -1, 9, -1, -1, -1, -1, -1])
-    right = np.array([2, 4, 6, 8, -1, 10, -1, -1, -1, -1, -1])
-    value = 2.0 ** np.arange(11)[:, None]
-    default = np.array([False, False, True, True, False, True, False, False, False, False,
-                        False])
-    tree = Tree(feature, threshold.astype(float), left, right, value)
+    """A complete tree of 7 splits on binary inputs, thresholds above 1, at 1, between,
+    at 0 and below 0, under every pattern of default ways: the re-split structure is
+    XGBoost's sparse reading of every binary point; an input that is not binary is
+    returned where 0 and missing part ways (and not where they agree)."""
+    feature = np.array([0, 1, 2, 3, 4, 5, 0] + [-1] * 8)
+    threshold = np.array([2.0, 1.0, 0.5, 0.0, -1.0, 0.3, 1.5] + [0.0] * 8)
+    left = np.array([1, 3, 5, 7, 9, 11, 13] + [-1] * 8)
+    right = np.array([2, 4, 6, 8, 10, 12, 14] + [-1] * 8)
+    value = 2.0 ** np.arange(15)[:, None]
+    tree = Tree(feature, threshold, left, right, value)
+    points = np.array(list(np.ndindex(*[2] * 6)), dtype=float)
     a = object.__new__(XGBoostAdapter)
-    a.structure = TreeEnsemble((tree,), 5, np.array([0.25]), "lt", True)
-    a._default_left = [default]
-    assert a.read_zero_as_missing([True] * 4 + [False]) == []
-    assert a._sparse and a.structure.init.tolist() == [0.25] and a.structure.rule == "lt"
-    for z in [np.array(r, dtype=float) for r in np.ndindex(2, 2, 2, 2, 2)]:
-        assert a.structure.outputs(z)[0, 0] == 0.25 + sparse_reading(tree, default, z), z
-    a.structure = TreeEnsemble((tree,), 5, np.array([0.0]), "lt", True)
-    a._default_left = [~default]
-    assert a.read_zero_as_missing([True] * 5) == []
-    for z in [np.array(r, dtype=float) for r in np.ndindex(2, 2, 2, 2, 2)]:
-        assert a.structure.outputs(z)[0, 0] == sparse_reading(tree, ~default, z), z
-    a.structure = TreeEnsemble((tree,), 5, np.array([0.0]), "lt", True)
-    assert a.read_zero_as_missing([True, True, False, True, False]) == [2, 4]
+    for pattern in np.ndindex(*[2] * 7):
+        default = np.array(list(pattern) + [0] * 8, dtype=bool)
+        a.structure = TreeEnsemble((tree,), 6, np.array([0.25]), "lt", True)
+        a._default_left = [default]
+        assert a.read_zero_as_missing([True] * 6) == []
+        assert (a.structure.n_inputs, a.structure.rule, a.structure.float32) == (6, "lt", True)
+        expected = [0.25 + sparse_reading(tree, default, z) for z in points]
+        assert a.structure.outputs(points)[:, 0].tolist() == expected, pattern
+    assert a._sparse
+    a.structure = TreeEnsemble((tree,), 6, np.array([0.0]), "lt", True)
+    a._default_left = [np.array([0, 1, 1, 0, 1, 0, 1] + [0] * 8, dtype=bool)]
+    # clashes: x0 < 2 (right; 0 goes left), x3 < 0 (right; 0 goes right: none), x4 < -1
+    # (left; 0 goes right), x1 < 1 (left: none), x2 < 0.5 (left: none), x5 < 0.3 (right)
+    assert a.read_zero_as_missing([False] * 6) == [0, 4, 5]
 
 
 def test_lightgbm_zero_band():
