@@ -69,6 +69,7 @@ def test_each_booster_reproduces_the_library(family):
     margin = model.predict(Z, **({"output_margin": True} if family.startswith("xgb")
                                  else {"raw_score": True}))
     assert np.allclose(a.output(Z), np.reshape(margin, (len(Z), -1)), rtol=0, atol=0)
+    assert a.output(Z).dtype == np.float64  # XGBoost's margins are float32
     out = a.structure.outputs(Z)
     assert np.allclose(out, a.output(Z), rtol=0, atol=1e-5 if family.startswith("xgb") else 1e-9)
     assert np.array_equal(a.predict(Z), model.predict(Z))

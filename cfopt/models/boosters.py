@@ -67,7 +67,7 @@ class _BoosterAdapter(ModelAdapter):
     def output(self, Z: np.ndarray) -> np.ndarray:
         Z = np.atleast_2d(Z)
         out = self.model.predict(Z, **{self._margin_option: True})
-        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)
+        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)  # pragma: no mutate (float64)
 
 
 def _n_classes(model: Any) -> int:
@@ -160,8 +160,9 @@ class XGBoostAdapter(_BoosterAdapter):
 
     def output(self, Z: np.ndarray) -> np.ndarray:
         Z = np.atleast_2d(Z)
-        out = self.model.predict(self._library_input(Z), output_margin=True)
-        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)
+        out = np.asarray(self.model.predict(self._library_input(Z), output_margin=True),
+                         dtype=np.float64)
+        return out.reshape(len(Z), -1)  # pragma: no mutate (numpy reads any negative as -1)
 
     def _library_input(self, Z: np.ndarray) -> Any:
         """``Z`` as the library receives it: sparse after :meth:`read_zero_as_missing`."""
@@ -207,7 +208,9 @@ class LightGBMAdapter(_BoosterAdapter):
         dump = model.booster_.dump_model()
         n_out = 1 if n_classes <= 2 else n_classes
         per_iter = int(dump["num_tree_per_iteration"])
-        trees = [self._tree(info["tree_structure"], i % per_iter if n_out > 1 else 0, n_out)
+        trees = [self._tree(info["tree_structure"],
+                            i % per_iter if n_out > 1 else 0,  # pragma: no mutate (i % 1 is 0)
+                            n_out)
                  for i, info in enumerate(dump["tree_info"])]
         super().__init__(model, trees, n_classes, rule="le", float32=False)
 
@@ -217,10 +220,12 @@ class LightGBMAdapter(_BoosterAdapter):
 
         def add(node: dict) -> int:
             idx = len(feature)
+            # pragma: no mutate start (a leaf: feature < 0; its threshold and children unread)
             feature.append(-1)
             threshold.append(0.0)
             left.append(-1)
             right.append(-1)
+            # pragma: no mutate end
             values.append(np.zeros(n_out))
             if "leaf_value" in node:
                 values[idx][cls] = float(node["leaf_value"])
