@@ -177,7 +177,7 @@ def test_outputs_are_float64_for_a_float32_model():
     """A model fitted on float32 data predicts in float32; its adapter's outputs are
     float64 (the contract of ``ModelAdapter.output``)."""
     X32 = X.astype(np.float32)
-    net = MLPRegressor(hidden_layer_sizes=(4,), max_iter=300, random_state=0)
+    net = MLPRegressor(hidden_layer_sizes=(4,), max_iter=20, random_state=0)
     for model, y, adapter in ((net, YR, SklearnMLPAdapter),
                               (LinearRegression(), YR, SklearnLinearAdapter),
                               (LogisticRegression(), Y2, SklearnLinearAdapter)):
