@@ -140,3 +140,19 @@ def test_a_softmax_without_dim_is_read_on_the_classes():
     with pytest.warns(UserWarning):
         out = torch_out(model, Z)
     assert np.allclose(a.output_from_logits(a.structure.logits(Z)), out, atol=1e-12)
+
+
+def test_the_adapter_predicts_with_its_own_copies():
+    """Parsing leaves the user's net in training mode; the adapter predicts (in eval
+    mode: no dropout) and outputs with the weights it parsed, and reads float32 rows."""
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Dropout(0.9), nn.Linear(4, 1))
+    a = TorchSequentialAdapter(model)
+    assert model.training and all(m.training for m in model)
+    logits = a.structure.logits(Z)
+    assert np.array_equal(a.predict(Z), (logits[:, 0] > 0).astype(int))
+    assert np.allclose(a.output(Z.astype(np.float32)), a.structure.logits(
+        Z.astype(np.float32)), atol=1e-12)
+    with torch.no_grad():
+        model[3].bias.add_(100.0)
+    assert np.array_equal(a.predict(Z), (logits[:, 0] > 0).astype(int))
+    assert np.allclose(a.output(Z), logits, atol=1e-12)
