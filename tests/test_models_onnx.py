@@ -78,8 +78,13 @@ def test_gemm_without_transposition_or_bias():
         a = OnnxAdapter(graph)
         assert a.structure.layers[0].bias.tolist() == [0.0] * 4
         assert np.allclose(a.output(Z), Z @ W1.T.astype(np.float32), atol=1e-12)
+        assert np.allclose(a.structure.logits(Z), a.output(Z), atol=1e-12)
     graph = model([node("Gemm", ["x", "Wt", "b"], "y", beta=3.0)], {"Wt": W1.T, "b": [1.0]})
     assert OnnxAdapter(graph).structure.layers[0].bias.tolist() == [3.0] * 4
+    graph = model([node("Gemm", ["x", "Wt", "b"], "y")], {"Wt": W1.T, "b": B1})
+    a = OnnxAdapter(graph)
+    assert np.allclose(a.structure.logits(Z), a.output(Z), atol=1e-12)
+    assert np.allclose(a.output(Z), reference(graph, Z), atol=1e-5)
     graph = model([node("Flatten", ["x"], "f"), node("MatMul", ["f", "W"], "y")], {"W": W1.T})
     a = OnnxAdapter(graph)
     assert a.structure.layers[0].bias.tolist() == [0.0] * 4
@@ -101,12 +106,32 @@ def test_final_activations(op, transform, k):
 
 
 def test_a_batch_of_one_runs_row_by_row():
-    graph = model([node("Gemm", ["x", "W", "b"], "y", transB=1)], {"W": W1, "b": B1},
+    """A graph of batch 1 that flattens its whole input (axis 0) runs one row at a time;
+    a graph of another fixed batch runs all rows at once."""
+    graph = model([node("Flatten", ["x"], "f", axis=0),
+                   node("Gemm", ["f", "W", "b"], "y", transB=1)], {"W": W1, "b": B1},
                   shape=(1, 3))
     a = OnnxAdapter(graph)
     assert np.allclose(a.output(Z), Z @ W1.T + B1, atol=1e-5)
     assert a.output(Z).shape == (12, 4)
     assert np.array_equal(a.predict(Z), (Z @ W1.T + B1).argmax(axis=1))
+    graph = model([node("Gemm", ["x", "W", "b"], "y", transB=1)], {"W": W1, "b": B1},
+                  shape=(12, 3))
+    assert np.allclose(OnnxAdapter(graph).output(Z), Z @ W1.T + B1, atol=1e-5)
+
+
+def test_the_float64_copy_is_a_well_typed_graph():
+    from cfopt.models.onnx_graph import _as_float64
+
+    info = [helper.make_tensor_value_info("h", TensorProto.FLOAT, None)]
+    graph = model([node("Gemm", ["x", "W", "b"], "h", transB=1), node("Relu", ["h"], "y")],
+                  {"W": W1, "b": B1}, value_info=info)
+    exact = _as_float64(graph)
+    onnx.shape_inference.infer_shapes(exact, check_type=True, strict_mode=True)
+    assert exact.graph.value_info[0].type.tensor_type.elem_type == TensorProto.DOUBLE
+    assert graph.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT  # a copy
+    assert np.array_equal(numpy_helper.to_array(exact.graph.initializer[0]),
+                          W1.astype(np.float32).astype(np.float64))
 
 
 def test_predictions_in_the_graphs_own_precision():
@@ -197,6 +222,8 @@ CASES = {
     "add of two": (refused([node("MatMul", ["x", "W"], "h"),
                             node("Add", ["h", "b", "b"], "y", "a")]),
                    r"^ONNX node 'a' \(Add\): only a bias Add"),
+    "add first": (refused([node("Add", ["x", "b"], "h", "a"), node("MatMul", ["h", "W"], "y")]),
+                  r"^ONNX node 'a' \(Add\): only a bias Add right after MatMul"),
     "relu first": (refused([node("Relu", ["x"], "h"), node("MatMul", ["h", "W"], "y")]),
                    r"^ONNX node 'Relu' \(Relu\) precedes any dense layer$"),
     "late flatten": (refused([node("MatMul", ["x", "W"], "h"), node("Flatten", ["h"], "y", "f")]),
