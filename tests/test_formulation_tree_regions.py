@@ -230,7 +230,16 @@ def test_the_block_is_the_ensemble_on_the_leaves_it_keeps():
         assert pred.get_error(np.array([far])) == math.inf
     pred.build_region(QueryRegion(list(BOUNDS), [A, B, C]))
     assert len(b.LEAVES) == 6 and len(b.FLOWS) == 4
-    assert pred.get_error(np.array([[5.0, 1.0, 0.5], [8.0, 1.0, -1.0]])) <= 1e-9
+    every = np.array([[2.0, 1.0, -1.0], [2.0, 1.0, 0.5], [5.0, 1.0, 0.5], [8.0, 1.0, -1.0],
+                      [2.0, 4.0, -1.0], [9.0, 4.0, 0.5]])  # each leaf of both trees
+    assert pred.get_error(every) <= 1e-9
+    # a at 8: leaf 1 of tree 0 (a <= 4) out of reach, its root keeps its right child only
+    far = NumericTerm([(0, 1.0, 0.0)], 0.0, 10.0, 8.0, 1.0)
+    assert pred.build_region(QueryRegion(list(BOUNDS), [far, B, C], l1=1.0, radius=2.0)) == 4
+    assert set(b.LEAVES) == {(0, 3), (1, 2), (1, 3), (1, 4)}
+    assert pred.get_error(np.array([[8.0, 1.0, -1.0], [6.0, 1.0, -0.5], [9.0, 3.0, -1.0]])
+                          ) <= 1e-9
+    assert pred.get_error(np.array([[2.0, 1.0, -1.0]])) == math.inf
     up = NumericTerm([(0, 1.0, 0.0)], 3.0, 10.0, 2.0, 1.0)
     assert pred.build_region(QueryRegion(list(BOUNDS), [up, B, C], l1=1.0, radius=0.5)) == 0
     assert pred.get_error(np.array([[5.0, 1.0, -0.5]])) == math.inf

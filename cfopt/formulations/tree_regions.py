@@ -381,7 +381,8 @@ def build_region(sub: pyo.Block, ensemble: TreeEnsemble, index: ForestIndex,
     (module docstring); returns the number of kept leaves."""
     clear_region(sub)
     used = sorted({c for r in regions for _, c, _, _ in r.nodes},
-                  key=lambda c: (index.cut_input[c], index.cut_switch[c]))
+                  key=lambda c: (index.cut_input[c],  # pragma: no mutate (build_index's order)
+                                 index.cut_switch[c]))
     position: dict[int, tuple[int, int]] = {}
     count: dict[int, int] = {}
     for c in used:
@@ -391,7 +392,8 @@ def build_region(sub: pyo.Block, ensemble: TreeEnsemble, index: ForestIndex,
     sub.cuts = {position[c]: index.cut(c) for c in used}
     add_cut_rows(sub, bounds)
     sub.LEAVES = pyo.Set(initialize=[(t, leaf) for t, r in enumerate(regions)
-                                     for leaf in r.leaves], dimen=2, ordered=True)
+                                     for leaf in r.leaves],
+                          dimen=2, ordered=True)  # pragma: no mutate (pairs, insertion order)
     sub.leaf = pyo.Var(sub.LEAVES, domain=pyo.Binary if sub.formulation == "leaf"
                        else pyo.UnitInterval)
     # a tree with no leaf within the query's reach: no point is (the region is infeasible)
@@ -413,7 +415,8 @@ def build_region(sub: pyo.Block, ensemble: TreeEnsemble, index: ForestIndex,
                 rows_right.append((t, node, rchild, position[c]))
             ref[node] = node if lkept and rkept else ref[lchild if lkept else rchild]
         refs[t] = ref
-    sub.FLOWS = pyo.Set(initialize=flows, dimen=2, ordered=True)
+    sub.FLOWS = pyo.Set(initialize=flows,
+                        dimen=2, ordered=True)  # pragma: no mutate (pairs, insertion order)
     sub.flow = pyo.Var(sub.FLOWS, bounds=(0.0, 1.0))
 
     def flow_of(t: int, node: int) -> object:
