@@ -251,3 +251,37 @@ def test_the_block_is_the_ensemble_on_the_leaves_it_keeps():
     assert all(threshold.block.leaf[k].domain is pyo.UnitInterval
                for k in threshold.block.LEAVES)
     assert threshold.get_error(near[:2]) <= 1e-9
+
+
+def test_the_search_without_terms_and_with_small_distances():
+    """No feature terms: the box alone prunes (its tolerance: 1e-9 of its width), L∞ of
+    no distance is 0; L0 counts a feature moved by less than 1."""
+    free = search(ENSEMBLE, INDEX, QueryRegion(list(BOUNDS), linf=1.0, radius=0.5))
+    assert kept(free) == [[1, 3, 4], [2, 3, 4]]
+    for hi, leaves in ((4.0 - 5e-9, [1, 3, 4]), (4.0 - 2e-8, [1])):
+        region = QueryRegion([(-6.0, hi), BOUNDS[1], BOUNDS[2]])
+        assert kept(search(ENSEMBLE, INDEX, region)) == [leaves, [2, 3]], hi
+    left_out = search(ENSEMBLE, INDEX, QueryRegion([BOUNDS[0], BOUNDS[1], (0.5, 1.0)]))
+    assert kept(left_out)[0] == [1, 4]
+    assert left_out[0].nodes[0] == (2, INDEX.node_cut[0][2], False, True)
+    near_b = NumericTerm([(1, 1.0, 0.0)], 0.0, 5.0, 1.0, 0.25)  # b to 3 costs 0.5
+    region = QueryRegion(list(BOUNDS), [A, near_b, C], l0=1.0, radius=0.5)
+    assert kept(search(ENSEMBLE, INDEX, region)) == [[1], [3]]
+    far = NumericTerm([(0, 1.0, 0.0)], 0.0, 10.0, 8.0, 1.0)  # a <= 4 out of reach
+    region = QueryRegion(list(BOUNDS), [far, B, C], l1=1.0, radius=2.0)
+    out = search(ENSEMBLE, INDEX, region)
+    assert kept(out) == [[3], [2, 3, 4]]
+    assert out[0].nodes == [(2, INDEX.node_cut[0][2], True, False),
+                            (0, INDEX.node_cut[0][0], False, True)]
+
+
+def test_nested_splits_on_one_input():
+    """c < 0 ? (a < 4 ? 1 : 2) : (a < 7 ? 4 : 8): the box of a is narrowed and restored
+    on each path."""
+    nested = tree([2, 0, 0, -1, -1, -1, -1], [0.0, 4.0, 7.0, 0, 0, 0, 0],
+                  [1, 3, 5, -1, -1, -1, -1], [2, 4, 6, -1, -1, -1, -1], [0, 0, 0, 1, 2, 4, 8])
+    ensemble = TreeEnsemble((nested, nested), 3, np.zeros(1), rule="lt", float32=False)
+    index = build_index(ensemble, GRIDS, ROUNDING, None)
+    assert kept(search(ensemble, index, QueryRegion(list(BOUNDS)))) == [[3, 4, 5, 6]] * 2
+    region = QueryRegion([(5.0, 10.0), BOUNDS[1], BOUNDS[2]])
+    assert kept(search(ensemble, index, region)) == [[4, 5, 6]] * 2
