@@ -74,11 +74,11 @@ def test_leaf_depth_sum():
 
 
 def random_ensemble(rule, float32, seed=0):
-    """Thresholds on a continuous input and on grids, some on or within rounding of a
-    grid value, some between, each node an internal one (depth-2 trees)."""
+    """Thresholds on a continuous input (some float32 values) and on grids, some on or
+    within rounding of a grid value, some between, each node an internal one."""
     rng = np.random.default_rng(seed)
     trees = []
-    candidates = {0: list(rng.uniform(0, 10, 8)) + [0.1, 1 / 3],
+    candidates = {0: list(rng.uniform(0, 10, 8)) + [0.1, 1 / 3, 4.0, 0.5, 7.25],
                   1: [2.0, 2.5, 3.0 + 1e-13, 3.0 - 1e-13, 0.0, 5.0, 1.0 + 0.4, 4.0 + 2e-16],
                   2: [-0.25 + 1e-13, -0.5, 0.0, 0.75 - 1e-13, 0.25 + 1e-14, 0.3]}
     for _ in range(12):

@@ -117,24 +117,28 @@ def _sides(inputs: np.ndarray, theta: np.ndarray, ensemble: TreeEnsemble,
     leaves to the library's own arithmetic go through :func:`make_cut` itself."""
     rule, f32 = ensemble.rule, ensemble.float32
     out = np.empty((len(theta), 5))
-    rounding_of = np.asarray(rounding, dtype=np.float64)[inputs]
-    on_grid = np.array([g is not None for g in grids], dtype=bool)[inputs]
+    # bools and floats already:
+    rounding_of = np.asarray(rounding, dtype=np.float64)[inputs]  # pragma: no mutate (floats)
+    on_grid = np.array([g is not None for g in grids], dtype=bool)[inputs]  # pragma: no mutate
     c = ~on_grid
     th = theta[c]
     if f32:  # the switching point: the midpoint of the float32 values on either side
         t32 = th.astype(np.float32)
-        back = t32.astype(np.float64)
+        back = t32.astype(np.float64)  # pragma: no mutate (float64: astype's default)
         below = (back <= th) if rule == "le" else (back < th)
         f = np.where(below, t32, np.nextafter(t32, np.float32(-np.inf)))
         up = np.nextafter(f, np.float32(np.inf))
-        beta = (f.astype(np.float64) + up.astype(np.float64)) / 2
+        beta = (f.astype(np.float64)  # pragma: no mutate (float64: astype's default)
+                + up.astype(np.float64)) / 2  # pragma: no mutate (float64: astype's default)
     else:
         beta = th
     delta = rounding_of[c] + 4 * _EPS * np.abs(beta)
     out[c] = np.stack([beta + delta, beta - delta, beta - delta, beta + delta, beta], axis=1)
     th = theta[on_grid]
+    # pragma: no mutate start (the values of inputs off a grid are masked out)
     offset = np.array([g[0] if g is not None else 0.0 for g in grids])[inputs][on_grid]
     step = np.array([g[1] if g is not None else 1.0 for g in grids])[inputs][on_grid]
+    # pragma: no mutate end
     k = np.floor((th - offset) / step)
     chosen = np.full(len(th), np.nan)
     odd = np.zeros(len(th), dtype=bool)
@@ -143,7 +147,7 @@ def _sides(inputs: np.ndarray, theta: np.ndarray, ensemble: TreeEnsemble,
         near = np.abs(value - th) <= rounding_of[on_grid] + 4 * _EPS * np.abs(th)
         seen = np.where(near, th, value)
         if f32:
-            seen = seen.astype(np.float32).astype(np.float64)
+            seen = seen.astype(np.float32).astype(np.float64)  # pragma: no mutate (default)
         left = (seen <= th) if rule == "le" else (seen < th)
         take = np.isnan(chosen) & left
         odd |= near & (np.isnan(chosen) | take) & (library_input is not None)
