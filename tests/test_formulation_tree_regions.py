@@ -129,6 +129,7 @@ def test_the_state_of_a_feature():
     assert _distance(A, (4.0, 4.0 - 2e-8)) == math.inf
     assert _distance(NumericTerm([], 0.0, 1e3, 0.0, 2.0), (4.0, 4.0 - 5e-7)) == 8.0
     assert _distance(NumericTerm([], 0.0, 1e3, 0.0, 2.0), (4.0, 4.0 - 2e-6)) == math.inf
+    assert _distance(NumericTerm([], 5.0, 6.0, 5.0, 1.0), (4.0, 4.0 - 1.5e-9)) == math.inf
     assert _distance(C, np.array([True, False, False])) == 0.0
     assert _distance(C, np.array([False, True, False])) == 3.0
     assert _distance(C, np.array([False, False, False])) == math.inf

@@ -177,7 +177,7 @@ def build_index(ensemble: TreeEnsemble, grids: Sequence[Grid], rounding: Sequenc
     start = 0
     for tree in ensemble.trees:
         internal = tree.feature >= 0
-        ids = np.full(len(tree.feature), -1, dtype=np.int64)
+        ids = np.full(len(tree.feature), -1, dtype=np.int64)  # pragma: no mutate (the default)
         ids[internal] = cut_of_pair[pair_of[start:start + int(internal.sum())]]
         start += int(internal.sum())
         node_cut.append(ids)
