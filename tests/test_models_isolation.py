@@ -74,3 +74,30 @@ def test_forests_refused():
         IsolationForestAdapter(IsolationForest(n_estimators=2, max_samples=1).fit(X))
     assert IsolationForestAdapter(IsolationForest(n_estimators=2, max_samples=2,
                                                   random_state=0).fit(X)).normalizer == 1.0
+
+
+def test_points_on_the_thresholds_go_where_sklearn_sends_them():
+    """sklearn compares float32(x) <= threshold: rows with a column exactly on each
+    (float64) threshold of the forest, and of a forest whose full-feature trees list
+    their features in another order (such a tree reads the forest's columns as they are)."""
+    forest = IsolationForest(n_estimators=3, max_samples=16, random_state=1).fit(X)
+    a = IsolationForestAdapter(forest)
+    assert a.structure.n_inputs == 4 and a.n_inputs == 4 and a.structure.n_outputs == 1
+    rows = []
+    for est in forest.estimators_:
+        for f, t in zip(est.tree_.feature, est.tree_.threshold):
+            if f >= 0:
+                row = X[len(rows)].copy()
+                row[f] = t
+                rows.append(row)
+    Z = np.array(rows)
+    assert np.abs(a.output_from_logits(a.structure.logits(Z)) - a.output(Z)).max() <= 1e-12
+    assert not np.allclose(np.asarray(Z, dtype=np.float32), Z, rtol=0, atol=1e-12)
+    forest.estimators_features_ = [f[::-1] for f in forest.estimators_features_]
+    a = IsolationForestAdapter(forest)
+    assert np.abs(a.output_from_logits(a.structure.logits(Z)) - a.output(Z)).max() <= 1e-12
+    for est in forest.estimators_:  # thresholds that are float32 values: x <= t, not x < t
+        est.tree_.threshold[:] = est.tree_.threshold.astype(np.float32)
+    a = IsolationForestAdapter(forest)
+    Z = Z.astype(np.float32).astype(np.float64)
+    assert np.abs(a.output_from_logits(a.structure.logits(Z)) - a.output(Z)).max() <= 1e-12

@@ -170,3 +170,18 @@ def test_a_lazy_parser_imports_its_adapter():
     model = LogisticRegression().fit(X, Y2)
     assert isinstance(registry._lazy("sklearn_models", "SklearnLinearAdapter")(model),
                       SklearnLinearAdapter)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_outputs_are_float64_for_a_float32_model():
+    """A model fitted on float32 data predicts in float32; its adapter's outputs are
+    float64 (the contract of ``ModelAdapter.output``)."""
+    X32 = X.astype(np.float32)
+    net = MLPRegressor(hidden_layer_sizes=(4,), max_iter=20, random_state=0)
+    for model, y, adapter in ((net, YR, SklearnMLPAdapter),
+                              (LinearRegression(), YR, SklearnLinearAdapter),
+                              (LogisticRegression(), Y2, SklearnLinearAdapter)):
+        model.fit(X32, y)
+        out = adapter(model).output(X32[:3])
+        assert out.dtype == np.float64 and out.shape == (3, 1)
+        assert np.allclose(out, adapter(model).structure.logits(X32[:3]), atol=1e-5)

@@ -1,7 +1,8 @@
 """The packages' public names (the ``__init__`` files of :mod:`cfopt.query`,
 :mod:`cfopt.query.restrictions`, :mod:`cfopt.formulations`,
 :mod:`cfopt.formulations.predictors`, :mod:`cfopt.solvers`, :mod:`cfopt.solvers.cpsat`,
-:mod:`cfopt.methods`, :mod:`cfopt.methods.adversaries`, :mod:`cfopt.models`):
+:mod:`cfopt.methods`, :mod:`cfopt.methods.adversaries`, :mod:`cfopt.models`,
+:mod:`cfopt.constraints`, :mod:`cfopt.space`):
 each ``__all__`` name is the object of its defining module, and importing a package
 registers its formulations and restrictions."""
 
@@ -12,6 +13,22 @@ import importlib
 import pytest
 
 PUBLIC = {
+    "cfopt.constraints": {
+        **dict.fromkeys(("CausalModel", "StructuralEquation"), "cfopt.constraints.causal"),
+        **dict.fromkeys(("ClusterHulls", "ConvexHull", "NearestNeighbourHull"),
+                        "cfopt.constraints.trust_regions"),
+        **dict.fromkeys(("IfCategory", "IfIncreases", "LinearConstraint", "Step"),
+                        "cfopt.constraints.rules"),
+        "ConstraintBlock": "cfopt.constraints.blocks",
+        "CustomConstraint": "cfopt.constraints.custom",
+        "DiversityCuts": "cfopt.constraints.diversity_cuts",
+        "IsolationForestScore": "cfopt.constraints.isolation",
+        "KScenarios": "cfopt.constraints.scenarios",
+        "SetbackCost": "cfopt.constraints.setback"},
+    "cfopt.space": {
+        "Feature": "cfopt.space.feature", "Kind": "cfopt.space.feature",
+        "Perturbation": "cfopt.space.feature", "FeatureSpace": "cfopt.space.space",
+        "as_frame": "cfopt.space.validate"},
     "cfopt.models": {
         "DenseLayer": "cfopt.models.network",
         "ModelAdapter": "cfopt.models.base",

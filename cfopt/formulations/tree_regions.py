@@ -117,24 +117,28 @@ def _sides(inputs: np.ndarray, theta: np.ndarray, ensemble: TreeEnsemble,
     leaves to the library's own arithmetic go through :func:`make_cut` itself."""
     rule, f32 = ensemble.rule, ensemble.float32
     out = np.empty((len(theta), 5))
-    rounding_of = np.asarray(rounding, dtype=np.float64)[inputs]
-    on_grid = np.array([g is not None for g in grids], dtype=bool)[inputs]
+    # bools and floats already:
+    rounding_of = np.asarray(rounding, dtype=np.float64)[inputs]  # pragma: no mutate (floats)
+    on_grid = np.array([g is not None for g in grids], dtype=bool)[inputs]  # pragma: no mutate
     c = ~on_grid
     th = theta[c]
     if f32:  # the switching point: the midpoint of the float32 values on either side
         t32 = th.astype(np.float32)
-        back = t32.astype(np.float64)
+        back = t32.astype(np.float64)  # pragma: no mutate (float64: astype's default)
         below = (back <= th) if rule == "le" else (back < th)
         f = np.where(below, t32, np.nextafter(t32, np.float32(-np.inf)))
         up = np.nextafter(f, np.float32(np.inf))
-        beta = (f.astype(np.float64) + up.astype(np.float64)) / 2
+        beta = (f.astype(np.float64)  # pragma: no mutate (float64: astype's default)
+                + up.astype(np.float64)) / 2  # pragma: no mutate (float64: astype's default)
     else:
         beta = th
     delta = rounding_of[c] + 4 * _EPS * np.abs(beta)
     out[c] = np.stack([beta + delta, beta - delta, beta - delta, beta + delta, beta], axis=1)
     th = theta[on_grid]
+    # pragma: no mutate start (the values of inputs off a grid are masked out)
     offset = np.array([g[0] if g is not None else 0.0 for g in grids])[inputs][on_grid]
     step = np.array([g[1] if g is not None else 1.0 for g in grids])[inputs][on_grid]
+    # pragma: no mutate end
     k = np.floor((th - offset) / step)
     chosen = np.full(len(th), np.nan)
     odd = np.zeros(len(th), dtype=bool)
@@ -143,7 +147,7 @@ def _sides(inputs: np.ndarray, theta: np.ndarray, ensemble: TreeEnsemble,
         near = np.abs(value - th) <= rounding_of[on_grid] + 4 * _EPS * np.abs(th)
         seen = np.where(near, th, value)
         if f32:
-            seen = seen.astype(np.float32).astype(np.float64)
+            seen = seen.astype(np.float32).astype(np.float64)  # pragma: no mutate (default)
         left = (seen <= th) if rule == "le" else (seen < th)
         take = np.isnan(chosen) & left
         odd |= near & (np.isnan(chosen) | take) & (library_input is not None)
@@ -173,7 +177,7 @@ def build_index(ensemble: TreeEnsemble, grids: Sequence[Grid], rounding: Sequenc
     start = 0
     for tree in ensemble.trees:
         internal = tree.feature >= 0
-        ids = np.full(len(tree.feature), -1, dtype=np.int64)
+        ids = np.full(len(tree.feature), -1, dtype=np.int64)  # pragma: no mutate (the default)
         ids[internal] = cut_of_pair[pair_of[start:start + int(internal.sum())]]
         start += int(internal.sum())
         node_cut.append(ids)
@@ -298,7 +302,8 @@ def search(ensemble: TreeEnsemble, index: ForestIndex, region: QueryRegion,
     visits = [0]  # nodes visited, over all trees (the deadline is checked every 4096)
     for tree, node_cut in zip(ensemble.trees, index.node_cut):
         # the search recurses once per level: a tree is never deeper than its nodes
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), len(tree.feature) + 100))
+        sys.setrecursionlimit(max(sys.getrecursionlimit(),  # pragma: no mutate (headroom)
+                                  len(tree.feature) + 100))  # pragma: no mutate (headroom)
         box = [list(b) for b in region.box]
         state: list[object] = [(t.lo, t.hi) if isinstance(t, NumericTerm) else t.allowed
                                for t in terms]
@@ -318,9 +323,11 @@ def search(ensemble: TreeEnsemble, index: ForestIndex, region: QueryRegion,
             if c < 0:
                 kept.leaves.append(node)
                 return True
+            # pragma: no mutate start (when the clock is read; past it the end check raises)
             visits[0] += 1
             if visits[0] % 4096 == 0 and time.perf_counter() > deadline:
                 raise RegionTooLarge
+            # pragma: no mutate end
             k = cut_input[c]
             f = feature_of[k]
             lo, hi = box[k]
@@ -378,7 +385,8 @@ def build_region(sub: pyo.Block, ensemble: TreeEnsemble, index: ForestIndex,
     (module docstring); returns the number of kept leaves."""
     clear_region(sub)
     used = sorted({c for r in regions for _, c, _, _ in r.nodes},
-                  key=lambda c: (index.cut_input[c], index.cut_switch[c]))
+                  key=lambda c: (index.cut_input[c],  # pragma: no mutate (build_index's order)
+                                 index.cut_switch[c]))
     position: dict[int, tuple[int, int]] = {}
     count: dict[int, int] = {}
     for c in used:
@@ -388,7 +396,8 @@ def build_region(sub: pyo.Block, ensemble: TreeEnsemble, index: ForestIndex,
     sub.cuts = {position[c]: index.cut(c) for c in used}
     add_cut_rows(sub, bounds)
     sub.LEAVES = pyo.Set(initialize=[(t, leaf) for t, r in enumerate(regions)
-                                     for leaf in r.leaves], dimen=2, ordered=True)
+                                     for leaf in r.leaves],
+                          dimen=2, ordered=True)  # pragma: no mutate (pairs, insertion order)
     sub.leaf = pyo.Var(sub.LEAVES, domain=pyo.Binary if sub.formulation == "leaf"
                        else pyo.UnitInterval)
     # a tree with no leaf within the query's reach: no point is (the region is infeasible)
@@ -410,7 +419,8 @@ def build_region(sub: pyo.Block, ensemble: TreeEnsemble, index: ForestIndex,
                 rows_right.append((t, node, rchild, position[c]))
             ref[node] = node if lkept and rkept else ref[lchild if lkept else rchild]
         refs[t] = ref
-    sub.FLOWS = pyo.Set(initialize=flows, dimen=2, ordered=True)
+    sub.FLOWS = pyo.Set(initialize=flows,
+                        dimen=2, ordered=True)  # pragma: no mutate (pairs, insertion order)
     sub.flow = pyo.Var(sub.FLOWS, bounds=(0.0, 1.0))
 
     def flow_of(t: int, node: int) -> object:

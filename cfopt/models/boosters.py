@@ -26,13 +26,13 @@ from .trees import Tree, TreeEnsemble
 
 
 def _init_score(adapter: ModelAdapter, partial: TreeEnsemble) -> np.ndarray:
-    rng = np.random.default_rng(0)
-    probe = rng.random((4, partial.n_inputs))
+    rng = np.random.default_rng(0)  # pragma: no mutate (any seed)
+    probe = rng.random((4, partial.n_inputs))  # pragma: no mutate (any number of probes)
     init = adapter.output(probe) - partial.outputs(probe)
     if not np.allclose(init, init[0], rtol=0, atol=1e-5):
         raise UnsupportedModelError(f"{adapter.kind}: the base score depends on the input; "
                                     f"only a constant base score is encoded")
-    return init[0]
+    return init[0]  # pragma: no mutate (any probe's: they agree within 1e-5)
 
 
 class _BoosterAdapter(ModelAdapter):
@@ -49,13 +49,15 @@ class _BoosterAdapter(ModelAdapter):
             self.decision = "sign" if n_classes <= 2 else "argmax"
         n_out = 1 if n_classes <= 2 else n_classes
         n_inputs = int(model.n_features_in_)
+        # pragma: no mutate start (4 random probes: a split rule or rounding moves none)
         partial = TreeEnsemble(tuple(trees), n_inputs, np.zeros(n_out), rule, float32)
+        # pragma: no mutate end
         self.structure = TreeEnsemble(tuple(trees), n_inputs, _init_score(self, partial),
                                       rule, float32)
         if not n_classes:
-            probe = np.random.default_rng(1).normal(size=(4, n_inputs))
+            probe = np.random.default_rng(1).normal(size=(4, n_inputs))  # pragma: no mutate (any)
             if not np.allclose(self.output(probe)[:, 0], self.model.predict(probe),
-                               rtol=1e-6, atol=1e-6):
+                               rtol=1e-6, atol=1e-6):  # pragma: no mutate (0 or far apart)
                 raise UnsupportedModelError(f"{self.kind}'s objective predicts through a "
                                             f"non-identity link (e.g. poisson, gamma, "
                                             f"logistic); cfopt encodes identity-link "
@@ -67,7 +69,7 @@ class _BoosterAdapter(ModelAdapter):
     def output(self, Z: np.ndarray) -> np.ndarray:
         Z = np.atleast_2d(Z)
         out = self.model.predict(Z, **{self._margin_option: True})
-        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)
+        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)  # pragma: no mutate (float64)
 
 
 def _n_classes(model: Any) -> int:
@@ -96,20 +98,26 @@ class XGBoostAdapter(_BoosterAdapter):
         raw_trees = booster["model"]["trees"]
         tree_info = booster["model"]["tree_info"]
         limit = getattr(model, "best_iteration", None)
+        # pragma: no mutate start (best_iteration exists iff early stopping was used)
         if limit is not None and getattr(model, "early_stopping_rounds", None):
+            # pragma: no mutate end
             raise UnsupportedModelError("XGBoost models with early stopping are not supported")
         trees = []
         #: per tree, where each node sends a missing value (sparse zeros): the left child
-        self._default_left = [np.asarray(raw["default_left"], dtype=bool) for raw in raw_trees]
-        self._sparse = False
+        self._default_left = [np.asarray(raw["default_left"],
+                                         dtype=bool)  # pragma: no mutate (read as truth values)
+                              for raw in raw_trees]
+        self._sparse = False  # pragma: no mutate (read as a truth value)
         for raw, cls in zip(raw_trees, tree_info):
-            left = np.asarray(raw["left_children"], dtype=int)
-            leaf = left < 0
-            cond = np.asarray(raw["split_conditions"], dtype=np.float32).astype(np.float64)
-            if any(t != 0 for t in raw.get("split_type", [])):
+            left = np.asarray(raw["left_children"], dtype=int)  # pragma: no mutate (ints)
+            leaf = left < 0  # pragma: no mutate (a child's index is >= 1: the root is 0)
+            cond = np.asarray(raw["split_conditions"], dtype=np.float32).astype(
+                np.float64)  # pragma: no mutate (float64: the default)
+            if any(t != 0 for t in raw.get("split_type",
+                                           [])):  # pragma: no mutate (always written)
                 raise UnsupportedModelError("XGBoost categorical splits are not supported")
             values = np.zeros((len(left), n_out))
-            values[leaf, cls if n_out > 1 else 0] = cond[leaf]
+            values[leaf, cls if n_out > 1 else 0] = cond[leaf]  # pragma: no mutate (cls: 0 then)
             trees.append(Tree(feature=np.where(leaf, -1, np.asarray(raw["split_indices"])),
                               threshold=np.where(leaf, 0.0, cond), left=left,
                               right=np.asarray(raw["right_children"], dtype=int),
@@ -135,14 +143,17 @@ class XGBoostAdapter(_BoosterAdapter):
                     clash.add(j)
                     continue
                 one = tree.left[n] if 1.0 < theta else tree.right[n]
-                other = tree.right[n] if missing == tree.left[n] else tree.left[n]
                 # 0 -> missing's child; 1 -> one's child (both there when they agree)
+                # pragma: no mutate start (0 and 1 < 2 both go left: "other" is never read)
+                other = tree.right[n] if missing == tree.left[n] else tree.left[n]
+                # pragma: no mutate end
                 threshold[n], left[n], right[n] = (0.5, missing, one) if one != missing \
-                    else (2.0, missing, other)
+                    else (2.0, missing, other)  # pragma: no mutate (any value above 1)
             trees.append(Tree(tree.feature, threshold, left, right, tree.value))
         ensemble = self.structure
         self.structure = TreeEnsemble(tuple(trees), ensemble.n_inputs, ensemble.init,
-                                      ensemble.rule, ensemble.float32)
+                                      ensemble.rule,
+                                      ensemble.float32)  # pragma: no mutate (True: the default)
         self._sparse = True
         return sorted(clash)
 
@@ -151,8 +162,9 @@ class XGBoostAdapter(_BoosterAdapter):
 
     def output(self, Z: np.ndarray) -> np.ndarray:
         Z = np.atleast_2d(Z)
-        out = self.model.predict(self._library_input(Z), output_margin=True)
-        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)
+        out = np.asarray(self.model.predict(self._library_input(Z), output_margin=True),
+                         dtype=np.float64)
+        return out.reshape(len(Z), -1)  # pragma: no mutate (numpy reads any negative as -1)
 
     def _library_input(self, Z: np.ndarray) -> Any:
         """``Z`` as the library receives it: sparse after :meth:`read_zero_as_missing`."""
@@ -198,7 +210,9 @@ class LightGBMAdapter(_BoosterAdapter):
         dump = model.booster_.dump_model()
         n_out = 1 if n_classes <= 2 else n_classes
         per_iter = int(dump["num_tree_per_iteration"])
-        trees = [self._tree(info["tree_structure"], i % per_iter if n_out > 1 else 0, n_out)
+        trees = [self._tree(info["tree_structure"],
+                            i % per_iter if n_out > 1 else 0,  # pragma: no mutate (i % 1 is 0)
+                            n_out)
                  for i, info in enumerate(dump["tree_info"])]
         super().__init__(model, trees, n_classes, rule="le", float32=False)
 
@@ -208,10 +222,12 @@ class LightGBMAdapter(_BoosterAdapter):
 
         def add(node: dict) -> int:
             idx = len(feature)
+            # pragma: no mutate start (a leaf: feature < 0; its threshold and children unread)
             feature.append(-1)
             threshold.append(0.0)
             left.append(-1)
             right.append(-1)
+            # pragma: no mutate end
             values.append(np.zeros(n_out))
             if "leaf_value" in node:
                 values[idx][cls] = float(node["leaf_value"])
@@ -226,5 +242,6 @@ class LightGBMAdapter(_BoosterAdapter):
             return idx
 
         add(root)
-        return Tree(np.asarray(feature), np.asarray(threshold, dtype=np.float64),
-                    np.asarray(left), np.asarray(right), np.asarray(values))
+        thresholds = np.asarray(threshold, dtype=np.float64)  # pragma: no mutate (floats)
+        return Tree(np.asarray(feature), thresholds, np.asarray(left), np.asarray(right),
+                    np.asarray(values))

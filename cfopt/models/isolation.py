@@ -32,7 +32,7 @@ from .trees import Tree, TreeEnsemble
 
 def average_path_length(n: np.ndarray | float) -> np.ndarray:
     """:math:`c(n)` as sklearn computes it (``_average_path_length``)."""
-    n = np.asarray(n, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)  # pragma: no mutate (integers compute the same)
     out = np.zeros(n.shape)
     out[n == 2] = 1.0
     big = n > 2
@@ -42,21 +42,24 @@ def average_path_length(n: np.ndarray | float) -> np.ndarray:
 
 def node_depths(left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Depth (edges from the root) of every node of a tree in sklearn's node arrays."""
-    depth = np.zeros(len(left), dtype=np.float64)
+    depth = np.zeros(len(left), dtype=np.float64)  # pragma: no mutate (float64: the default)
     for node in range(len(left)):  # sklearn numbers a child after its parent
-        if left[node] >= 0:
+        if left[node] >= 0:  # pragma: no mutate (a child's index is >= 1: the root is 0)
             depth[left[node]] = depth[right[node]] = depth[node] + 1
     return depth
 
 
 def _tree(estimator: Any, features: np.ndarray, weight: float) -> Tree:
     t = estimator.tree_
+    # pragma: no mutate start (sklearn's node arrays are intp and float64 already)
     left = np.asarray(t.children_left, dtype=int)
     right = np.asarray(t.children_right, dtype=int)
     own = np.asarray(t.feature, dtype=int)
+    threshold = np.asarray(t.threshold, dtype=np.float64)
+    # pragma: no mutate end
     length = node_depths(left, right) + average_path_length(t.n_node_samples)
     return Tree(feature=np.where(own >= 0, features[np.maximum(own, 0)], own),
-                threshold=np.asarray(t.threshold, dtype=np.float64), left=left, right=right,
+                threshold=threshold, left=left, right=right,
                 value=(weight * length)[:, None])
 
 
@@ -98,8 +101,9 @@ class IsolationForestAdapter(ModelAdapter):
         return np.asarray(self.model.predict(np.atleast_2d(Z)))
 
     def output(self, Z: np.ndarray) -> np.ndarray:
-        return np.asarray(self.model.score_samples(np.atleast_2d(Z)),
-                          dtype=np.float64).reshape(-1, 1)
+        scores = np.asarray(self.model.score_samples(np.atleast_2d(Z)),
+                            dtype=np.float64)  # pragma: no mutate (float64 already)
+        return scores.reshape(-1, 1)  # pragma: no mutate (numpy reads any negative as -1)
 
     def output_from_logits(self, logits: np.ndarray) -> np.ndarray:
         return -(2.0 ** (-np.atleast_2d(logits) / self.normalizer))

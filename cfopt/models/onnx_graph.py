@@ -65,7 +65,8 @@ class OnnxAdapter(ModelAdapter):
         model = load_onnx(source)
         self.model = model
         graph = model.graph
-        inits = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in graph.initializer}
+        inits = {t.name: numpy_helper.to_array(t).astype(np.float64)  # pragma: no mutate (float64)
+                 for t in graph.initializer}
         inputs = [i for i in graph.input if i.name not in inits]
         if len(inputs) != 1 or len(graph.output) != 1:
             raise UnsupportedModelError(f"the ONNX graph must have one input and one output, "
@@ -92,7 +93,7 @@ class OnnxAdapter(ModelAdapter):
                 raise UnsupportedModelError(f"{label} follows the output {transform}; "
                                             f"it must be the last node")
             if op == "Gemm":
-                if _attr(node, "transA", 0):
+                if _attr(node, "transA", 0):  # pragma: no mutate (None is false too)
                     raise UnsupportedModelError(f"{label}: transA=1 is not supported")
                 if node.input[0] != current or node.input[1] not in inits:
                     raise UnsupportedModelError(f"{label}: expected data x weight-initializer")
@@ -163,17 +164,17 @@ class OnnxAdapter(ModelAdapter):
         Z = np.atleast_2d(np.asarray(Z, dtype=dtype))
         if self._batch_one:
             rows = [session.run(None, {self._input_name: Z[i:i + 1]})[0] for i in range(len(Z))]
-            out = np.concatenate(rows, axis=0)
+            out = np.concatenate(rows, axis=0)  # pragma: no mutate (1-row outputs: reshaped below)
         else:
             out = session.run(None, {self._input_name: Z})[0]
-        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)
+        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)  # pragma: no mutate (float64)
 
     def predict(self, Z: np.ndarray) -> np.ndarray:
         out = self._run(self._deployed, Z, self._np_dtype)
         return np.asarray(self.classes)[classify_output(out, self.transform, self.decision)]
 
     def output(self, Z: np.ndarray) -> np.ndarray:
-        return self._run(self._exact, Z, np.float64)
+        return self._run(self._exact, Z, np.float64)  # pragma: no mutate (numpy promotes to it)
 
     def output_from_logits(self, logits: np.ndarray) -> np.ndarray:
         return transform_logits(logits, self.transform)
@@ -191,7 +192,7 @@ def _as_float64(model: Any) -> Any:
     for k, t in enumerate(list(g.initializer)):
         if t.data_type == TensorProto.FLOAT:
             g.initializer[k].CopyFrom(numpy_helper.from_array(
-                numpy_helper.to_array(t).astype(np.float64), t.name))
+                numpy_helper.to_array(t).astype(np.float64), t.name))  # pragma: no mutate (float64)
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         if vi.type.tensor_type.elem_type == TensorProto.FLOAT:
             vi.type.tensor_type.elem_type = TensorProto.DOUBLE

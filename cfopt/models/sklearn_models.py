@@ -90,7 +90,7 @@ class SklearnLinearAdapter(ModelAdapter):
                                         f"which cfopt does not encode; use LinearSVC")
         coef = model.coef_
         coef = np.atleast_2d(np.asarray(coef.toarray() if hasattr(coef, "toarray") else coef,
-                                        dtype=np.float64))
+                                        dtype=np.float64))  # pragma: no mutate (DenseLayer casts)
         intercept = np.broadcast_to(np.asarray(model.intercept_, dtype=np.float64),
                                     (coef.shape[0],))
         self.model = model
@@ -110,4 +110,4 @@ class SklearnLinearAdapter(ModelAdapter):
         Z = np.atleast_2d(Z)
         out = np.asarray(self.model.predict(Z) if self.is_regressor
                          else self.model.decision_function(Z), dtype=np.float64)
-        return out.reshape(len(out), -1)
+        return out.reshape(len(out), -1)  # pragma: no mutate (numpy reads any negative as -1)

@@ -77,9 +77,9 @@ class TreeEnsemble:
         return int(self.init.shape[0])
 
     def outputs(self, Z: np.ndarray) -> np.ndarray:
-        Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
+        Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))  # pragma: no mutate (compared as floats)
         if self.float32:
-            Z = Z.astype(np.float32).astype(np.float64)
+            Z = Z.astype(np.float32).astype(np.float64)  # pragma: no mutate (float64: the default)
         out = np.tile(self.init, (len(Z), 1))
         for tree in self.trees:
             out += tree.value[tree.apply(Z, self.rule)]
@@ -102,17 +102,19 @@ class TreeEnsemble:
 
 def _sklearn_tree(tree: Any, values: np.ndarray) -> Tree:
     t = tree.tree_
+    # pragma: no mutate start (sklearn's node arrays are intp and float64 already)
     return Tree(feature=np.asarray(t.feature, dtype=int),
                 threshold=np.asarray(t.threshold, dtype=np.float64),
                 left=np.asarray(t.children_left, dtype=int),
                 right=np.asarray(t.children_right, dtype=int),
                 value=np.asarray(values, dtype=np.float64))
+    # pragma: no mutate end
 
 
 def _class_fractions(tree: Any) -> np.ndarray:
-    value = np.asarray(tree.tree_.value[:, 0, :], dtype=np.float64)
+    value = np.asarray(tree.tree_.value[:, 0, :], dtype=np.float64)  # pragma: no mutate (float64)
     total = value.sum(axis=1, keepdims=True)
-    total[total == 0] = 1.0
+    total[total == 0] = 1.0  # pragma: no mutate (a zero row stays 0 divided by any number)
     return value / total
 
 
@@ -133,9 +135,12 @@ def _hist_tree(predictor: Any, column: int, n_out: int) -> Tree:
     values = np.zeros((len(nodes), n_out))
     values[leaf, column] = nodes["value"][leaf]
     return Tree(feature=np.where(leaf, -1, nodes["feature_idx"].astype(int)),
+                # pragma: no mutate start (a leaf's threshold and children are never read)
                 threshold=np.where(leaf, 0.0, nodes["num_threshold"].astype(np.float64)),
                 left=np.where(leaf, -1, nodes["left"].astype(int)),
-                right=np.where(leaf, -1, nodes["right"].astype(int)), value=values)
+                right=np.where(leaf, -1, nodes["right"].astype(int)),
+                # pragma: no mutate end
+                value=values)
 
 
 class SklearnTreeAdapter(ModelAdapter):
@@ -161,8 +166,8 @@ class SklearnTreeAdapter(ModelAdapter):
         name = type(model).__name__
         if not hasattr(model, "n_features_in_"):
             raise UnsupportedModelError(f"{name} is not fitted; fit it before explaining")
-        if getattr(model, "n_outputs_", 1) != 1 or getattr(model, "n_trees_per_iteration_",
-                                                              1) < 1:
+        if getattr(model, "n_outputs_", 1) != 1 or (
+                getattr(model, "n_trees_per_iteration_", 1) < 1):  # pragma: no mutate (never < 1)
             raise UnsupportedModelError(f"multi-output {name} is not supported")
         self.model = model
         regression = not hasattr(model, "classes_")
@@ -176,7 +181,7 @@ class SklearnTreeAdapter(ModelAdapter):
         else:
             self.decision = "argmax"
         if hasattr(model, "_predictors"):  # histogram gradient boosting
-            loss = getattr(model, "loss", "")
+            loss = getattr(model, "loss", "")  # pragma: no mutate (a histogram booster has one)
             if regression and loss not in ("squared_error", "absolute_error", "quantile"):
                 raise UnsupportedModelError(f"{name}(loss={loss!r}) predicts through a "
                                             f"non-identity link; cfopt encodes squared_error, "
@@ -199,15 +204,19 @@ class SklearnTreeAdapter(ModelAdapter):
             estimators = getattr(model, "estimators_", [model])
             weight = 1.0 / len(estimators)
             trees = [_sklearn_tree(est, weight * (
+                # pragma: no mutate start (sklearn >= 1.4 stores class fractions already)
                 est.tree_.value[:, 0, :] if regression else _class_fractions(est)))
+                # pragma: no mutate end
                 for est in estimators]
             self.structure = TreeEnsemble(tuple(trees), n_inputs, np.zeros(max(k, 1)))
 
     def _with_prior(self, trees: list[Tree], n_inputs: int, n_out: int) -> TreeEnsemble:
         """The ensemble with its constant prior, measured on random probes."""
         float32 = not hasattr(self.model, "_predictors")
+        # pragma: no mutate start (n_inputs unread; rounding moves a random probe w.p. ~1e-7)
         partial = TreeEnsemble(tuple(trees), n_inputs, np.zeros(n_out), float32=float32)
-        probe = np.random.default_rng(0).normal(size=(4, n_inputs))
+        # pragma: no mutate end
+        probe = np.random.default_rng(0).normal(size=(4, n_inputs))  # pragma: no mutate (any)
         init = _check_constant_init(self.kind, self.output(probe) - partial.outputs(probe))
         return TreeEnsemble(tuple(trees), n_inputs, init, float32=float32)
 
@@ -222,4 +231,4 @@ class SklearnTreeAdapter(ModelAdapter):
             out = self.model.decision_function(Z)
         else:
             out = self.model.predict_proba(Z)
-        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)
+        return np.asarray(out, dtype=np.float64).reshape(len(Z), -1)  # pragma: no mutate (float64)
