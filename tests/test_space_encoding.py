@@ -68,6 +68,20 @@ def test_encode_by_hand():
         [2.75, 3.0, 0.0, 13.0, 1.0, 4.0, 0.25]], rtol=0, atol=0)
 
 
+def test_encode_reads_numpy_scalars_and_a_level_the_space_lacks():
+    """Categorical, ordinal and level inputs by Python equality (numpy strings as str);
+    an indicator of a level the space does not have (a pipeline's encoder may know more)
+    is 0 on every row, and an unknown ordinal label is named."""
+    rows = ROWS.assign(c=np.array(["a", "b", "z"], dtype=object),
+                       o=[np.str_("lo"), "hi", np.str_("mid")])
+    np.testing.assert_array_equal(encode(SPACE, SPECS, rows), encode(SPACE, SPECS, ROWS))
+    np.testing.assert_array_equal(SPACE.encode(rows), SPACE.encode(ROWS))
+    extra = [InputSpec("indicator", "c", level="q"), InputSpec("indicator", "c", level="z")]
+    np.testing.assert_array_equal(encode(SPACE, extra, ROWS), [[0, 0], [0, 0], [0, 1]])
+    with pytest.raises(ValueError, match="unseen category 'top'"):
+        encode(SPACE, SPECS, ROWS.assign(o=["lo", "top", "mid"]))
+
+
 def test_moves_bounds_grids_and_round_off():
     # x any way (a < 0 turns them), n decrease-only (a > 0), o increase-only, m immutable
     assert input_moves(SPACE, SPECS) == [(True, True), (False, True), (False, False),

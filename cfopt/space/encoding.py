@@ -160,7 +160,8 @@ def encode(space: FeatureSpace, specs: list[InputSpec], frame: pd.DataFrame) -> 
         if s.kind == "indicator":
             if f.name not in positions:
                 positions[f.name] = f.level_positions(values)
-            out[:, k] = positions[f.name] == f.level_positions([s.level])[0]
+            level = f.level_positions([s.level])[0]  # -1: a level the space lacks
+            out[:, k] = (positions[f.name] == level) & (level >= 0)
         elif s.kind == "levels":
             value_of = s.values()
             codes, uniques = pd.factorize(np.asarray(values, dtype=object))
