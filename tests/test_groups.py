@@ -515,6 +515,19 @@ def test_least_total_cost_with_a_budget_matches_brute_force(seed, kind, budget, 
             assert got.costs[i] == pytest.approx(l1)
 
 
+def continuous_rows(explainer, rows, max_changes):
+    """The group's rows in a space where ``a`` is continuous (so its shifts are not
+    enumerable), as :class:`~cfopt.groups.actions.GroupRows`."""
+    from cfopt.groups.actions import GroupRows
+
+    floats = rows.assign(a=rows.a.astype(float))
+    space = cfopt.FeatureSpace.from_frame(floats, kinds={"d": "integer", "a": "continuous"})
+    space.increase_only("b")
+    return GroupRows(space, explainer.milp.adapter, explainer.milp.input_specs,
+                     floats.reset_index(drop=True), (1,), MARGIN, explainer.milp.weights,
+                     max_changes, None)
+
+
 @pytest.mark.parametrize("path", ["enumerated"], indirect=True)
 def test_the_enumeration_limit_is_on_the_checks_and_a_continuous_feature_hands_over(path, monkeypatch):
     from cfopt.groups import enumeration
@@ -537,13 +550,7 @@ def test_the_enumeration_limit_is_on_the_checks_and_a_continuous_feature_hands_o
     got = explainer.explain_group(rows, max_changes=1)
     assert got.status is cfopt.Status.OPTIMAL and "no pricing" not in got.message
     monkeypatch.setattr(enumeration, "ENUMERATION_LIMIT", 10**9)
-    floats = rows.assign(a=rows.a.astype(float))
-    continuous = cfopt.FeatureSpace.from_frame(floats, kinds={"d": "integer",
-                                                              "a": "continuous"})
-    continuous.increase_only("b")
-    g2 = GroupRows(continuous, explainer.milp.adapter, explainer.milp.input_specs,
-                   floats.reset_index(drop=True), (1,), MARGIN, explainer.milp.weights, 1, None)
-    assert enumeration.action_grid(g2, 1) is None  # a continuous shift: not enumerable
+    assert enumeration.action_grid(continuous_rows(explainer, rows, 1), 1) is None  # a continuous shift: not enumerable
     # the one-frame check of many actions is the one-action check of each
     ok, costs, _ = grid.covers_many(every)
     for k, a in enumerate(every):
@@ -614,10 +621,4 @@ def test_the_partial_grid_takes_the_features_of_fewest_options_within_the_limit(
     monkeypatch.setattr(enumeration, "ENUMERATION_LIMIT", 10**9)
     actions, wide = enumeration.partial_grid(grid, 2)
     assert wide == [] and len(actions) == len(enumeration.action_grid(grid, 2))
-    floats = rows.assign(a=rows.a.astype(float))
-    continuous = cfopt.FeatureSpace.from_frame(floats, kinds={"d": "integer",
-                                                              "a": "continuous"})
-    continuous.increase_only("b")
-    g2 = GroupRows(continuous, explainer.milp.adapter, explainer.milp.input_specs,
-                   floats.reset_index(drop=True), (1,), MARGIN, explainer.milp.weights, 2, None)
-    assert enumeration.partial_grid(g2, 2)[1] == ["a"]
+    assert enumeration.partial_grid(continuous_rows(explainer, rows, 2), 2)[1] == ["a"]

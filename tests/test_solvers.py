@@ -169,13 +169,8 @@ def _knapsack():
     return m
 
 
-def test_a_cutoff_prunes_but_never_claims(monkeypatch):
-    """``solve(cutoff=c)`` passes HiGHS ``objective_bound = c``. Above the optimum the
-    solve is one bounded solve with the optimum; at or below it (a wrong cutoff) HiGHS
-    alone would say infeasible, but the backend solves again without it: the outcome is
-    the model's own, and the option does not stay set for the next solve."""
-    backend = make_solver("highs")
-    m = _knapsack()
+def _record_options(backend, monkeypatch) -> list[dict]:
+    """The raw options of each of ``backend``'s solves from now on, in order."""
     calls: list[dict] = []
     solve = backend._solve
 
@@ -184,6 +179,17 @@ def test_a_cutoff_prunes_but_never_claims(monkeypatch):
         return solve(model, settings, *args)
 
     monkeypatch.setattr(backend, "_solve", recording)
+    return calls
+
+
+def test_a_cutoff_prunes_but_never_claims(monkeypatch):
+    """``solve(cutoff=c)`` passes HiGHS ``objective_bound = c``. Above the optimum the
+    solve is one bounded solve with the optimum; at or below it (a wrong cutoff) HiGHS
+    alone would say infeasible, but the backend solves again without it: the outcome is
+    the model's own, and the option does not stay set for the next solve."""
+    backend = make_solver("highs")
+    m = _knapsack()
+    calls = _record_options(backend, monkeypatch)
     plain = backend.solve(m, SolverSettings())
     assert plain.status is cfopt.Status.OPTIMAL and plain.objective == pytest.approx(7)
     calls.clear()
@@ -216,14 +222,7 @@ def test_an_infeasibility_is_confirmed_without_presolve(monkeypatch):
 
     backend = make_solver("highs")
     m = _knapsack()
-    calls: list[dict] = []
-    solve = backend._solve
-
-    def recording(model, settings, *args):
-        calls.append(dict(settings.options))
-        return solve(model, settings, *args)
-
-    monkeypatch.setattr(backend, "_solve", recording)
+    calls = _record_options(backend, monkeypatch)
     m.cover.set_value(pyo.quicksum(w * m.x[i] for i, w in enumerate([6, 4, 7, 8, 3])) >= 29)
     out = backend.solve(m, SolverSettings())
     assert out.status is cfopt.Status.INFEASIBLE and calls == [{}, {"presolve": "off"}]
@@ -238,9 +237,10 @@ def test_an_infeasibility_is_confirmed_without_presolve(monkeypatch):
     assert calls == [{}]
     assert backend._instance()._solver_model.getOptionValue("presolve")[-1] == "choose"
 
+    recorded = backend._solve
+
     def presolve_claims_infeasible(model, settings, *args):  # HiGHS's wrong proof, mocked
-        calls.append(dict(settings.options))
-        out = solve(model, settings, *args)
+        out = recorded(model, settings, *args)
         if settings.options.get("presolve") == "off":
             return out
         return dataclasses.replace(out, status=cfopt.Status.INFEASIBLE, objective=None,
