@@ -260,3 +260,164 @@ def test_isolation_is_for_linux(monkeypatch):
     assert isolation_available() is False
     monkeypatch.setattr(iso.sys, "platform", "linux")
     assert isolation_available() is True
+
+
+# -- the child's life, in this process (mutmut's tracing does not follow a fork) -----------
+
+
+class Exited(Exception):
+    """``os._exit`` in this process: the code it was given."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+class FakeHighs:
+    """A loaded model whose ``run`` streams two incumbents and three bounds."""
+
+    def __init__(self, found=True):
+        self.callbacks = {}
+        self.found = found
+        self.cbMipImprovingSolution = SimpleNamespace(
+            subscribe=lambda f: self.callbacks.setdefault("solution", f))
+        self.cbMipInterrupt = SimpleNamespace(
+            subscribe=lambda f: self.callbacks.setdefault("bound", f))
+
+    def run(self):
+        def event(**out):
+            return SimpleNamespace(data_out=SimpleNamespace(**out))
+
+        self.callbacks["solution"](event(objective_function_value=9, mip_dual_bound=1,
+                                         mip_solution=[1, 0]))
+        self.callbacks["bound"](event(mip_dual_bound=2))
+        self.callbacks["solution"](event(objective_function_value=7, mip_dual_bound=3,
+                                         mip_solution=[0, 1]))
+
+    def getInfo(self):
+        return SimpleNamespace(primal_solution_status=2 if self.found else 1,
+                               objective_function_value=7, mip_dual_bound=6,
+                               mip_node_count=12)
+
+    def getSolution(self):
+        return SimpleNamespace(col_value=[0, 1])
+
+    def getModelStatus(self):
+        return SimpleNamespace(name="kOptimal" if self.found else "kTimeLimit")
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    """``_child`` run here: the process-wide calls it makes are recorded instead, and
+    ``os._exit`` raises :class:`Exited` (what runs after the first one never would)."""
+    calls = []
+    log = []
+    parent = SimpleNamespace(pid=4242)
+
+    def exit_(code):
+        log.append(("exit", code))
+        raise Exited(code)
+
+    monkeypatch.setattr(iso, "os", SimpleNamespace(getppid=lambda: parent.pid, _exit=exit_))
+    monkeypatch.setattr(iso, "gc", SimpleNamespace(disable=lambda: calls.append("gc")))
+    monkeypatch.setattr(iso, "faulthandler",
+                        SimpleNamespace(disable=lambda: calls.append("faulthandler")))
+    monkeypatch.setattr(iso, "signal", SimpleNamespace(
+        SIGINT=signal.SIGINT, SIG_IGN=signal.SIG_IGN, SIGKILL=signal.SIGKILL,
+        signal=lambda *a: calls.append(("signal",) + a)))
+    monkeypatch.setattr(iso, "_LIBC", [lambda *a: calls.append(("prctl",) + a),
+                                       lambda *a: calls.append(("fflush",) + a)])
+    started = time.perf_counter()
+
+    def child(highs, run=lambda highs: highs.run(), send=None):
+        """The exit code of the child's first ``os._exit`` and what it sent before."""
+        log.clear()
+        calls.clear()
+        writer = SimpleNamespace(send=send or log.append)
+        with pytest.raises(Exited):
+            iso._child(highs, writer, run, 4242)
+        first = next(i for i, entry in enumerate(log) if entry[0] == "exit")
+        return log[first][1], log[:first]
+
+    return SimpleNamespace(child=child, calls=calls, parent=parent, started=started)
+
+
+def test_the_child_solves_streams_and_answers(in_process):
+    code, sent = in_process.child(FakeHighs())
+    assert code == 0
+    assert in_process.calls == [
+        "gc", "faulthandler", ("signal", signal.SIGINT, signal.SIG_IGN),
+        ("prctl", iso._PR_SET_PDEATHSIG, signal.SIGKILL), ("fflush", None)]
+    assert [m[0] for m in sent] == ["solution", "bound", "solution", "done"]
+    assert sent[0][:3] == ("solution", 9.0, 1.0) and sent[0][3].tolist() == [1.0, 0.0]
+    assert sent[1] == ("bound", 2.0)
+    kind, status, objective, bound, nodes, run_time, x = sent[3]
+    assert (kind, status, objective, bound, nodes) == ("done", "kOptimal", 7.0, 6.0, 12)
+    assert type(objective) is float and type(bound) is float and type(nodes) is int
+    assert x.dtype == np.float64 and x.tolist() == [0.0, 1.0]
+    assert 0 <= run_time < time.perf_counter() - in_process.started + 1e-9
+
+
+def test_the_child_without_a_solution_answers_none(in_process):
+    code, sent = in_process.child(FakeHighs(found=False))
+    assert code == 0
+    assert sent[-1][:5] == ("done", "kTimeLimit", None, 6.0, 12) and sent[-1][6] is None
+
+
+def test_the_child_whose_parent_died_before_prctl_exits_at_once(in_process):
+    in_process.parent.pid = 1  # adopted by init: the parent is gone
+    code, sent = in_process.child(FakeHighs())
+    assert code == 1 and sent == []
+    assert in_process.calls[3] == ("prctl", iso._PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def test_the_child_that_raises_sends_the_last_frames_and_exits_1(in_process):
+    def deep(highs, depth=12):  # two functions in turn: no frame repeats the one before
+        if depth == 0:
+            raise RuntimeError("deep in HiGHS")
+        deeper(highs, depth - 1)
+
+    def deeper(highs, depth):
+        deep(highs, depth)
+
+    code, sent = in_process.child(FakeHighs(), run=deep)
+    assert code == 1 and len(sent) == 1
+    kind, trace = sent[0]
+    assert kind == "error" and trace.strip().endswith("RuntimeError: deep in HiGHS")
+    assert trace.count('  File "') == 6  # the traceback's first six frames
+    assert in_process.calls[-1] == ("fflush", None)
+
+    def broken(message):  # the parent is gone: the error cannot be sent either
+        raise BrokenPipeError
+
+    code, _ = in_process.child(FakeHighs(), run=deep, send=broken)
+    assert code == 1
+
+
+def test_a_stream_whose_parent_is_gone_exits_3(in_process):
+    def broken(message):
+        raise BrokenPipeError
+
+    with pytest.raises(Exited) as exited:
+        _Stream(SimpleNamespace(send=broken))._send(("bound", 1.0))
+    assert exited.value.code == 3
+
+
+def test_the_first_bound_goes_exactly_one_interval_after_the_start(monkeypatch):
+    sent = []
+    now = SimpleNamespace(t=iso.BOUND_EVERY)  # the stream's clock starts at 0
+    monkeypatch.setattr(iso, "time", SimpleNamespace(monotonic=lambda: now.t))
+    _Stream(SimpleNamespace(send=sent.append)).bound(
+        SimpleNamespace(data_out=SimpleNamespace(mip_dual_bound=1.0)))
+    assert sent == [("bound", 1.0)]
+
+
+def test_a_child_reaped_elsewhere_while_killed(monkeypatch):
+    killed = []
+
+    def reaped(pid, options):
+        raise ChildProcessError
+
+    monkeypatch.setattr(iso.os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    monkeypatch.setattr(iso.os, "waitpid", reaped)
+    assert iso._kill(77) == 0 and killed == [(77, signal.SIGKILL)]

@@ -123,7 +123,7 @@ class _Stream:
 
     def __init__(self, writer: Connection) -> None:
         self._writer = writer
-        self._bound: float | None = None
+        self._bound: float | None = None  # pragma: no mutate (None, "": unequal to any float)
         self._sent_at = 0.0
 
     def _send(self, message: tuple) -> None:
@@ -194,7 +194,7 @@ def solve_in_child(highs: Any, deadline: float, minimize: bool,
         libc = ctypes.CDLL(None)
         _LIBC.extend([libc.prctl, libc.fflush])
     _LIBC[1](None)  # C output pending here is not the child's to print again
-    reader, writer = Pipe(duplex=False)
+    reader, writer = Pipe(duplex=False)  # pragma: no mutate (a two-way pipe serves as well)
     parent = os.getpid()
     try:
         pid = os.fork()
