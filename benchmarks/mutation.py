@@ -154,6 +154,7 @@ TESTS: dict[str, list[str]] = {
             "test_ranges_are_the_optima_of_each_side_and_keep_the_models_objective",
             "test_an_infeasibility_is_confirmed_without_presolve"))],
     "cfopt/solvers/highs_persistent.py": [
+        "tests/test_solvers_highs_persistent.py",
         *(f"tests/test_solvers.py::{name}" for name in (
             "test_fixing_a_variable_changes_its_bounds_not_its_constraints",
             "test_removing_constraints_never_names_them",

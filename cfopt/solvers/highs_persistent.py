@@ -28,9 +28,9 @@ def persistent_highs() -> Any:
         10,499 removals on Adult's 50 Table 1 queries)."""
 
         def pop(self, key: Any, *default: Any) -> Any:
-            if default and key not in self:
-                return default[0]
-            return super().pop(key, *default)
+            if key in self or not default:
+                return super().pop(key)
+            return default[0]
 
     class BatchedRemovalHighs(Highs):  # type: ignore[misc, valid-type]
         _unused: dict[int, Any] | None = None
@@ -78,4 +78,5 @@ def persistent_highs() -> Any:
             for v in variables:
                 self._unused[id(v)] = v
 
-    return BatchedRemovalHighs(treat_fixed_vars_as_params=False)
+    return BatchedRemovalHighs(
+        treat_fixed_vars_as_params=False)  # pragma: no mutate (None: taken as False)
