@@ -421,3 +421,90 @@ def test_a_child_reaped_elsewhere_while_killed(monkeypatch):
     monkeypatch.setattr(iso.os, "kill", lambda pid, sig: killed.append((pid, sig)))
     monkeypatch.setattr(iso.os, "waitpid", reaped)
     assert iso._kill(77) == 0 and killed == [(77, signal.SIGKILL)]
+
+
+def test_the_reading_ends_at_its_end_exactly(monkeypatch):
+    """With no time left (the clock exactly at the end) nothing more is read, though a
+    message waits."""
+    reader, writer = Pipe(duplex=False)
+    writer.send(("bound", 1.0))
+    writer.close()
+    monkeypatch.setattr(iso, "time", SimpleNamespace(perf_counter=lambda: 5.0))
+    result = ChildRun()
+    assert _collect(reader, result, 5.0, True) is False and result.bound is None
+    reader.close()
+
+
+def test_reaping_waits_in_doubling_pauses_up_to_its_end(monkeypatch):
+    """``_reap`` polls the child in pauses of 0.1 ms doubling to 10 ms, and kills it when
+    the clock reaches ``until`` exactly."""
+    clock = SimpleNamespace(t=0.0)
+    pauses, killed = [], []
+
+    def sleep(seconds):
+        pauses.append(seconds)
+        clock.t += seconds
+
+    statuses = iter([(0, 0)] * 9 + [(7, 5 << 8)])
+    monkeypatch.setattr(iso, "time", SimpleNamespace(perf_counter=lambda: clock.t,
+                                                     sleep=sleep))
+    monkeypatch.setattr(iso.os, "waitpid", lambda pid, flags: next(statuses) if flags
+                        else (pid, signal.SIGKILL))
+    monkeypatch.setattr(iso.os, "kill", lambda pid, sig: killed.append(pid))
+    assert iso._reap(7, 10.0) == 5 << 8 and killed == []
+    assert pauses == pytest.approx([1e-4, 2e-4, 4e-4, 8e-4, 1.6e-3, 3.2e-3, 6.4e-3, 0.01,
+                                    0.01])
+    statuses = iter([(0, 0)] * 3)
+    clock.t, end = 0.0, 1e-4 + 2e-4
+    assert iso._reap(8, end) == signal.SIGKILL and killed == [8]
+    assert clock.t == end  # killed at the end itself, not a pause later
+
+
+def test_killing_a_child_reaped_already_is_no_error():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert iso._kill(pid) == 0
+
+
+class StreamingHighs(FakeHighs):
+    """Streams bounds 3 then 2 (a pause apart), then sleeps ``then`` seconds and answers
+    (or is killed first)."""
+
+    def __init__(self, then):
+        super().__init__()
+        self.then = then
+
+    def run(self):
+        for bound in (3.0, 2.0):
+            self.callbacks["bound"](SimpleNamespace(data_out=SimpleNamespace(
+                mip_dual_bound=bound)))
+            time.sleep(2 * iso.BOUND_EVERY)
+        time.sleep(self.then)
+
+
+def test_the_best_streamed_bound_of_a_killed_child_is_of_its_sense():
+    deadline = time.perf_counter() + 0.6
+    r = solve_in_child(StreamingHighs(then=60), deadline, True, lambda h: h.run())
+    assert r.killed and r.status is None and r.bound == 3.0  # minimising: the greatest
+    r = solve_in_child(StreamingHighs(then=60), time.perf_counter() + 0.6, False,
+                       lambda h: h.run())
+    assert r.killed and r.bound == 2.0  # maximising: the least
+
+
+def test_an_answer_within_the_grace_after_the_deadline_is_heard(monkeypatch):
+    monkeypatch.setattr(iso, "GRACE", 3.0)
+    deadline = time.perf_counter() + 0.2
+    r = solve_in_child(StreamingHighs(then=0.5), deadline, True, lambda h: h.run())
+    assert not r.killed and (r.status, r.objective) == ("kOptimal", 7.0)
+
+
+def test_a_child_that_closes_its_pipe_is_awaited_for_its_own_exit():
+    def linger(highs):
+        os.closerange(3, 4096)  # the parent sees the end of the pipe
+        time.sleep(0.3)
+        os._exit(6)
+
+    r = solve_in_child(small_highs(), time.perf_counter() + 30, True, linger)
+    assert r.crashed == "exited with code 6 without an answer" and not r.killed

@@ -207,7 +207,6 @@ def solve_in_child(highs: Any, deadline: float, minimize: bool,
         _child(highs, writer, run, parent)
     writer.close()
     result = ChildRun()
-    reaped = False
     try:
         answered = _collect(reader, result, deadline + GRACE, minimize)
         if result.status is not None:  # answered: its exit (milliseconds) is not awaited
@@ -217,10 +216,8 @@ def solve_in_child(highs: Any, deadline: float, minimize: bool,
             os.kill(pid, signal.SIGKILL)
             result.killed = True
         ended = _reap(pid, time.perf_counter() + EXIT_WAIT)
-        reaped = True
     except BaseException:
-        if not reaped:
-            _kill(pid)
+        _kill(pid)
         raise
     finally:
         reader.close()
@@ -258,7 +255,7 @@ def _collect(reader: Connection, result: ChildRun, end: float, minimize: bool) -
             _, status, objective, bound, nodes, run_time, x = message
             result.status, result.node_count, result.run_time = status, nodes, run_time
             result.bound = float(bound) if np.isfinite(bound) else None
-            result.objective, result.x = (objective, x) if x is not None else (None, None)
+            result.objective, result.x = objective, x  # (None, None): no solution
             return True
         elif kind == "error":
             result.crashed = f"it raised: {message[1].strip().splitlines()[-1]}"
@@ -282,11 +279,11 @@ def _reap(pid: int, until: float) -> int:
 
 
 def _kill(pid: int) -> int:
-    """Kill child ``pid`` and reap it; its wait status."""
-    os.kill(pid, signal.SIGKILL)
+    """Kill child ``pid`` and reap it; its wait status (0 when it was reaped already)."""
     try:
+        os.kill(pid, signal.SIGKILL)
         return os.waitpid(pid, 0)[1]
-    except ChildProcessError:  # reaped elsewhere
+    except (ProcessLookupError, ChildProcessError):  # reaped already
         return 0
 
 
