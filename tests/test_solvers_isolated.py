@@ -508,3 +508,15 @@ def test_a_child_that_closes_its_pipe_is_awaited_for_its_own_exit():
 
     r = solve_in_child(small_highs(), time.perf_counter() + 30, True, linger)
     assert r.crashed == "exited with code 6 without an answer" and not r.killed
+
+
+def test_no_process_group_is_ever_signalled(monkeypatch):
+    """0 and -1 are not children: ``kill`` would end this process group or every process
+    of the user (a fork's child that went on as its parent has ``pid`` 0)."""
+    signalled = []
+    monkeypatch.setattr(iso.os, "kill", lambda pid, sig: signalled.append((pid, sig)))
+    for pid in (0, -1):
+        with pytest.raises(ValueError, match=f"{pid} is not the pid of a child"):
+            iso._sigkill(pid)
+    iso._sigkill(1)  # (os.kill is recorded here)
+    assert signalled == [(1, signal.SIGKILL)]

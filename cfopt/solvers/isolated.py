@@ -213,7 +213,7 @@ def solve_in_child(highs: Any, deadline: float, minimize: bool,
             _UNREAPED.append(pid)
             return result
         if not answered and result.crashed is None:
-            os.kill(pid, signal.SIGKILL)
+            _sigkill(pid)
             result.killed = True
         ended = _reap(pid, time.perf_counter() + EXIT_WAIT)
     except BaseException:
@@ -281,10 +281,18 @@ def _reap(pid: int, until: float) -> int:
 def _kill(pid: int) -> int:
     """Kill child ``pid`` and reap it; its wait status (0 when it was reaped already)."""
     try:
-        os.kill(pid, signal.SIGKILL)
+        _sigkill(pid)
         return os.waitpid(pid, 0)[1]
     except (ProcessLookupError, ChildProcessError):  # reaped already
         return 0
+
+
+def _sigkill(pid: int) -> None:
+    """``SIGKILL`` to child ``pid``; never to a process group (0: this one; -1: every
+    process of the user), whatever reached here."""
+    if pid <= 0:
+        raise ValueError(f"{pid} is not the pid of a child")
+    os.kill(pid, signal.SIGKILL)
 
 
 def _reap_finished() -> None:
