@@ -405,6 +405,27 @@ def test_a_group_one_action_moves_is_answered_with_one(objective):
     assert got.coverage == 1.0 and got.bound == (1 if objective == "count" else len(sub))
 
 
+@pytest.mark.parametrize("path", ["partial"], indirect=True)
+def test_actions_are_enumerated_only_when_the_first_columns_leave_the_group_open(
+        path, monkeypatch):
+    """One row's own action moving every row proves one action: nothing is enumerated.
+    A group that needs more enumerates once, then prices."""
+    from cfopt.groups import solve
+
+    explainer, space, scores, rows = group(2, "net")
+    calls = []
+    enumerate_ = solve.enumerated_columns
+    monkeypatch.setattr(solve, "enumerated_columns",
+                        lambda *args: calls.append(1) or enumerate_(*args))
+    same = rows.iloc[[0, 0, 0]].set_axis(["x", "y", "z"])
+    got = explainer.explain_group(same, max_changes=2)
+    assert got.status is cfopt.Status.OPTIMAL and len(got.actions) == 1 and calls == []
+    sets = brute_covers(space, scores, rows, {1}, 2)
+    assert fewest(sets, set().union(*sets)) > 1
+    got = explainer.explain_group(rows, max_changes=2)
+    assert got.status is cfopt.Status.OPTIMAL and len(got.actions) > 1 and calls == [1]
+
+
 def test_declared_and_raw_constraints_are_refused_by_name_but_a_query_narrowing_is_not():
     import pyomo.environ as pyo
 

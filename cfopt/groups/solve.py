@@ -241,16 +241,18 @@ class GroupSearch:
         seen: set = set()
         for i, action in self.first.items():
             self.add_column(master, rows, action, seen)
-        enumerated_columns(self, master, rows, model, seen)
+        for enumerate_now in (False, True):  # the enumeration only when it may matter
+            if enumerate_now:
+                enumerated_columns(self, master, rows, model, seen)
+            if np.any(master.columns, axis=0).all():
+                # one action for every row, or every row covered, needs no pricing: the
+                # fewest is at least 1 and the rows covered at most all of them
+                ip = master.solve_integer(self.left())
+                if ip.optimal and not ip.uncovered and (req.objective == "coverage" or
+                                                        len(ip.chosen) == 1):
+                    return self.integer_master(master, rows, members, float(
+                        1 if req.objective == "count" else rows.n), model, backend)
         bound: float | None = None
-        if np.any(master.columns, axis=0).all():
-            # one action for every row, or every row covered, needs no pricing: the
-            # fewest is at least 1 and the rows covered at most all of them
-            ip = master.solve_integer(self.left())
-            if ip.optimal and not ip.uncovered and (req.objective == "coverage" or
-                                                    len(ip.chosen) == 1):
-                return self.integer_master(master, rows, members, float(
-                    1 if req.objective == "count" else rows.n), model, backend)
         while True:
             lp = master.solve_lp()
             threshold = 1.0 if req.objective == "count" else lp.budget_price
