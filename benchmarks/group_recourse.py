@@ -185,7 +185,8 @@ def main() -> None:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """One line per group and setting: each method's actions, proof and seconds."""
+    """One line per group and setting (by data set, model, rows, ``max_changes``): each
+    method's actions, proof and seconds."""
     cells: dict[tuple, dict[str, str]] = {}
     for r in rows:
         key = tuple(r[k] for k in KEY[:5])
@@ -197,7 +198,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         cells.setdefault(key, {})[r["method"]] = text
     lines = ["| data | model | rows | max_changes | column generation | greedy | direct MILP |",
              "|---|---|---|---|---|---|---|"]
-    for key, by in cells.items():
+    for key, by in sorted(cells.items(), key=lambda item: tuple(map(str, item[0]))[:2] + (
+            item[0][2], item[0][3], str(item[0][4]))):
         lines.append("| " + " | ".join(str(k) for k in key[:4]) + " | " + " | ".join(
             by.get(m, "—") for m in METHODS) + " |")
     return "\n".join(lines)
