@@ -16,10 +16,11 @@ exactly (:mod:`.enumeration`, no pricing); otherwise
    not of a row an earlier row's action already moves (it is reachable; the pricing
    finds what else it needs); a row whose query is proven infeasible cannot be covered
    by any action (an action on one row *is* such a counterfactual) and leaves the
-   group, proven; every action on the features of fewest options (categorical ones,
-   narrow integer ranges) is checked on every row and enters too
-   (:func:`.enumeration.enumerated_columns`), so the pricing MILP is asked only for
-   actions changing one of the other features;
+   group, proven; when one of these actions moves every row, one action is proven
+   (there is one row to move at least); otherwise every action on the features of
+   fewest options (categorical ones, narrow integer ranges) is checked on every row and
+   enters too (:func:`.enumeration.enumerated_columns`), so the pricing MILP is asked
+   only for actions changing one of the other features;
 2. the restricted master's LP (:mod:`.master`) gives duals :math:`\pi`; the pricing MILP
    (:mod:`.pricing`) finds the action of largest :math:`\sum_i \pi_i y_i`; its cover set
    is re-computed by the real model (:meth:`.actions.GroupRows.covers`) and enters when
