@@ -340,6 +340,18 @@ FINDINGS: list[dict[str, object]] = [
                "one (cfopt/query/ladder.py)",
     },
     {
+        "class": "Gurobi's feasibility tolerance on a raw-unit network regressor",
+        "seen": "seed 200408 (sklearn MLP regressor, an input of magnitude 5e5 and range "
+                "4.7e4, target interval, L1): Gurobi OPTIMAL 0.0137922 with bound 0.0137922 "
+                "where 0.0137890 meets the margin (HiGHS and CBC find it; run on seeds "
+                "200000-202999, code 5ef4c26)",
+        "cause": "Gurobi's default FeasibilityTol 1e-6 per row left the network's output "
+                 "7e-5 off: its point overshot the margin by that much, and its bound cut off "
+                 "the cheaper points at the margin",
+        "fix": "Gurobi runs at FeasibilityTol 1e-8, HiGHS's MIP feasibility tolerance here "
+               "(cfopt/solvers/backends.py); tests/test_differential.py LATER_FINDINGS",
+    },
+    {
         "class": "optimal objectives differ within the margin's tolerance (no false claim)",
         "seen": "German MLP through a Pipeline vs the bare model: 0.7626 vs 0.7749, both "
                 "OPTIMAL (HiGHS)",

@@ -286,10 +286,11 @@ def test_a_missing_classic_solver_says_how_to_install(monkeypatch):
 
 def test_gurobi_options_and_errors():
     g = GurobiBackend()
-    assert g._solver_options(SolverSettings()) == {"OutputFlag": 0, "IntFeasTol": 1e-7,
-                                                   "OptimalityTol": 1e-9, "Seed": 0}
+    assert g._solver_options(SolverSettings()) == {
+        "OutputFlag": 0, "IntFeasTol": 1e-7, "OptimalityTol": 1e-9, "FeasibilityTol": 1e-8,
+        "Seed": 0}
     assert g._solver_options(SolverSettings(seed=None, verbose=True)) == \
-        {"OutputFlag": 1, "IntFeasTol": 1e-7, "OptimalityTol": 1e-9}
+        {"OutputFlag": 1, "IntFeasTol": 1e-7, "OptimalityTol": 1e-9, "FeasibilityTol": 1e-8}
     assert g._solver_time(SimpleNamespace(timing_info=SimpleNamespace(gurobi_time=2.5))) == 2.5
     assert g._solver_time(SimpleNamespace(timing_info=SimpleNamespace())) is None
     size = Exception("Model too large")
