@@ -214,3 +214,16 @@ def sample_rows(space: cfopt.FeatureSpace, n: int, seed: int = 0) -> pd.DataFram
         else:
             data[f.name] = rng.uniform(f.lower, f.upper, n)
     return pd.DataFrame(data, columns=space.names)
+
+
+def rows_on_thresholds(trees, X: np.ndarray) -> np.ndarray:
+    """Rows of ``X`` (in turn) with one column moved onto each split threshold of
+    ``trees`` (the ``Tree`` objects of a parsed ensemble)."""
+    rows = []
+    for tree in trees:
+        for f, t in zip(tree.feature, tree.threshold):
+            if f >= 0:
+                row = X[len(rows) % len(X)].copy()
+                row[f] = t
+                rows.append(row)
+    return np.array(rows)

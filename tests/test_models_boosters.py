@@ -21,6 +21,7 @@ from cfopt.models.boosters import (
     _zero_read_threshold,
 )
 from cfopt.models.trees import Tree, TreeEnsemble
+from tests.conftest import rows_on_thresholds
 
 xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
@@ -45,14 +46,7 @@ BOOSTERS = {
 
 def on_thresholds(a) -> np.ndarray:
     """Rows of X with one column moved onto each split threshold."""
-    rows = []
-    for tree in a.structure.trees:
-        for f, t in zip(tree.feature, tree.threshold):
-            if f >= 0:
-                row = X[len(rows) % len(X)].copy()
-                row[f] = t
-                rows.append(row)
-    return np.array(rows)
+    return rows_on_thresholds(a.structure.trees, X)
 
 
 @pytest.mark.parametrize("family", list(BOOSTERS))

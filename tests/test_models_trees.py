@@ -30,6 +30,7 @@ from cfopt.models.trees import (
     _check_constant_init,
     _class_fractions,
 )
+from tests.conftest import rows_on_thresholds
 
 RNG = np.random.default_rng(0)
 X = np.round(RNG.normal(size=(60, 3)), 2)
@@ -83,15 +84,7 @@ def test_class_fractions_and_a_constant_prior():
 
 def thresholds(model) -> np.ndarray:
     """Points on every split threshold of the model (each column at its thresholds)."""
-    trees = SklearnTreeAdapter(model).structure.trees
-    rows = []
-    for tree in trees:
-        for f, t in zip(tree.feature, tree.threshold):
-            if f >= 0:
-                row = X[len(rows) % len(X)].copy()
-                row[f] = t
-                rows.append(row)
-    return np.array(rows)
+    return rows_on_thresholds(SklearnTreeAdapter(model).structure.trees, X)
 
 
 def library_output(model, Z):
