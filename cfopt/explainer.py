@@ -268,7 +268,10 @@ class Explainer:
         Returns:
             a :class:`~cfopt.groups.GroupCounterfactuals` (status, actions, per-row
             assignment and costs, the bound, ``to_json``). Every action is verified on
-            every row it is given to with the real model's ``predict``.
+            every row it is given to with the real model's ``predict``, and with the
+            explainer's declared blocks and the constraints added to its model by hand,
+            the row as the factual (:mod:`cfopt.groups.declared`, which names what a
+            group cannot hold, before any solve).
         """
         from .groups import explain_group
 

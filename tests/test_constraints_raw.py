@@ -19,7 +19,7 @@ from cfopt.constraints.raw import (
     RawProblem,
     RowValues,
     _lower_bound,
-    _within,
+    within_block,
     determined_variables,
     is_users,
     members,
@@ -149,8 +149,8 @@ def test_who_owns_a_variable():
     other = pyo.ConcreteModel()
     other.v = pyo.Var()
     assert not is_users(m, other.v)
-    assert _within(block.inner.z, block) and _within(block.w, block)
-    assert not _within(m.top, block) and not _within(m.mine.deep.v, block)
+    assert within_block(block.inner.z, block) and within_block(block.w, block)
+    assert not within_block(m.top, block) and not within_block(m.mine.deep.v, block)
 
 
 def test_variables_of_the_users_own_need_a_witness():

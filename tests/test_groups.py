@@ -73,16 +73,17 @@ def scorer(kind: str, Z: np.ndarray, y: np.ndarray, seed: int):
 
 
 def brute_covers(space, scores, rows: pd.DataFrame, target: set, max_changes: int,
-                 fixed=(), max_cost=None, weights=None, margin=MARGIN):
+                 fixed=(), max_cost=None, weights=None, margin=MARGIN, rule=None):
     """Every admissible action's cover set on the grid (frozensets of positions)."""
     return {c for c, _ in brute_actions(space, scores, rows, target, max_changes, fixed,
-                                        max_cost, weights, margin) if c}
+                                        max_cost, weights, margin, rule) if c}
 
 
 def brute_actions(space, scores, rows: pd.DataFrame, target: set, max_changes: int,
-                  fixed=(), max_cost=None, weights=None, margin=MARGIN):
+                  fixed=(), max_cost=None, weights=None, margin=MARGIN, rule=None):
     """Every admissible action on the grid: its cover set (a frozenset of positions)
-    and each row's cost (with ``weights``)."""
+    and each row's cost (with ``weights``); with ``rule(before, after)``, a row is
+    covered only where it gives True (a user's constraint, written here by hand)."""
     movable = [f for f in space if not f.immutable and f.name not in fixed]
     options = {}
     for f in movable:
@@ -121,6 +122,9 @@ def brute_actions(space, scores, rows: pd.DataFrame, target: set, max_changes: i
                         hit &= s[:, t].max(axis=1) - s[:, others].max(axis=1) >= margin
                 if max_cost is not None:
                     hit &= cost <= max_cost + 1e-9
+                if rule is not None:
+                    hit &= np.asarray(rule(rows.reset_index(drop=True),
+                                           after.reset_index(drop=True)), dtype=bool)
                 covers.append((frozenset(np.flatnonzero(hit)), np.asarray(cost, dtype=float)))
     return covers
 
@@ -424,22 +428,6 @@ def test_actions_are_enumerated_only_when_the_first_columns_leave_the_group_open
     assert fewest(sets, set().union(*sets)) > 1
     got = explainer.explain_group(rows, max_changes=2)
     assert got.status is cfopt.Status.OPTIMAL and len(got.actions) > 1 and calls == [1]
-
-
-def test_declared_and_raw_constraints_are_refused_by_name_but_a_query_narrowing_is_not():
-    import pyomo.environ as pyo
-
-    explainer, space, scores, rows = group(1, "lr")
-    explainer.explain(rows.iloc[[0]], target=1, features_to_vary=["a", "b"])  # query_range
-    assert explainer.explain_group(rows.head(2), max_changes=2).status is cfopt.Status.OPTIMAL
-    fenced = cfopt.Explainer(explainer.milp.adapter.model, space,
-                             constraints=[cfopt.LinearConstraint({"a": 1.0}, "<=", 3.0,
-                                                                 name="cap_a")])
-    with pytest.raises(ValueError, match=r"declared constraints \['cap_a'\]"):
-        fenced.explain_group(rows)
-    explainer.milp.mine = pyo.Constraint(expr=explainer.milp.x["a"] <= 3)
-    with pytest.raises(ValueError, match=r"by hand \['mine'\]"):
-        explainer.explain_group(rows)
 
 
 @pytest.mark.parametrize("seed,kind", [(2, "net"), (3, "rf")])

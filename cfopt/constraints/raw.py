@@ -159,9 +159,15 @@ def violation(data: Any) -> tuple[float, float] | None:
     scale = abs(float(repn.constant)) + sum(
         abs(float(a) * float(v.value if v.value is not None else 0.0))
         for a, v in zip(repn.linear_coefs, repn.linear_vars))
+    return max(lower - body, body - upper, 0.0), raw_tolerance(scale, lower, upper)
+
+
+def raw_tolerance(scale: Any, lower: float, upper: float) -> Any:
+    r"""What a raw constraint's check allows (module docstring): :data:`RAW_TOLERANCE`
+    times the largest of 1, the row's ``scale`` :math:`\sum_i |a_i v_i| + |c|` (a number
+    or an array of them) and the finite sides."""
     ends = [abs(b) for b in (lower, upper) if math.isfinite(b)]
-    tolerance = RAW_TOLERANCE * max(1.0, scale, *ends)
-    return max(lower - body, body - upper, 0.0), tolerance
+    return RAW_TOLERANCE * np.maximum(max(1.0, *ends), scale)
 
 
 def raw_components(m: CounterfactualModel) -> list[str]:
@@ -333,7 +339,7 @@ def check_variables(m: CounterfactualModel, expr: Any, what: str,
     for var in identify_variables(expr, include_fixed=True):
         if var in determined:
             continue
-        if is_users(m, var) or (own_block is not None and _within(var, own_block)):
+        if is_users(m, var) or (own_block is not None and within_block(var, own_block)):
             own = True
             continue
         raise ValueError(
@@ -345,7 +351,7 @@ def check_variables(m: CounterfactualModel, expr: Any, what: str,
     return own
 
 
-def _within(var: Any, block: pyo.Block) -> bool:
+def within_block(var: Any, block: pyo.Block) -> bool:
     """Whether ``var`` is declared in ``block`` or one of its sub-blocks."""
     parent = var.parent_block()
     while parent is not None:

@@ -11,8 +11,10 @@ space's actionability everywhere (immutable features untouched, monotone ones mo
 their way only).
 
 An action **covers** row :math:`i` when :math:`x^i \oplus a` lies within the feature
-bounds, its cost for the row (the explainer's weighted L1, a category change counting
-its weight) is at most ``max_cost`` when one is given, and the *real model's*
+bounds, meets the user's declared and raw constraints with :math:`x^i` as the factual
+(:mod:`cfopt.groups.declared`), its cost for the row (the explainer's weighted L1, a
+category change counting its weight) is at most ``max_cost`` when one is given, and the
+*real model's*
 ``predict`` puts it in the target, with the validity margin μ on the model's scores
 in float64 where the model has scores (:func:`~cfopt.formulations.validity.logit_scores`,
 within :data:`~cfopt.formulations.validity.MARGIN_TOLERANCE`). Every cover set the
@@ -24,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -32,6 +34,9 @@ import pandas as pd
 from ..formulations.validity import MARGIN_TOLERANCE, logit_scores, score_targets
 from ..space.encoding import encode
 from ..space.feature import plain
+
+if TYPE_CHECKING:
+    from .declared import DeclaredConstraints
 
 #: how far (relative to the feature's width) a shifted continuous value may pass a bound
 #: and be read as on it: the pricing MILP meets its bounds within the solver's tolerance
@@ -123,11 +128,15 @@ class GroupRows:
         weights: feature → L1 weight (the explainer's).
         max_changes: the most features one action may change.
         max_cost: the most an action may cost a row it covers (``None``: no cap).
+        declared: the user's declared and raw constraints, which each covered row's
+            moved point meets with the row as the factual
+            (:class:`~cfopt.groups.declared.DeclaredConstraints`; ``None``: none).
     """
 
     def __init__(self, space: Any, adapter: Any, specs: list, X: pd.DataFrame,
                  target: tuple, margin: float, weights: Mapping[str, float],
-                 max_changes: int, max_cost: float | None) -> None:
+                 max_changes: int, max_cost: float | None,
+                 declared: DeclaredConstraints | None = None) -> None:
         self.space, self.adapter, self.specs = space, adapter, specs
         self.X = X
         self.target = tuple(target)
@@ -135,6 +144,7 @@ class GroupRows:
         self.weights = dict(weights)
         self.max_changes = int(max_changes)
         self.max_cost = None if max_cost is None else float(max_cost)
+        self.declared = declared
         self.codes = {f.name: np.array([f.to_code(v) for v in X[f.name]], dtype=float)
                       for f in space if not f.is_onehot}
 
@@ -236,6 +246,11 @@ class GroupRows:
             ok &= costs <= self.max_cost + 1e-9 * max(1.0, self.max_cost)
         if ok.any():
             ok[ok] = self.meets_target(after[ok])
+        if self.declared is not None:
+            for j in range(self.n):  # row j's moved points: entries j, n + j, 2n + j, ...
+                at = j + self.n * np.flatnonzero(ok[j::self.n])
+                if len(at):
+                    ok[at] = self.declared.holds(self.X.iloc[[j]], after.iloc[at])
         shape = (len(actions), self.n)
         return ok.reshape(shape), costs.reshape(shape), after
 

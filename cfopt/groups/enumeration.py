@@ -129,9 +129,7 @@ def solve_enumerated(search: Any, candidates: list[int]) -> GroupCounterfactuals
     or coverage) over every action, or ``None`` when the actions are too many or the
     time ran out while checking them (column generation then goes on)."""
     req = search.request
-    everyone = GroupRows(req.space, req.adapter, req.milp.input_specs,
-                         req.X.iloc[candidates], req.target, req.margin, req.weights,
-                         req.max_changes, req.max_cost)
+    everyone = req.rows(candidates)
     actions = action_grid(everyone, req.max_changes)
     if actions is None:
         return None
@@ -149,8 +147,7 @@ def solve_enumerated(search: Any, candidates: list[int]) -> GroupCounterfactuals
                         f"({len(masks)} distinct cover sets; no pricing)")
     if not members:
         return search.finish([], members=[], value=0.0, bound=0.0, proven=True)
-    rows = GroupRows(req.space, req.adapter, req.milp.input_specs, req.X.iloc[members],
-                     req.target, req.margin, req.weights, req.max_changes, req.max_cost)
+    rows = req.rows(members)
     master = CoverMaster(rows.n, req.objective, req.n_actions)
     for mask in masks:
         master.add(mask[reach])

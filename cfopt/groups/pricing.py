@@ -19,7 +19,9 @@ on its own inputs :math:`v^i` within the feature box, tied to the row only when
 
 the copy's one-hot :math:`o^i_{f,l} = r^i_l (1 - c_f) + \lambda_{f,l}` (:math:`r^i` the
 row's level: exact for every action), the target with margin μ only when
-:math:`y_i = 1` (:func:`~cfopt.formulations.validity.add_switched_validity`), and, with
+:math:`y_i = 1` (:func:`~cfopt.formulations.validity.add_switched_validity`), the
+user's declared and raw constraints with the row as the factual only when
+:math:`y_i = 1` (:meth:`~cfopt.groups.declared.DeclaredConstraints.add_to_copy`), and, with
 ``max_cost``, the row's weighted L1 cost
 :math:`\sum_f w_f |\delta_f| + \sum_{f\ \text{cat.}} w_f (c_f - \lambda_{f,r^i})` at most
 the cap when :math:`y_i = 1`. When :math:`y_i = 0` the copy's numeric inputs are free in
@@ -182,6 +184,8 @@ class ActionModel:
             pred.set_layer_bounds(milp.global_layer_bounds)
         add_switched_validity(copy, pred.outputs, pred.output_bounds(), milp.adapter,
                               rows.margin, target, on)
+        if rows.declared is not None:  # the row's own declared problem, when covered
+            rows.declared.add_to_copy(copy, rows.X.iloc[[i]], on)
         if rows.max_cost is None and not self.costed:
             return
         w = rows.weights

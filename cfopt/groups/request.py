@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..constraints.blocks import ConstraintBlock
+from ..constraints.raw import raw_components
 from ..formulations.validity import check_target, target_indices
 from ..space.feature import plain
+from .actions import GroupRows
+from .declared import DeclaredConstraints
 
 METHODS = ("column_generation", "greedy", "direct_milp")
-#: explainer → a copy built with a cap on changed features (each row's own query)
+#: explainer → (its declared blocks, a copy built with a cap on changed features and
+#: them): each row's own query
 _CAPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 OBJECTIVES = ("count", "coverage", "cost")
 
@@ -46,6 +53,14 @@ class GroupRequest:
     time_limit: float | None
     row_time_limit: float | None
     max_iterations: int
+    declared: DeclaredConstraints | None = None
+
+    def rows(self, positions: Sequence[int]) -> GroupRows:
+        """The rows at ``positions`` of ``X`` as a :class:`~cfopt.groups.actions.GroupRows`
+        with the request's target, margin, weights, caps and declared constraints."""
+        return GroupRows(self.space, self.adapter, self.milp.input_specs,
+                         self.X.iloc[list(positions)], self.target, self.margin,
+                         self.weights, self.max_changes, self.max_cost, self.declared)
 
 
 def _positive_number(name: str, value: Any, *, allow_zero: bool = False) -> float | None:
@@ -71,9 +86,9 @@ def check_group_request(explainer: Any, X: pd.DataFrame, target: Any, *, max_cha
                         time_limit: Any, row_time_limit: Any, max_iterations: Any
                         ) -> GroupRequest:
     """Every check of a group query, before any solve: the rows (a non-empty DataFrame
-    the space accepts), the options, the explainer (a MILP solver, a classifier, no
-    declared or raw constraint: the pricing MILP would not hold them), the target
-    (one class for every row when it is "the opposite")."""
+    the space accepts), the options, the explainer (a MILP solver, a classifier), the
+    target (one class for every row when it is "the opposite"), and the declared and
+    raw constraints a group can hold (:class:`~cfopt.groups.declared.DeclaredConstraints`)."""
     if not isinstance(X, pd.DataFrame):
         raise TypeError(f"X must be a pandas DataFrame of the group's rows, got "
                         f"{type(X).__name__}")
@@ -111,27 +126,16 @@ def check_group_request(explainer: Any, X: pd.DataFrame, target: Any, *, max_cha
     if milp.adapter.is_regressor:
         raise ValueError("group counterfactuals are defined for classifiers; this model is "
                          "a regressor")
-    declared = sorted(n for n, c in milp.constraints.items() if not c.per_query)
-    if declared:
-        raise ValueError(f"the explainer has declared constraints {declared}, which the "
-                         f"group's pricing MILP does not hold yet; use an explainer "
-                         f"without them")
-    raw = [c.local_name for c in milp.user_components() if c.local_name not in
-           milp.constraints]
-    if raw:
-        raise ValueError(f"the explainer's model has Pyomo components added by hand {raw}, "
-                         f"which the group's pricing MILP does not hold")
     rows = space.validate(X)
     check_target(milp.adapter, target)
     classes = milp.predict(rows)
     labels, already = _target(milp.adapter, target, rows, classes)
-    capped = explainer if milp.capped else _CAPPED.get(explainer)
-    if capped is None:  # built once per explainer: a query sets its own cap
-        capped = _CAPPED[explainer] = type(explainer)(
-            **{**explainer.build_arguments, "max_changes": len(space)},
-            solver=explainer.backend.name, threads=explainer.settings.threads,
-            seed=explainer.settings.seed, solver_options=explainer.settings.options,
-            verbose=explainer.settings.verbose)
+    blocks = [c for c in milp.constraints.values() if not c.per_query]
+    moving = [k for k in range(len(rows)) if k not in already]
+    declared = None
+    if moving and (blocks or raw_components(milp)):
+        declared = DeclaredConstraints(milp, labels, rows.iloc[[moving[0]]])
+    capped = explainer if milp.capped else _capped(explainer, blocks)
     terms = milp.objective_terms
     return GroupRequest(
         X=rows.reset_index(drop=True), X_raw=X, target=labels,
@@ -141,7 +145,25 @@ def check_group_request(explainer: Any, X: pd.DataFrame, target: Any, *, max_cha
         objective_is_l1=set(terms) == {"l1"}, max_changes=max_changes,
         objective=objective, n_actions=n_actions, max_cost=max_cost, method=method,
         time_limit=time_limit, row_time_limit=row_time_limit,
-        max_iterations=max_iterations)
+        max_iterations=max_iterations, declared=declared)
+
+
+def _capped(explainer: Any, blocks: list[ConstraintBlock]) -> Any:
+    """A copy of ``explainer`` built with a cap on changed features (a query sets its
+    own) and copies of its declared ``blocks``, for each row's own counterfactual; built
+    once per explainer and set of blocks. (Constraints added by hand are not in it: a
+    row it proves without any action has none with them either.)"""
+    key = tuple((type(c).__qualname__, c.name, id(c)) for c in blocks)
+    cached = _CAPPED.get(explainer)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    capped = type(explainer)(
+        **{**explainer.build_arguments, "max_changes": len(explainer.space)},
+        solver=explainer.backend.name, threads=explainer.settings.threads,
+        seed=explainer.settings.seed, solver_options=explainer.settings.options,
+        verbose=explainer.settings.verbose, constraints=copy.deepcopy(blocks))
+    _CAPPED[explainer] = (key, capped)
+    return capped
 
 
 def _target(adapter: Any, target: Any, rows: pd.DataFrame, classes: np.ndarray

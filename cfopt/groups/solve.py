@@ -137,8 +137,7 @@ class GroupSearch:
                                  if i not in self.reachable})
         if not members:
             return self.finish([], members=[], value=0.0, bound=0.0, proven=True)
-        rows = GroupRows(req.space, req.adapter, req.milp.input_specs, req.X.iloc[members],
-                         req.target, req.margin, req.weights, req.max_changes, req.max_cost)
+        rows = req.rows(members)
         if req.method == "greedy":
             return self.greedy(rows, members)
         model = ActionModel(rows, req.milp, req.target_indices, range(len(members)),
@@ -158,9 +157,7 @@ class GroupSearch:
         real model) is not queried: it is reachable, and the pricing finds the rest."""
         req = self.request
         runner = req.capped.runner
-        group = GroupRows(req.space, req.adapter, req.milp.input_specs,
-                          req.X.iloc[candidates], req.target, req.margin, req.weights,
-                          req.max_changes, req.max_cost)
+        group = req.rows(candidates)
         moved = np.zeros(len(candidates), dtype=bool)
         kept = []
         for j, i in enumerate(candidates):
@@ -187,7 +184,7 @@ class GroupSearch:
                 action = Action.between(req.space, req.X.iloc[i], ce.counterfactual.iloc[0])
                 self.first[i] = action
                 moved |= group.covers(action)[0]
-        self.reachable = {i for j, i in enumerate(candidates) if moved[j]} | set(self.first)
+        self.reachable = {i for j, i in enumerate(candidates) if moved[j]}
         return kept
 
     def row_layer_bounds(self, i: int) -> LayerBounds:
