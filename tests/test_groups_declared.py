@@ -271,3 +271,44 @@ def test_the_pricing_milp_with_a_rule_matches_every_action_checked(seed, kind, r
         assigned = model.assigned()
         assert not (assigned & ~grid.covers(model.action())[0]).any()
     assert max(found[:n]) >= 1.0  # some row is covered
+
+
+def regions(name: str, space):
+    from sklearn.ensemble import IsolationForest
+
+    from tests.test_groups import make_data
+
+    X, _ = make_data(1)
+    if name == "hull":
+        return cfopt.ConvexHull(X, epsilon=0.3, norm="l1", max_points=50)
+    if name == "knn":
+        return cfopt.NearestNeighbourHull(X, k=10)
+    if name == "clusters":
+        return cfopt.ClusterHulls(X, n_clusters=3)
+    Z = space.transform(X)
+    forest = IsolationForest(n_estimators=5, max_samples=32, random_state=0).fit(Z)
+    return cfopt.IsolationForestScore(forest, contamination=0.2, data=Z)
+
+
+@pytest.mark.parametrize("name", ["hull", "knn", "clusters", "iforest"])
+def test_trust_regions_and_an_outlier_score_priced_agree_with_every_action_checked(
+        name, monkeypatch):
+    """Every action of the grid checked by the block's own check (no pricing) and the
+    pricing MILP's copies holding the block (its own variables, per row: the hull of
+    each row's own neighbours) prove the same fewest actions."""
+    explainer, space, scores, rows = group(1, "lr")
+    fenced = cfopt.Explainer(explainer.milp.adapter.model, space, margin=MARGIN,
+                             constraints=[regions(name, space)])
+    checked = fenced.explain_group(rows, max_changes=2)
+    assert "no pricing" in checked.message and checked.status is cfopt.Status.OPTIMAL
+    monkeypatch.setattr(enumeration, "ENUMERATION_LIMIT", 0)
+    priced = fenced.explain_group(rows, max_changes=2)
+    assert priced.status is cfopt.Status.OPTIMAL, priced.message
+    assert priced.value == checked.value == priced.bound
+    free = explainer.explain_group(rows, max_changes=2)
+    assert checked.value >= free.value
+    m = fenced.milp
+    for i in np.flatnonzero(priced.assignment.to_numpy() >= 0):
+        m.set_factual(rows.iloc[[i]])
+        m.set_target(1)
+        assert m.violations(priced.counterfactuals.iloc[[i]]) == []

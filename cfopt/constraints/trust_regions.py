@@ -123,13 +123,15 @@ class _Region(ConstraintBlock):
         return encode_inputs(m, m.space, space_specs(m.space))  # pragma: no mutate (unused)
 
     def _add_slack(self, block: pyo.Block, n: int) -> None:
-        """``s = s_pos - s_neg`` with ``||s||_1 <= epsilon`` or ``||s||_inf <= epsilon``."""
+        """``s = s_pos - s_neg`` with ``||s||_1 <= epsilon`` or ``||s||_inf <= epsilon``
+        (so ``0 <= s_pos, s_neg <= epsilon``, declared as their bounds)."""
         # pragma: no mutate start (mutable: epsilon is never changed after build)
         block.epsilon = pyo.Param(mutable=True, initialize=self.epsilon)
         # pragma: no mutate end
         block.INPUTS = pyo.RangeSet(0, n - 1)
-        block.s_pos = pyo.Var(block.INPUTS, bounds=(0, None))
-        block.s_neg = pyo.Var(block.INPUTS, bounds=(0, None))
+        # each part is at most ε, as the norm's row implies (a bound a group's big-M reads)
+        block.s_pos = pyo.Var(block.INPUTS, bounds=(0, self.epsilon))
+        block.s_neg = pyo.Var(block.INPUTS, bounds=(0, self.epsilon))
         if self.norm == "l1":
             block.slack_norm = pyo.Constraint(expr=pyo.quicksum(
                 block.s_pos[j] + block.s_neg[j] for j in block.INPUTS) <= block.epsilon)
