@@ -28,14 +28,17 @@ changes at most ``max_changes`` features and no immutable one (``verified``).
 
 Rows of ``benchmarks/results/group_recourse.json``: ``dataset``, ``model``,
 ``group_size``, ``max_changes``, ``max_cost``, ``method``, ``status``, ``actions``,
-``coverage`` (share of the group given an action), ``mean_cost``, ``bound``,
+``rules`` (``--rules``: ``none``, or ``plausible``: :func:`with_rules`, checked on
+every moved row by the explainer's own check), ``coverage`` (share of the group given an
+action), ``mean_cost``, ``bound``,
 ``proven_optimal``, ``seconds``, ``pricing_seconds``, ``iterations``, ``columns``,
 ``time_limit``, ``verified``, ``message``. Written after every run; a run already in
 the file (same key) is skipped, so an interrupted benchmark resumes.
 
     python benchmarks/group_recourse.py [--datasets adult,compas,german] [--models mlp,rf]
         [--sizes 50,100,200] [--max-changes 1,2,3] [--methods column_generation,greedy,
-        direct_milp] [--max-cost C] [--time-limit 600] [--direct-max 100] [--out FILE]
+        direct_milp] [--max-cost C] [--rules none|plausible] [--time-limit 600]
+        [--direct-max 100] [--out FILE]
     python benchmarks/group_recourse.py --table group_recourse.json   # the README's table
 """
 
@@ -58,7 +61,39 @@ from common import RESULTS, environment, write  # noqa: E402
 import cfopt  # noqa: E402
 
 METHODS = ("column_generation", "greedy", "direct_milp")
-KEY = ("dataset", "model", "group_size", "max_changes", "max_cost", "method")
+KEY = ("dataset", "model", "group_size", "max_changes", "max_cost", "rules", "method")
+RULES = ("none", "plausible")
+
+
+def with_rules(dataset: str, explainer: cfopt.Explainer) -> cfopt.Explainer:
+    """``--rules plausible``: the explainer with rules a user of each data set would
+    declare, each held by every row of a group with the row as the factual — a declared
+    block or two and one Pyomo constraint added by hand.
+
+    Adult: a year more of education takes a year of age
+    (``IfIncreases("education-num", then="age", by=1)``), capital gain in steps of 1,000,
+    and by hand: hours per week rise by at most 20. COMPAS: the length of stay only
+    shortens (``LinearConstraint(relative=True)``), and by hand: by at most 30 days.
+    German: credit amount in steps of 500, becoming a home owner keeps the property
+    (``IfCategory("housing", "own", fixed=["property"])``), and by hand: the duration
+    does not rise."""
+    import pyomo.environ as pyo
+
+    blocks: list[cfopt.ConstraintBlock] = {
+        "adult": [cfopt.IfIncreases("education-num", then="age", by=1),
+                  cfopt.Step("capital-gain", 1000)],
+        "compas": [cfopt.LinearConstraint({"length_of_stay": 1}, "<=", 0, relative=True)],
+        "german": [cfopt.Step("credit_amount", 500),
+                   cfopt.IfCategory("housing", "own", fixed=["property"])]}[dataset]
+    fenced = cfopt.Explainer(**explainer.build_arguments, constraints=blocks)
+    m = fenced.milp
+    if dataset == "adult":
+        m.by_hand = pyo.Constraint(expr=m.x["hours-per-week"] <= m.x0["hours-per-week"] + 20)
+    elif dataset == "compas":
+        m.by_hand = pyo.Constraint(expr=m.x["length_of_stay"] >= m.x0["length_of_stay"] - 30)
+    else:
+        m.by_hand = pyo.Constraint(expr=m.x["duration"] <= m.x0["duration"])
+    return fenced
 
 
 def load(name: str) -> tuple[pd.DataFrame, np.ndarray, cfopt.FeatureSpace]:
@@ -90,14 +125,24 @@ def fit(kind: str, Z: np.ndarray, y: np.ndarray) -> Any:
                                   random_state=0, n_jobs=1).fit(Z, y)
 
 
-def verified(answer: Any, model: Any, space: cfopt.FeatureSpace, max_changes: int) -> bool:
-    """Every assigned row is predicted 1 by the model itself; every action is within
+def verified(answer: Any, model: Any, space: cfopt.FeatureSpace, max_changes: int,
+             group: pd.DataFrame, explainer: cfopt.Explainer) -> bool:
+    """Every assigned row is predicted 1 by the model itself and, with the row as the
+    factual, breaks none of the explainer's declared or raw constraints (its single
+    query's check, :meth:`cfopt.CounterfactualModel.violations`); every action is within
     ``max_changes`` features and leaves the immutable ones alone."""
     moved = answer.assignment.to_numpy() >= 0
     if moved.any():
         rows = answer.counterfactuals[moved]
         if not (model.predict(space.transform(rows)) == 1).all():
             return False
+    m = explainer.milp
+    if m.constraints or m.user_components():
+        for i in np.flatnonzero(moved):
+            m.set_factual(group.iloc[[i]])
+            m.set_target(1)
+            if m.violations(answer.counterfactuals.iloc[[i]]):
+                return False
     for action in answer.actions:
         if len(action.features) > max_changes or any(space[n].immutable
                                                      for n in action.features):
@@ -113,6 +158,8 @@ def main() -> None:
     parser.add_argument("--max-changes", default="1,2,3")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--max-cost", type=float, default=None)
+    parser.add_argument("--rules", default="none", choices=RULES,
+                        help="'plausible': each data set's rules (with_rules)")
     parser.add_argument("--time-limit", type=float, default=600.0)
     parser.add_argument("--direct-max", type=int, default=100)
     parser.add_argument("--direct-limit", type=float, default=None,
@@ -127,6 +174,8 @@ def main() -> None:
     path = RESULTS / args.out
     old = json.loads(path.read_text()) if path.exists() else {"rows": []}
     rows: list[dict[str, Any]] = old["rows"]
+    for r in rows:  # rows from before --rules had none
+        r.setdefault("rules", "none")
     done = {tuple(r[k] for k in KEY) for r in rows}
     methods = args.methods.split(",")
     for dataset in args.datasets.split(","):
@@ -137,6 +186,8 @@ def main() -> None:
         for kind in args.models.split(","):
             model = fit(kind, Z[train], y[train])
             explainer = cfopt.Explainer(model, space)
+            if args.rules != "none":
+                explainer = with_rules(dataset, explainer)
             rejected = X[model.predict(Z) == 0]
             order = rejected.iloc[np.random.default_rng(1).permutation(len(rejected))]
             for size in map(int, args.sizes.split(",")):
@@ -147,7 +198,7 @@ def main() -> None:
                 for k in map(int, args.max_changes.split(",")):
                     cg_seconds = None
                     for method in methods:
-                        key = (dataset, kind, size, k, args.max_cost, method)
+                        key = (dataset, kind, size, k, args.max_cost, args.rules, method)
                         if method == "direct_milp" and size > args.direct_max:
                             continue
                         if key in done:
@@ -174,7 +225,8 @@ def main() -> None:
                             "seconds": seconds, "pricing_seconds": answer.pricing_seconds,
                             "iterations": answer.iterations, "columns": answer.columns,
                             "time_limit": limit,
-                            "verified": verified(answer, model, space, k),
+                            "verified": verified(answer, model, space, k, group,
+                                                 explainer),
                             "message": answer.message}
                         rows.append(row)
                         done.add(key)
@@ -185,11 +237,11 @@ def main() -> None:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """One line per group and setting (by data set, model, rows, ``max_changes``): each
-    method's actions, proof and seconds."""
+    """One line per group and setting (by data set, model, rows, ``max_changes``, and
+    the rules when there are some): each method's actions, proof and seconds."""
     cells: dict[tuple, dict[str, str]] = {}
     for r in rows:
-        key = tuple(r[k] for k in KEY[:5])
+        key = tuple(r.get(k, "none") for k in KEY[:6])
         proof = " proven" if r["proven_optimal"] else \
             (f" (bound {r['bound']})" if r["bound"] is not None else "")
         text = f"{r['actions']}{proof}, {r['seconds']:.1f} s"
@@ -199,9 +251,10 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| data | model | rows | max_changes | column generation | greedy | direct MILP |",
              "|---|---|---|---|---|---|---|"]
     for key, by in sorted(cells.items(), key=lambda item: tuple(map(str, item[0]))[:2] + (
-            item[0][2], item[0][3], str(item[0][4]))):
-        lines.append("| " + " | ".join(str(k) for k in key[:4]) + " | " + " | ".join(
-            by.get(m, "—") for m in METHODS) + " |")
+            item[0][2], item[0][3], str(item[0][4]), item[0][5])):
+        rules = "" if key[5] == "none" else f" ({key[5]} rules)"
+        lines.append("| " + " | ".join(str(k) for k in key[:3]) + f" | {key[3]}{rules} | "
+                     + " | ".join(by.get(m, "—") for m in METHODS) + " |")
     return "\n".join(lines)
 
 
