@@ -312,3 +312,47 @@ def test_trust_regions_and_an_outlier_score_priced_agree_with_every_action_check
         m.set_factual(rows.iloc[[i]])
         m.set_target(1)
         assert m.violations(priced.counterfactuals.iloc[[i]]) == []
+
+
+STATELESS = [cfopt.LinearConstraint({"a": 1.0, ("c", "z"): 2.0}, "<=", 4.0),
+             cfopt.LinearConstraint({"a": 1.0}, ">=", -1.0, relative=True),
+             cfopt.IfIncreases("a", "d", 1.0), cfopt.IfCategory("c", "z", ["a", "b"]),
+             cfopt.Step("a", 2.0)]
+
+
+@pytest.mark.parametrize("block", STATELESS, ids=lambda c: c.kind)
+def test_a_check_that_reads_no_query_state_gives_the_same_answer_at_any_factual(block):
+    """``check_reads_query = False`` lets a group check rows without setting each as
+    the factual: the block's answer must not change with the model's factual."""
+    from tests.test_groups import make_data
+
+    assert block.check_reads_query is False
+    explainer, space, scores, rows = group(1, "lr")
+    fenced = cfopt.Explainer(explainer.milp.adapter.model, space, margin=MARGIN,
+                             constraints=[copy.deepcopy(block)])
+    m, c = fenced.milp, next(iter(fenced.milp.constraints.values()))
+    X, _ = make_data(5, n=40)
+    answers = []
+    for state in (rows.iloc[[0]], rows.iloc[[3]]):
+        m.set_factual(state)
+        m.set_target(1)
+        answers.append([c.violations(m, X.iloc[i], X.iloc[20 + i]) for i in range(20)])
+    assert answers[0] == answers[1] and any(answers[0]) and not all(answers[0])
+
+
+def test_rows_are_set_as_the_factual_only_for_a_check_that_reads_it(monkeypatch):
+    from cfopt.groups.declared import DeclaredConstraints
+
+    calls = []
+    for blocks, expected in (([cfopt.Step("a", 2.0)], 1), ([regions("knn", None)], 3)):
+        explainer, space, scores, rows = group(1, "lr")
+        fenced = cfopt.Explainer(explainer.milp.adapter.model, space, margin=MARGIN,
+                                 constraints=blocks)
+        raw_a_plus_b(fenced.milp)
+        declared = DeclaredConstraints(fenced.milp, (1,), rows.iloc[[0]])
+        calls.clear()
+        monkeypatch.setattr(declared, "at", lambda row, f=declared.at: calls.append(1) or f(row))
+        moved = rows.iloc[[1, 2]].copy()
+        first = [declared.holds(rows.iloc[[1]], moved) for _ in range(3)]
+        assert len(calls) == expected
+        assert all((f == first[0]).all() for f in first)

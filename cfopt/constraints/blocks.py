@@ -53,6 +53,11 @@ class ConstraintBlock(ABC):
     #: True for a block that holds only what the current query set on it (a query's own
     #: narrowing): not a constraint of the user's problem beyond that query
     per_query: bool = False
+    #: whether :meth:`violations` reads what the current query set (the model's factual
+    #: or target, what :meth:`update` stored); False for a check that reads only its
+    #: arguments (``factual``, ``row``) and the space, so that a group checks many rows
+    #: without setting each as the factual (:mod:`cfopt.groups.declared`)
+    check_reads_query: bool = True
 
     def __init__(self, name: str | None = None) -> None:
         if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):

@@ -79,6 +79,7 @@ class CausalModel(ConstraintBlock):
     feature, declared once and enforced on every query."""
 
     kind = "causal"
+    check_reads_query = False
 
     def __init__(self, equations: Sequence[StructuralEquation], *,
                  name: str | None = None) -> None:

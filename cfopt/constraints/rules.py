@@ -51,6 +51,7 @@ class LinearConstraint(ConstraintBlock):
     """
 
     kind = "linear"
+    check_reads_query = False
 
     def __init__(self, coefficients: Mapping[Any, float], sense: str, rhs: float, *,
                  relative: bool = False, name: str | None = None) -> None:
@@ -123,6 +124,7 @@ class IfIncreases(ConstraintBlock):
     """If numeric ``feature`` increases, numeric ``then`` increases by at least ``by``."""
 
     kind = "if_increases"
+    check_reads_query = False
 
     def __init__(self, feature: str, then: str, by: float = 0.0, *,
                  name: str | None = None) -> None:
@@ -162,6 +164,7 @@ class IfCategory(ConstraintBlock):
     """If categorical ``feature`` changes to ``level``, the features ``fixed`` stay."""
 
     kind = "if_category"
+    check_reads_query = False
 
     def __init__(self, feature: str, level: Any, fixed: Sequence[str], *,
                  name: str | None = None) -> None:
@@ -211,6 +214,7 @@ class Step(ConstraintBlock):
     """Numeric ``feature`` changes in whole multiples of ``step`` (raw units)."""
 
     kind = "step"
+    check_reads_query = False
 
     def __init__(self, feature: str, step: float, *, name: str | None = None) -> None:
         super().__init__(name)

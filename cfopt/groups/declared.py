@@ -46,6 +46,7 @@ from pyomo.repn.standard_repn import generate_standard_repn
 
 from ..constraints.raw import members, raw_tolerance, within_block
 from ..formulations.features import width
+from ..space.feature import plain
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,10 @@ class DeclaredConstraints:
         self.m, self.target = m, list(target)
         self.features = self._features()
         self.blocks = {n: c for n, c in m.constraints.items() if not c.per_query}
+        #: whether a block's check reads the query's state (the factual set first)
+        self.stateful = any(c.check_reads_query for c in self.blocks.values())
+        #: a row's raw values → its raw constraints' data (:meth:`holds`)
+        self._raw: dict[tuple, list[LinearDatum]] = {}
         for name, c in self.blocks.items():
             if c.needs_witness:
                 raise ValueError(f"the declared constraint {name!r} is checked on the "
@@ -107,13 +112,18 @@ class DeclaredConstraints:
     def holds(self, row: pd.DataFrame, moved: pd.DataFrame) -> np.ndarray:
         """Whether each raw row of ``moved`` meets every declared and raw constraint
         with the one-row frame ``row`` as the factual: the raw constraints by their
-        check (:func:`~cfopt.constraints.raw.violation`, on all rows at once), each
-        block by its :meth:`~cfopt.ConstraintBlock.violations`."""
-        self.at(row)
+        check (:func:`~cfopt.constraints.raw.violation`, on all rows at once, their
+        data at ``row`` read once), each block by its
+        :meth:`~cfopt.ConstraintBlock.violations` (``row`` set as the factual first
+        only for a block whose check reads it: ``check_reads_query``)."""
+        key = tuple(plain(v) for v in row.iloc[0])
+        if key not in self._raw or self.stateful:
+            self.at(row)
+            self._raw[key] = [self.linear(name, data, None)
+                              for name, data in self.m.raw.constraints]
+        out = self.meets(self._raw[key], moved)
         m, before = self.m, row.iloc[0]
-        raw = [self.linear(name, data, None) for name, data in m.raw.constraints]
-        out = self.meets(raw, moved)
-        for k in np.flatnonzero(out):
+        for k in np.flatnonzero(out) if self.blocks else ():
             after = moved.iloc[k]
             out[k] = not any(c.violations(m, before, after) for c in self.blocks.values())
         return out

@@ -31,6 +31,10 @@ exactly (:mod:`.enumeration`, no pricing); otherwise
    it meets the ceiling of the LP bound; for the fewest actions, a gap left is decided
    by branch-and-price (:mod:`.branching`); for the coverage a gap is reported as one.
 
+The explainer's declared blocks and raw Pyomo constraints hold for every row as its
+own factual: in the check of every action and in each row's pricing copy
+(:mod:`.declared`).
+
 ``"greedy"``: the common heuristic — set-cover greedy over the rows' own
 counterfactuals as actions (step 1's columns, each verified on every row): repeatedly
 the one moving most rows not yet moved; no bound. ``"direct_milp"``: the compact model
