@@ -356,3 +356,45 @@ def test_rows_are_set_as_the_factual_only_for_a_check_that_reads_it(monkeypatch)
         first = [declared.holds(rows.iloc[[1]], moved) for _ in range(3)]
         assert len(calls) == expected
         assert all((f == first[0]).all() for f in first)
+
+
+def test_a_rule_on_a_continuous_feature_is_read_in_its_own_units():
+    """``m.x[e] = l + R t`` (a continuous feature's unit variable): the check and the
+    pricing copy both put the rule's edge at the row's own value plus 1.5 raw units."""
+    import pandas as pd
+    from sklearn.linear_model import LogisticRegression
+
+    from cfopt.groups.declared import DeclaredConstraints
+    from cfopt.groups.pricing import ActionModel
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"e": rng.uniform(0, 10, 200), "a": rng.integers(0, 5, 200)})
+    y = (X.e + X.a > 8).astype(int).to_numpy()
+    space = cfopt.FeatureSpace.from_frame(X, kinds={"e": "continuous"})
+    model = LogisticRegression().fit(space.transform(X), y)
+    explainer = cfopt.Explainer(model, space)
+    m = explainer.milp
+    m.rise = pyo.Constraint(expr=m.x["e"] <= m.x0["e"] + 1.5)
+    rows = X[model.predict(space.transform(X)) == 0].head(3)
+    declared = DeclaredConstraints(m, (1,), rows.iloc[[0]])
+    row = rows.iloc[[0]]
+    x0 = float(row.e.iloc[0])
+    moved = pd.concat([row] * 3, ignore_index=True)
+    moved["e"] = [x0 + 1.5 - 1e-3, x0 + 1.5 + 1e-3, x0 - 3.0]
+    assert declared.holds(row, moved).tolist() == [True, False, True]
+    request = check_group_request(
+        explainer, rows, None, max_changes=2, objective="count", n_actions=None,
+        max_cost=None, method="column_generation", time_limit=None, row_time_limit=None,
+        max_iterations=10)
+    grid = request.rows(range(len(rows)))
+    pricing = ActionModel(grid, m, request.target_indices, range(len(rows)))
+    pricing.set_prices({0: 1.0, 1: 1.0, 2: 1.0})
+    copy0 = pricing.slots[0].copies[0]
+    pricing.slots[0].covers[0].value = 1
+    for value, holds in ((x0 + 1.5 - 1e-3, True), (x0 + 1.5 + 1e-3, False)):
+        copy0.v["e"].value = value
+        met = [pyo.value(c.body) <= pyo.value(c.upper) + 1e-9 for c in copy0.declared.values()]
+        assert all(met) == holds
+    pricing.slots[0].covers[0].value = 0  # not covered: the rule is off
+    copy0.v["e"].value = space["e"].upper
+    assert all(pyo.value(c.body) <= pyo.value(c.upper) + 1e-9 for c in copy0.declared.values())

@@ -73,8 +73,10 @@ class DeclaredConstraints:
         self.blocks = {n: c for n, c in m.constraints.items() if not c.per_query}
         #: whether a block's check reads the query's state (the factual set first)
         self.stateful = any(c.check_reads_query for c in self.blocks.values())
-        #: a row's raw values → its raw constraints' data (:meth:`holds`)
+        #: a row's raw values → its raw constraints' data (:meth:`holds`), and every
+        #: datum's (:meth:`rows`)
         self._raw: dict[tuple, list[LinearDatum]] = {}
+        self._all: dict[tuple, list[LinearDatum]] = {}
         for name, c in self.blocks.items():
             if c.needs_witness:
                 raise ValueError(f"the declared constraint {name!r} is checked on the "
@@ -116,7 +118,7 @@ class DeclaredConstraints:
         data at ``row`` read once), each block by its
         :meth:`~cfopt.ConstraintBlock.violations` (``row`` set as the factual first
         only for a block whose check reads it: ``check_reads_query``)."""
-        key = tuple(plain(v) for v in row.iloc[0])
+        key = _key(row)
         if key not in self._raw or self.stateful:
             self.at(row)
             self._raw[key] = [self.linear(name, data, None)
@@ -163,9 +165,12 @@ class DeclaredConstraints:
             yield data_name, data, None
 
     def rows(self, row: pd.DataFrame) -> list[LinearDatum]:
-        """Every datum at ``row`` as the factual (:meth:`linear`)."""
-        self.at(row)
-        return [self.linear(name, data, own) for name, data, own in self.data()]
+        """Every datum at ``row`` as the factual (:meth:`linear`), read once per row."""
+        key = _key(row)
+        if key not in self._all:
+            self.at(row)
+            self._all[key] = [self.linear(name, data, own) for name, data, own in self.data()]
+        return self._all[key]
 
     def linear(self, name: str, data: Any, own: pyo.Block | None) -> LinearDatum:
         """The constraint datum ``data`` at the current factual, checked: linear, over the
@@ -239,3 +244,8 @@ class DeclaredConstraints:
             if datum.upper is not None and (high is None or high > datum.upper):
                 ceiling = math.inf if high is None else high
                 copy.declared.add(body <= datum.upper + (ceiling - datum.upper) * (1 - on))
+
+
+def _key(row: pd.DataFrame) -> tuple:
+    """A one-row frame's raw values, hashable (the data of equal rows are equal)."""
+    return tuple(plain(v) for v in row.iloc[0])
