@@ -254,3 +254,24 @@ def test_graphs_refused(case):
     graph, message = CASES[case]
     with pytest.raises(UnsupportedModelError, match=message):
         OnnxAdapter(graph)
+
+
+@pytest.mark.parametrize("axis", [0, -2])
+def test_a_graph_that_flattens_its_whole_batch_runs_row_by_row(axis):
+    """Flatten axis 0 (or -2) of a variable batch would make many rows one long row: the
+    graph runs one row at a time, as a single row would be given to it."""
+    graph = model([node("Flatten", ["x"], "f", axis=axis),
+                   node("Gemm", ["f", "W", "b"], "y", transB=1)], {"W": W1, "b": B1})
+    a = OnnxAdapter(graph)
+    assert a.output(Z).shape == (12, 4)
+    assert np.allclose(a.output(Z), Z @ W1.T + B1, atol=1e-5)
+    assert np.array_equal(a.predict(Z), (Z @ W1.T + B1).argmax(axis=1))
+
+
+@pytest.mark.parametrize("axis", [2, 3, -3])
+def test_a_flatten_that_breaks_rows_apart_is_refused(axis):
+    graph = model([node("Flatten", ["x"], "f", axis=axis),
+                   node("Gemm", ["f", "W", "b"], "y", transB=1)], {"W": W1, "b": B1})
+    with pytest.raises(UnsupportedModelError, match=rf"with axis {axis + 2 if axis < 0 else axis} "
+                       r"does not keep a row's features in one row"):
+        OnnxAdapter(graph)

@@ -76,7 +76,9 @@ class OnnxAdapter(ModelAdapter):
         if len(dims) != 2 or not dims[1].HasField("dim_value"):
             raise UnsupportedModelError(f"the ONNX input {inputs[0].name!r} must have shape "
                                         f"[batch, features] with a fixed feature count")
-        self._batch_one = dims[0].HasField("dim_value") and dims[0].dim_value == 1
+        #: run one row at a time: a graph of batch 1, or one that flattens its whole
+        #: input (Flatten axis 0: a batch of rows would become one long row)
+        self._row_by_row = dims[0].HasField("dim_value") and dims[0].dim_value == 1
         elem = inputs[0].type.tensor_type.elem_type
         self._np_dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
         self._input_name = inputs[0].name
@@ -129,6 +131,13 @@ class OnnxAdapter(ModelAdapter):
                 if op == "Flatten" and layers:
                     raise UnsupportedModelError(f"{label} is only supported before the first "
                                                 f"dense layer")
+                if op == "Flatten":  # of [batch, features]: axis -2 is 0, -1 is 1
+                    axis = _attr(node, "axis", 1)
+                    axis = axis + 2 if axis < 0 else axis
+                    if axis not in (0, 1):
+                        raise UnsupportedModelError(f"{label} with axis {axis} does not keep "
+                                                    f"a row's features in one row; use axis 1")
+                    self._row_by_row |= axis == 0
             elif op in _OUTPUT_TRANSFORMS and layers:
                 transform = _OUTPUT_TRANSFORMS[op]
             else:
@@ -162,7 +171,7 @@ class OnnxAdapter(ModelAdapter):
 
     def _run(self, session: Any, Z: np.ndarray, dtype: Any) -> np.ndarray:
         Z = np.atleast_2d(np.asarray(Z, dtype=dtype))
-        if self._batch_one:
+        if self._row_by_row:
             rows = [session.run(None, {self._input_name: Z[i:i + 1]})[0] for i in range(len(Z))]
             out = np.concatenate(rows, axis=0)  # pragma: no mutate (1-row outputs: reshaped below)
         else:
