@@ -62,6 +62,7 @@ TESTS: dict[str, list[str]] = {
         "__init__", "actions", "request", "result", "solve", "costs", "enumeration")},
     **{f"cfopt/groups/{name}.py": ["tests/test_groups_branching.py", "tests/test_groups.py"]
        for name in ("master", "pricing", "branching")},
+    "cfopt/groups/declared.py": ["tests/test_groups_declared.py"],
     "cfopt/query/claims.py": ["tests/test_query_claims.py", "tests/test_claims.py",
                               "tests/test_claims_solvers.py"],
     "cfopt/query/solution.py": ["tests/test_query_solution.py", "tests/test_query_claims.py",

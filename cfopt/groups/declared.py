@@ -134,13 +134,15 @@ class DeclaredConstraints:
         """Whether each raw row of ``moved`` meets every datum of ``data`` (over the
         features only) within the raw check's tolerance
         (:func:`~cfopt.constraints.raw.raw_tolerance`)."""
+        out = np.ones(len(moved), dtype=bool)
+        if not data:
+            return out
         values = {}
         for var, (name, level, offset, scale) in self.features.items():
             f = self.m.space[name]
             column = moved[name].to_numpy(dtype=object)
             values[id(var)] = (column == level).astype(float) if level is not None else \
                 (np.array([f.to_code(v) for v in column], dtype=float) - offset) / scale
-        out = np.ones(len(moved), dtype=bool)
         for datum in data:
             parts = [a * values[id(var)] for a, var in datum.terms]
             body = datum.constant + np.sum(parts, axis=0) if parts else \
@@ -235,15 +237,13 @@ class DeclaredConstraints:
                 fresh.setub(pyo.value(var.ub))
             return own[var]
 
-        for datum in data:
+        for datum in data:  # finite bounds: every variable is (``linear`` checks)
             body = datum.constant + pyo.quicksum(a * term(v) for a, v in datum.terms)
             low, high = compute_bounds_on_expr(body)
-            if datum.lower is not None and (low is None or low < datum.lower):
-                floor = -math.inf if low is None else low
-                copy.declared.add(body >= datum.lower - (datum.lower - floor) * (1 - on))
-            if datum.upper is not None and (high is None or high > datum.upper):
-                ceiling = math.inf if high is None else high
-                copy.declared.add(body <= datum.upper + (ceiling - datum.upper) * (1 - on))
+            if datum.lower is not None and low < datum.lower:
+                copy.declared.add(body >= datum.lower - (datum.lower - low) * (1 - on))
+            if datum.upper is not None and high > datum.upper:
+                copy.declared.add(body <= datum.upper + (high - datum.upper) * (1 - on))
 
 
 def _key(row: pd.DataFrame) -> tuple:
