@@ -132,10 +132,10 @@ class OnnxAdapter(ModelAdapter):
                     raise UnsupportedModelError(f"{label} is only supported before the first "
                                                 f"dense layer")
                 if op == "Flatten":  # of [batch, features]: axis -2 is 0, -1 is 1
-                    axis = _attr(node, "axis", 1)
-                    axis = axis + 2 if axis < 0 else axis
+                    given = _attr(node, "axis", 1)
+                    axis = given + 2 if given < 0 else given
                     if axis not in (0, 1):
-                        raise UnsupportedModelError(f"{label} with axis {axis} does not keep "
+                        raise UnsupportedModelError(f"{label} with axis {given} does not keep "
                                                     f"a row's features in one row; use axis 1")
                     self._row_by_row |= axis == 0
             elif op in _OUTPUT_TRANSFORMS and layers:
