@@ -375,6 +375,7 @@ def test_a_rule_on_a_continuous_feature_is_read_in_its_own_units():
     explainer = cfopt.Explainer(model, space)
     m = explainer.milp
     m.rise = pyo.Constraint(expr=m.x["e"] <= m.x0["e"] + 1.5)
+    m.change = pyo.Constraint(expr=m.x["e"] - m.x0["e"] <= 1.5)  # the same, its sides apart
     rows = X[model.predict(space.transform(X)) == 0].head(3)
     declared = DeclaredConstraints(m, (1,), rows.iloc[[0]])
     row = rows.iloc[[0]]
@@ -382,6 +383,15 @@ def test_a_rule_on_a_continuous_feature_is_read_in_its_own_units():
     moved = pd.concat([row] * 3, ignore_index=True)
     moved["e"] = [x0 + 1.5 - 1e-3, x0 + 1.5 + 1e-3, x0 - 3.0]
     assert declared.holds(row, moved).tolist() == [True, False, True]
+    near = pd.concat([row] * 41, ignore_index=True)  # the edge ± 4e-5, across the tolerance
+    near["e"] = x0 + 1.5 + 2e-6 * np.arange(-20, 21)
+    single = []
+    for k in range(len(near)):  # the single query's own check, the row as the factual
+        m.set_factual(row)
+        m.set_target(1)
+        single.append(not m.raw.problems(m, near.iloc[[k]], witness=False))
+    assert declared.holds(row, near).tolist() == single
+    assert 21 < sum(single) < 41  # some points past the edge are within its tolerance
     request = check_group_request(
         explainer, rows, None, max_changes=2, objective="count", n_actions=None,
         max_cost=None, method="column_generation", time_limit=None, row_time_limit=None,
