@@ -138,6 +138,18 @@ def fewest(sets: set, universe: set) -> int:
     raise AssertionError("not coverable")
 
 
+def proven_fewest(explainer, rows, sets: set, max_changes: int, path: str):
+    """The group's answer, asserted proven and equal to the fewest actions over the brute
+    force's cover ``sets``; with the rows any action covers and that fewest."""
+    coverable = set().union(*sets) if sets else set()
+    best = fewest(sets, coverable)
+    got = explainer.explain_group(rows, max_changes=max_changes)
+    assert got.status is cfopt.Status.OPTIMAL, got.message
+    assert got.value == best == got.bound
+    assert ("no pricing" in got.message) == (path == "enumerated")
+    return got, coverable, best
+
+
 def most(sets: set, k: int) -> int:
     sets = [s for s in sets if not any(s < t for t in sets)]
     return max((len(set().union(*combo)) for combo in itertools.combinations(sets, min(k, len(sets)))),
@@ -168,12 +180,7 @@ def test_fewest_actions_match_brute_force(seed, kind, max_changes, path):
     explainer, space, scores, rows = group(seed, kind)
     target = {1}
     sets = brute_covers(space, scores, rows, target, max_changes)
-    coverable = set().union(*sets) if sets else set()
-    best = fewest(sets, coverable)
-    got = explainer.explain_group(rows, max_changes=max_changes)
-    assert got.status is cfopt.Status.OPTIMAL, got.message
-    assert got.value == best == got.bound
-    assert ("no pricing" in got.message) == (path == "enumerated")
+    got, coverable, best = proven_fewest(explainer, rows, sets, max_changes, path)
     assert ("checked on every row" in got.message) == (path != "priced")
     assert ("changing none of a checked" in got.message) == (path == "partial")
     assert (got.iterations == 0) or path != "enumerated"

@@ -17,7 +17,7 @@ import pytest
 import cfopt
 from cfopt.groups import enumeration
 from cfopt.groups.request import check_group_request
-from tests.test_groups import MARGIN, brute_covers, fewest, group
+from tests.test_groups import MARGIN, brute_covers, fewest, group, proven_fewest
 
 
 def no_more_a_than_3(before, after):
@@ -99,12 +99,7 @@ def test_fewest_actions_with_a_users_rule_match_brute_force(seed, kind, rule, ma
     sets = brute_covers(space, scores, rows, {1}, max_changes, rule=check)
     free = brute_covers(space, scores, rows, {1}, max_changes)
     assert sets != free  # the rule matters on this group
-    coverable = set().union(*sets) if sets else set()
-    best = fewest(sets, coverable)
-    got = explainer.explain_group(rows, max_changes=max_changes)
-    assert got.status is cfopt.Status.OPTIMAL, got.message
-    assert got.value == best == got.bound
-    assert ("no pricing" in got.message) == (path == "enumerated")
+    got, coverable, best = proven_fewest(explainer, rows, sets, max_changes, path)
     covered = np.flatnonzero(got.assignment.to_numpy() >= 0)
     assert set(covered) == coverable
     proven_out = {rows.index.get_loc(i) for i, r in got.reasons.items()
